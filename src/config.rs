@@ -1,0 +1,340 @@
+//! Configuration: `gavel.toml` plus environment. Every option has a documented default; the
+//! command line (`--config`, `--addr`, `--store`, each with an env twin) overrides the file.
+//!
+//! Secrets never live in the file: a judge names the environment variable holding its key
+//! (`api_key_env`), and the key is kept in a [`Secret`] whose `Debug` and `Display` redact it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::rubric::line_of;
+
+/// Used when neither the config file nor `OPENAI_BASE_URL` names an endpoint.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// Used when neither the config file nor `GAVEL_JUDGE_MODEL` names a model.
+pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0}: cannot read: {1}")]
+    Io(PathBuf, std::io::Error),
+    #[error("{file}: {message}")]
+    Invalid { file: String, message: String },
+}
+
+/// A secret string: printed as `[redacted]` everywhere.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The judge used when a request names none.
+    #[serde(default)]
+    pub default_judge: Option<String>,
+    /// Extra or replacement judge templates (`NAME.system.jinja` + `NAME.user.jinja`).
+    #[serde(default)]
+    pub prompts_dir: Option<PathBuf>,
+    /// Extra or replacement rubrics (`*.toml`).
+    #[serde(default)]
+    pub rubrics_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub judges: BTreeMap<String, JudgeConfig>,
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub dedup: DedupSection,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Any OpenAI-compatible `/v1/chat/completions` endpoint.
+    Openai,
+}
+
+/// `[judges.NAME]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeConfig {
+    pub backend: Backend,
+    /// Base URL of the API, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`.
+    #[serde(default = "default_base_url")]
+    pub base_url: String,
+    pub model: String,
+    /// Environment variable holding the API key.
+    #[serde(default = "default_api_key_env")]
+    pub api_key_env: String,
+    /// The key itself, resolved from `api_key_env` at load time (never read from the file).
+    #[serde(skip)]
+    pub api_key: Option<Secret>,
+    #[serde(default)]
+    pub temperature: f32,
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Limit on one attempt (request and reply), seconds.
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: f64,
+    /// Limit on a whole verdict: every attempt, backoff and re-ask, seconds.
+    #[serde(default = "default_deadline_s")]
+    pub deadline_s: f64,
+    /// Retries after a failed attempt (timeouts, connection errors, 408/409/429/5xx).
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Cap on one backoff wait, seconds (also caps a judge's Retry-After).
+    #[serde(default = "default_max_backoff_s")]
+    pub max_backoff_s: f64,
+    /// Ask for the verdict with a JSON-schema `response_format`; turn off for servers without it.
+    #[serde(default = "yes")]
+    pub structured_output: bool,
+}
+
+fn default_base_url() -> String {
+    OPENAI_BASE_URL.to_string()
+}
+fn default_api_key_env() -> String {
+    "OPENAI_API_KEY".to_string()
+}
+fn default_max_tokens() -> u32 {
+    4096
+}
+fn default_timeout_s() -> f64 {
+    120.0
+}
+fn default_deadline_s() -> f64 {
+    600.0
+}
+fn default_max_retries() -> u32 {
+    3
+}
+fn default_max_backoff_s() -> f64 {
+    30.0
+}
+fn yes() -> bool {
+    true
+}
+
+impl JudgeConfig {
+    /// A judge with every default, for `base_url` and `model`.
+    pub fn openai(base_url: impl Into<String>, model: impl Into<String>, api_key: Option<Secret>) -> JudgeConfig {
+        JudgeConfig {
+            backend: Backend::Openai,
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_env: default_api_key_env(),
+            api_key,
+            temperature: 0.0,
+            max_tokens: default_max_tokens(),
+            timeout_s: default_timeout_s(),
+            deadline_s: default_deadline_s(),
+            max_retries: default_max_retries(),
+            max_backoff_s: default_max_backoff_s(),
+            structured_output: true,
+        }
+    }
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub addr: String,
+    /// Largest request body accepted, bytes.
+    pub max_body_bytes: usize,
+    /// Most trajectories in one group (at most 64).
+    pub max_group_size: usize,
+    /// Limit on one HTTP request, seconds; past it the daemon answers 504 `judge_timeout`.
+    pub request_timeout_s: f64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            addr: "127.0.0.1:8080".into(),
+            max_body_bytes: 16 * 1024 * 1024,
+            max_group_size: crate::trajectory::MAX_GROUP_SIZE,
+            request_timeout_s: 900.0,
+        }
+    }
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Directory of the embedded sled verdict store.
+    pub path: PathBuf,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { path: PathBuf::from("gavel-store") }
+    }
+}
+
+/// `[dedup]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DedupSection {
+    /// Recurring message contents of at least this many characters are sent once.
+    pub min_shared_chars: usize,
+}
+
+impl Default for DedupSection {
+    fn default() -> Self {
+        DedupSection { min_shared_chars: crate::dedup::DedupConfig::default().min_shared_chars }
+    }
+}
+
+impl Config {
+    /// Reads a TOML config file and resolves judge keys from the environment.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io(path.to_path_buf(), e))?;
+        Config::from_toml(&text, &path.display().to_string(), &|k| std::env::var(k).ok())
+    }
+
+    /// Parses TOML text; `env` looks up environment variables (injectable for tests).
+    pub fn from_toml(text: &str, file: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            file: match e.span() {
+                Some(span) => format!("{file}:{}", line_of(text, span.start)),
+                None => file.to_string(),
+            },
+            message: e.message().to_string(),
+        })?;
+        for j in cfg.judges.values_mut() {
+            j.api_key = env(&j.api_key_env).filter(|k| !k.is_empty()).map(Secret::new);
+        }
+        cfg.validate(file)?;
+        Ok(cfg)
+    }
+
+    /// The configuration used with no file: one judge named `default` from `OPENAI_BASE_URL`,
+    /// `OPENAI_API_KEY` and `GAVEL_JUDGE_MODEL`.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Config {
+        let mut judge = JudgeConfig::openai(
+            env("OPENAI_BASE_URL").unwrap_or_else(default_base_url),
+            env("GAVEL_JUDGE_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+            env("OPENAI_API_KEY").filter(|k| !k.is_empty()).map(Secret::new),
+        );
+        judge.api_key_env = default_api_key_env();
+        Config {
+            default_judge: Some("default".into()),
+            prompts_dir: None,
+            rubrics_dir: None,
+            judges: BTreeMap::from([("default".to_string(), judge)]),
+            server: ServerConfig::default(),
+            store: StoreConfig::default(),
+            dedup: DedupSection::default(),
+        }
+    }
+
+    fn validate(&self, file: &str) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { file: file.to_string(), message };
+        if let Some(d) = &self.default_judge {
+            if !self.judges.contains_key(d) {
+                return Err(invalid(format!("default_judge {d:?} is not a [judges.NAME] table")));
+            }
+        }
+        for (name, j) in &self.judges {
+            if !(j.timeout_s > 0.0 && j.deadline_s > 0.0 && j.max_backoff_s >= 0.0) {
+                return Err(invalid(format!("[judges.{name}]: timeout_s and deadline_s must be > 0")));
+            }
+            if j.base_url.parse::<reqwest::Url>().is_err() {
+                return Err(invalid(format!("[judges.{name}]: base_url {:?} is not a URL", j.base_url)));
+            }
+        }
+        let s = &self.server;
+        if s.max_group_size == 0 || s.max_group_size > crate::trajectory::MAX_GROUP_SIZE {
+            return Err(invalid(format!(
+                "[server] max_group_size must be 1..={}",
+                crate::trajectory::MAX_GROUP_SIZE
+            )));
+        }
+        if !(s.request_timeout_s > 0.0) {
+            return Err(invalid("[server] request_timeout_s must be > 0".into()));
+        }
+        Ok(())
+    }
+
+    /// The judge used when a request names none: `default_judge`, else the only judge.
+    pub fn default_judge_name(&self) -> Option<&str> {
+        match &self.default_judge {
+            Some(d) => Some(d),
+            None if self.judges.len() == 1 => self.judges.keys().next().map(String::as_str),
+            None => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(k: &str) -> Option<String> {
+        (k == "MY_KEY").then(|| "sk-secret-123".to_string())
+    }
+
+    #[test]
+    fn judges_resolve_keys_from_env_and_redact_them() {
+        let cfg = Config::from_toml(
+            "default_judge = \"a\"\n[judges.a]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\napi_key_env = \"MY_KEY\"\n",
+            "g.toml",
+            &env,
+        )
+        .unwrap();
+        let a = &cfg.judges["a"];
+        assert_eq!(a.api_key.as_ref().unwrap().expose(), "sk-secret-123");
+        assert!(!format!("{cfg:?}").contains("sk-secret"));
+        assert!(a.structured_output);
+        assert_eq!(cfg.server.max_body_bytes, 16 * 1024 * 1024);
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let e = Config::from_toml("[server]\nmax_body = 3\n", "g.toml", &env).unwrap_err();
+        assert!(e.to_string().starts_with("g.toml:2: unknown field `max_body`"), "{e}");
+        let e = Config::from_toml("default_judge = \"x\"\n", "g.toml", &env).unwrap_err();
+        assert_eq!(e.to_string(), "g.toml: default_judge \"x\" is not a [judges.NAME] table");
+    }
+
+    #[test]
+    fn no_file_builds_a_default_judge_from_env() {
+        let cfg = Config::from_env(&|k| match k {
+            "OPENAI_BASE_URL" => Some("http://127.0.0.1:1234/v1".into()),
+            "GAVEL_JUDGE_MODEL" => Some("qwen".into()),
+            _ => None,
+        });
+        let d = &cfg.judges["default"];
+        assert_eq!(d.base_url, "http://127.0.0.1:1234/v1");
+        assert_eq!(d.model, "qwen");
+        assert!(d.api_key.is_none());
+        assert_eq!(cfg.default_judge_name(), Some("default"));
+    }
+}

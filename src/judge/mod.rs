@@ -1,0 +1,168 @@
+//! Judges: backends that turn judge messages into a completion.
+//!
+//! A backend only completes chat messages; parsing the verdict and the structural re-ask live in
+//! `score`, so every backend gets them alike. A judge failure is a [`JudgeError`], never a score.
+
+pub mod parse;
+pub mod remote;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::config::JudgeConfig;
+use crate::prompt::ChatMessage;
+
+pub use remote::RemoteJudge;
+
+/// How a judge failed, after its retries. Each maps to one HTTP status and `error.type`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JudgeError {
+    /// The judge answered errors (or could not be reached) through every retry.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The verdict was still unusable after the structural re-ask.
+    #[error("{0}")]
+    InvalidOutput(String),
+    /// Every attempt timed out, or the verdict deadline passed.
+    #[error("{0}")]
+    Timeout(String),
+    /// No judge can be built (no key, no model).
+    #[error("{0}")]
+    NotConfigured(String),
+}
+
+impl JudgeError {
+    /// The machine-readable `error.type` of this failure.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            JudgeError::Unavailable(_) => "judge_unavailable",
+            JudgeError::InvalidOutput(_) => "judge_invalid_output",
+            JudgeError::Timeout(_) => "judge_timeout",
+            JudgeError::NotConfigured(_) => "no_judge_configured",
+        }
+    }
+}
+
+/// One completion from a judge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Attempts made, 1 when the first succeeded.
+    pub attempts: u32,
+}
+
+/// What the response reports about a judge.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JudgeInfo {
+    pub name: String,
+    pub model: String,
+}
+
+/// The judges gavel can use (a closed set: each backend is a variant).
+#[derive(Debug)]
+pub enum Judge {
+    Remote(RemoteJudge),
+    /// A configured judge that cannot run (for example no API key); every call fails with
+    /// [`JudgeError::NotConfigured`] and this message.
+    Unconfigured { name: String, model: String, reason: String },
+}
+
+impl Judge {
+    /// Builds a judge from its configuration. A judge that lacks what it needs to run is still
+    /// built, as [`Judge::Unconfigured`], so the daemon starts and says what is missing.
+    pub fn from_config(name: &str, cfg: &JudgeConfig) -> Judge {
+        match &cfg.api_key {
+            Some(_) => Judge::Remote(RemoteJudge::new(name, cfg)),
+            None => Judge::Unconfigured {
+                name: name.to_string(),
+                model: cfg.model.clone(),
+                reason: format!(
+                    "judge {name:?} has no API key: set the environment variable {} (or, with no config \
+                     file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
+                    cfg.api_key_env
+                ),
+            },
+        }
+    }
+
+    pub fn info(&self) -> JudgeInfo {
+        match self {
+            Judge::Remote(r) => JudgeInfo { name: r.name.clone(), model: r.model.clone() },
+            Judge::Unconfigured { name, model, .. } => JudgeInfo { name: name.clone(), model: model.clone() },
+        }
+    }
+
+    /// Why this judge cannot run, if it cannot.
+    pub fn unconfigured_reason(&self) -> Option<&str> {
+        match self {
+            Judge::Unconfigured { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Everything about the judge that decides its verdicts (backend, endpoint, model, sampling
+    /// settings): part of every cache key.
+    pub fn identity(&self) -> Value {
+        match self {
+            Judge::Remote(r) => r.identity(),
+            Judge::Unconfigured { name, model, .. } => json!({"backend": "unconfigured", "name": name, "model": model}),
+        }
+    }
+
+    /// The verdict deadline: every attempt, wait and re-ask of one verdict together.
+    pub fn deadline(&self) -> std::time::Duration {
+        match self {
+            Judge::Remote(r) => r.deadline,
+            Judge::Unconfigured { .. } => std::time::Duration::from_secs(1),
+        }
+    }
+
+    /// Completes `messages`; `schema` is the verdict's JSON schema for structured output.
+    pub async fn complete(&self, messages: &[ChatMessage], schema: &Value) -> Result<Completion, JudgeError> {
+        match self {
+            Judge::Remote(r) => r.complete(messages, schema).await,
+            Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
+        }
+    }
+}
+
+/// The JSON schema of a verdict for the trajectory ids in a prompt (and checklist item ids, when
+/// the rubric has items). Used as the structured-output `response_format`.
+pub fn verdict_schema(ids: &[String], item_ids: &[String]) -> Value {
+    let mut entry_props = json!({
+        "trajectory_id": {"type": "string", "enum": ids},
+        "explanation": {"type": "string"},
+        "score": {"type": "number"},
+    });
+    let mut required = vec!["trajectory_id", "explanation", "score"];
+    if !item_ids.is_empty() {
+        entry_props["items"] = json!({
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"id": {"type": "string", "enum": item_ids}, "met": {"type": "boolean"}},
+                "required": ["id", "met"],
+                "additionalProperties": false,
+            },
+        });
+        required.insert(2, "items");
+    }
+    json!({
+        "type": "object",
+        "properties": {
+            "scores": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": entry_props,
+                    "required": required,
+                    "additionalProperties": false,
+                },
+            },
+        },
+        "required": ["scores"],
+        "additionalProperties": false,
+    })
+}

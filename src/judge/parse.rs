@@ -1,0 +1,559 @@
+//! Parsing of judge verdicts (`{"scores": [{"trajectory_id", "explanation", "score"}, ...]}`):
+//! finds the JSON amid fences and commentary, normalises scores to [0, 1] mapped by trajectory id
+//! (never by position), and reports problems in messages precise enough to re-ask the judge.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+/// One checklist item verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemVerdict {
+    pub id: String,
+    pub met: bool,
+}
+
+/// The normalised verdict for one trajectory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedScore {
+    pub trajectory_id: String,
+    /// In [0, 1]; `None` only when `allow_missing_score` is set and the judge gave no score.
+    pub score: Option<f64>,
+    pub explanation: String,
+    pub items: Vec<ItemVerdict>,
+}
+
+/// A problem with a verdict. `Display` is the exact message sent back to the judge.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParseProblem {
+    #[error("no JSON object with a \"scores\" array found")]
+    NoScores,
+    /// `index` is 1-based.
+    #[error("score entry {index} is not a JSON object: {raw}")]
+    EntryNotObject { index: usize, raw: String },
+    #[error("score entry {index} has no \"trajectory_id\"")]
+    MissingId { index: usize },
+    #[error("score entry {index} has an invalid trajectory_id: {raw} (expected a non-empty string or an integer)")]
+    InvalidId { index: usize, raw: String },
+    /// Missing, unknown and duplicate trajectory ids, reported together.
+    #[error("{}", id_message(.missing, .unknown, .duplicate, .expected))]
+    IdMismatch {
+        missing: Vec<String>,
+        unknown: Vec<String>,
+        duplicate: Vec<String>,
+        expected: Vec<String>,
+    },
+    #[error("missing score for trajectory {trajectory_id}")]
+    MissingScore { trajectory_id: String },
+    #[error("score for trajectory {trajectory_id} is not a number: {raw}")]
+    NotANumber { trajectory_id: String, raw: String },
+    /// A problem with the checklist `items` of one trajectory.
+    #[error("checklist items for trajectory {trajectory_id}: {problem}")]
+    InvalidItems {
+        trajectory_id: String,
+        problem: String,
+    },
+}
+
+fn id_message(
+    missing: &[String],
+    unknown: &[String],
+    duplicate: &[String],
+    expected: &[String],
+) -> String {
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!(
+            "missing scores for trajectory ids: {}",
+            missing.join(", ")
+        ));
+    }
+    if !unknown.is_empty() {
+        parts.push(format!(
+            "unknown trajectory ids: {} (expected ids are {})",
+            unknown.join(", "),
+            expected.join(", ")
+        ));
+    }
+    if !duplicate.is_empty() {
+        let s = if duplicate.len() == 1 { "" } else { "s" };
+        parts.push(format!(
+            "duplicate trajectory id{s}: {}",
+            duplicate.join(", ")
+        ));
+    }
+    parts.join("; ")
+}
+
+/// What a verdict must cover: exactly `expected_ids`, each with a score unless `allow_missing_score`.
+pub struct ParseOptions<'a> {
+    pub expected_ids: &'a [String],
+    pub allow_missing_score: bool,
+}
+
+/// A score as written by the judge.
+enum RawScore {
+    /// A number or numeric string: subject to scale inference.
+    Plain(f64),
+    /// A fraction or percentage: already in [0, 1] terms.
+    Normalised(f64),
+}
+
+/// Parses a judge reply into one `ParsedScore` per expected id, in `expected_ids` order.
+pub fn parse_verdict(text: &str, opts: &ParseOptions) -> Result<Vec<ParsedScore>, ParseProblem> {
+    let entries = find_entries(text).ok_or(ParseProblem::NoScores)?;
+    let expected: Vec<&str> = opts.expected_ids.iter().map(|s| s.trim()).collect();
+    let mut by_id: HashMap<String, &Map<String, Value>> = HashMap::new();
+    let (mut unknown, mut duplicate) = (Vec::new(), Vec::new());
+    for (i, entry) in entries.iter().enumerate() {
+        let (id, obj) = entry_id(i + 1, entry)?;
+        let list = if !expected.contains(&id.as_str()) {
+            &mut unknown
+        } else if by_id.insert(id.clone(), obj).is_some() {
+            &mut duplicate
+        } else {
+            continue;
+        };
+        if !list.contains(&id) {
+            list.push(id);
+        }
+    }
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|e| !by_id.contains_key(**e))
+        .map(|e| e.to_string())
+        .collect();
+    if !(missing.is_empty() && unknown.is_empty() && duplicate.is_empty()) {
+        let expected = expected.iter().map(|e| e.to_string()).collect();
+        return Err(ParseProblem::IdMismatch {
+            missing,
+            unknown,
+            duplicate,
+            expected,
+        });
+    }
+
+    let mut raw_scores = Vec::with_capacity(expected.len());
+    let mut out = Vec::with_capacity(expected.len());
+    for id in &expected {
+        let obj = by_id[*id];
+        let trajectory_id = id.to_string();
+        let raw_score = match obj.get("score").filter(|v| !v.is_null()) {
+            None if opts.allow_missing_score => None,
+            None => return Err(ParseProblem::MissingScore { trajectory_id }),
+            Some(v) => Some(parse_score(v).ok_or_else(|| ParseProblem::NotANumber {
+                trajectory_id: trajectory_id.clone(),
+                raw: raw(v),
+            })?),
+        };
+        raw_scores.push(raw_score);
+        let explanation = match obj.get("explanation") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        };
+        let items = parse_items(&trajectory_id, obj.get("items"))?;
+        out.push(ParsedScore {
+            trajectory_id,
+            score: None,
+            explanation,
+            items,
+        });
+    }
+
+    let plain: Vec<f64> = raw_scores
+        .iter()
+        .filter_map(|s| match s {
+            Some(RawScore::Plain(x)) => Some(*x),
+            _ => None,
+        })
+        .collect();
+    let divisor = scale_divisor(&plain);
+    for (parsed, raw_score) in out.iter_mut().zip(raw_scores) {
+        parsed.score = raw_score.map(|s| match s {
+            RawScore::Plain(x) => (x / divisor).clamp(0.0, 1.0),
+            RawScore::Normalised(x) => x.clamp(0.0, 1.0),
+        });
+    }
+    Ok(out)
+}
+
+/// The trimmed id and the object of score entry `index` (1-based).
+fn entry_id(index: usize, entry: &Value) -> Result<(String, &Map<String, Value>), ParseProblem> {
+    let not_object = || ParseProblem::EntryNotObject {
+        index,
+        raw: raw(entry),
+    };
+    let obj = entry.as_object().ok_or_else(not_object)?;
+    let id_value = ["trajectory_id", "id"]
+        .iter()
+        .find_map(|k| obj.get(*k).filter(|v| !v.is_null()));
+    let id_value = id_value.ok_or(ParseProblem::MissingId { index })?;
+    let id = id_string(id_value).ok_or_else(|| ParseProblem::InvalidId {
+        index,
+        raw: raw(id_value),
+    })?;
+    Ok((id, obj))
+}
+
+/// 10 for a 0–10 verdict, 100 for a 0–100 verdict, otherwise 1 (out-of-range values get clamped).
+fn scale_divisor(plain: &[f64]) -> f64 {
+    let max = plain.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let enough = |threshold: f64| {
+        let over = plain.iter().filter(|&&x| x > threshold).count();
+        over >= 2 || (over == 1 && plain.len() == 1)
+    };
+    if enough(1.0) && max <= 10.0 {
+        10.0
+    } else if enough(10.0) && max <= 100.0 {
+        100.0
+    } else {
+        1.0
+    }
+}
+
+fn parse_score(v: &Value) -> Option<RawScore> {
+    let num = |s: &str| s.trim().parse::<f64>().ok().filter(|x| x.is_finite());
+    match v {
+        Value::Number(n) => n.as_f64().filter(|x| x.is_finite()).map(RawScore::Plain),
+        Value::String(s) => {
+            let s = s.trim();
+            if let Some(p) = s.strip_suffix('%') {
+                num(p).map(|x| RawScore::Normalised(x / 100.0))
+            } else if let Some((a, b)) = s.split_once('/') {
+                let (a, b) = (num(a)?, num(b)?);
+                (b > 0.0).then(|| RawScore::Normalised(a / b))
+            } else {
+                num(s).map(RawScore::Plain)
+            }
+        }
+        _ => None,
+    }
+}
+
+fn parse_items(
+    trajectory_id: &str,
+    items: Option<&Value>,
+) -> Result<Vec<ItemVerdict>, ParseProblem> {
+    let bad = |problem: String| ParseProblem::InvalidItems {
+        trajectory_id: trajectory_id.to_string(),
+        problem,
+    };
+    let list = match items {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(other) => return Err(bad(format!("\"items\" is not an array: {}", raw(other)))),
+    };
+    let mut out: Vec<ItemVerdict> = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let Some(id) = item.get("id").and_then(id_string) else {
+            let problem = format!(
+                "item {} has no string or integer \"id\": {}",
+                i + 1,
+                raw(item)
+            );
+            return Err(bad(problem));
+        };
+        let met = match item.get("met").filter(|v| !v.is_null()) {
+            None => {
+                return Err(bad(format!(
+                    "item {id} has no \"met\" value {EXPECTED_BOOL}"
+                )))
+            }
+            Some(v) => met_value(v).ok_or_else(|| {
+                bad(format!(
+                    "item {id} has an invalid \"met\" value: {} {EXPECTED_BOOL}",
+                    raw(v)
+                ))
+            })?,
+        };
+        if out.iter().any(|o| o.id == id) {
+            return Err(bad(format!("duplicate item id: {id}")));
+        }
+        out.push(ItemVerdict { id, met });
+    }
+    Ok(out)
+}
+
+const EXPECTED_BOOL: &str = "(expected true or false)";
+
+fn met_value(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "yes" | "true" => Some(true),
+            "no" | "false" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A trimmed, non-empty id from a string or an integer (an integral float counts as an integer).
+fn id_string(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.trim().to_string()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|x| x.fract() == 0.0 && x.abs() < 1e15)
+            .map(|x| (x as i64).to_string()),
+        _ => None,
+    }
+    .filter(|s| !s.is_empty())
+}
+
+/// JSON text of a value for a message, shortened to keep re-asks small.
+fn raw(v: &Value) -> String {
+    const MAX: usize = 80;
+    let s = v.to_string();
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &s[..cut]),
+        None => s,
+    }
+}
+
+/// The score entries: from the whole text, then fenced blocks, then balanced `{...}` spans,
+/// then balanced `[...]` spans (a bare array of score objects).
+fn find_entries(text: &str) -> Option<Vec<Value>> {
+    let text = text.trim();
+    if let Some(e) = entries_of(text) {
+        return Some(e);
+    }
+    for block in text.split("```").skip(1).step_by(2) {
+        // Drop a language tag such as `json` on the fence line.
+        let body = match block.split_once('\n') {
+            Some((first, rest)) if !first.contains(['{', '[']) => rest,
+            _ => block,
+        };
+        if let Some(e) = entries_of(body) {
+            return Some(e);
+        }
+    }
+    scan_spans(text, b'{', b'}').or_else(|| scan_spans(text, b'[', b']'))
+}
+
+fn entries_of(s: &str) -> Option<Vec<Value>> {
+    entries_in(serde_json::from_str(s.trim()).ok()?)
+}
+
+/// The entries of a `{"scores": [...]}` object or of a bare, non-empty array of objects.
+fn entries_in(v: Value) -> Option<Vec<Value>> {
+    match v {
+        Value::Object(mut obj) => match obj.remove("scores") {
+            Some(Value::Array(entries)) => Some(entries),
+            _ => None,
+        },
+        Value::Array(entries) if !entries.is_empty() && entries.iter().all(Value::is_object) => {
+            Some(entries)
+        }
+        _ => None,
+    }
+}
+
+/// Tries the outermost balanced spans that start with `open`; a span that is valid JSON but not
+/// a verdict is skipped whole, one that does not parse is retried from the next `open` inside it.
+fn scan_spans(text: &str, open: u8, close: u8) -> Option<Vec<Value>> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == open {
+            if let Some(end) = balanced_end(bytes, i, open, close) {
+                // `open` and `close` are ASCII, so both ends are char boundaries.
+                if let Ok(v) = serde_json::from_str::<Value>(&text[i..=end]) {
+                    if let Some(e) = entries_in(v) {
+                        return Some(e);
+                    }
+                    i = end + 1;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Index of the `close` matching `bytes[start] == open`, ignoring anything inside JSON strings.
+fn balanced_end(bytes: &[u8], start: usize, open: u8, close: u8) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (j, &c) in bytes.iter().enumerate().skip(start) {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(j);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(n: usize) -> Vec<String> {
+        (1..=n).map(|i| i.to_string()).collect()
+    }
+    fn parse(text: &str, n: usize, allow: bool) -> Result<Vec<ParsedScore>, ParseProblem> {
+        let (expected_ids, allow_missing_score) = (ids(n), allow);
+        parse_verdict(
+            text,
+            &ParseOptions {
+                expected_ids: &expected_ids,
+                allow_missing_score,
+            },
+        )
+    }
+    fn scores(text: &str, n: usize) -> Vec<f64> {
+        let out = parse(text, n, false).unwrap();
+        out.iter().map(|p| p.score.unwrap()).collect()
+    }
+    /// `{"scores": [...]}` with ids 1, 2, ... and the given raw JSON scores.
+    fn verdict(scores: &[&str]) -> String {
+        let entry = |(i, s)| format!(r#"{{"trajectory_id": "{}", "score": {s}}}"#, i + 1_usize);
+        let entries: Vec<String> = scores.iter().enumerate().map(entry).collect();
+        format!(r#"{{"scores": [{}]}}"#, entries.join(", "))
+    }
+    /// One scored trajectory "1" with the given raw JSON checklist items.
+    fn items(items: &str) -> String {
+        format!(r#"{{"scores": [{{"id": 1, "score": 1, "items": {items}}}]}}"#)
+    }
+    fn ps(id: &str, score: Option<f64>, explanation: &str, items: Vec<ItemVerdict>) -> ParsedScore {
+        let (trajectory_id, explanation) = (id.to_string(), explanation.to_string());
+        ParsedScore {
+            trajectory_id,
+            score,
+            explanation,
+            items,
+        }
+    }
+    fn it(id: &str, met: bool) -> ItemVerdict {
+        ItemVerdict { id: id.into(), met }
+    }
+
+    #[test]
+    fn finds_the_verdict() {
+        let plain = r#"{"scores": [{"trajectory_id": "1", "explanation": "ok", "score": 0.8},
+            {"trajectory_id": "2", "score": 0.3}]}"#;
+        let out = parse(plain, 2, false).unwrap();
+        assert_eq!(out[0], ps("1", Some(0.8), "ok", vec![]));
+        assert_eq!(out[1], ps("2", Some(0.3), "", vec![]));
+        let fenced = "So:\n```json\n{\"scores\": [{\"id\": 1, \"score\": 0.25}]}\n```\nBye {x}.";
+        assert_eq!(scores(fenced, 1), vec![0.25]);
+        let braces =
+            r#"{a}. {"scores": [{"id": 1, "explanation": "{x} and } \"}\"", "score": 0.5}]}"#;
+        let want = ps("1", Some(0.5), r#"{x} and } "}""#, vec![]);
+        assert_eq!(parse(braces, 1, false).unwrap(), vec![want]);
+        let unbalanced = r#"a { b {"scores": [{"id": 1, "score": 0.5}]} c"#;
+        assert_eq!(scores(unbalanced, 1), vec![0.5]);
+        let bare = r#"[{"trajectory_id": "2", "score": 0.2}, {"trajectory_id": 1, "score": 0.1}]"#;
+        assert_eq!(scores(bare, 2), vec![0.1, 0.2]);
+        let bare_in_text = "So:\n[{\"id\": 1, \"score\": 9}, {\"id\": 2, \"score\": 4}]\nok";
+        assert_eq!(scores(bare_in_text, 2), vec![0.9, 0.4]);
+    }
+
+    #[test]
+    fn maps_by_id() {
+        let text = r#"[{"id": 3, "score": 0.3}, {"trajectory_id": 1, "score": 0.1},
+            {"trajectory_id": " 2 ", "score": 0.2}]"#;
+        let out = parse(text, 3, false).unwrap();
+        assert_eq!(out[0], ps("1", Some(0.1), "", vec![]));
+        assert_eq!(out[1], ps("2", Some(0.2), "", vec![]));
+        assert_eq!(out[2], ps("3", Some(0.3), "", vec![]));
+    }
+
+    #[test]
+    fn normalises_scores() {
+        let cases: &[(&[&str], &[f64])] = &[
+            (&[r#""0.8""#, r#""8/10""#, r#""40%""#], &[0.8, 0.8, 0.4]),
+            (&[r#""7/10""#, r#""12/10""#, "0.5"], &[0.7, 1.0, 0.5]), // fractions: no inference
+            (&["8", "3", "10"], &[0.8, 0.3, 1.0]),
+            (&["85", "40"], &[0.85, 0.4]),
+            (&["0.9", "0.2", "3"], &[0.9, 0.2, 1.0]),
+            (&["7"], &[0.7]),
+            (&["55"], &[0.55]),
+            (&["-0.5", "0.6"], &[0.0, 0.6]),
+            (&["-2", "4", r#"" 6 ""#], &[0.0, 0.4, 0.6]),
+            (&["150", "20", "0.5"], &[1.0, 1.0, 0.5]),
+            (&["1", "0"], &[1.0, 0.0]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(scores(&verdict(input), input.len()), *want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn reports_problems() {
+        let all = r#"[{"id": 1, "score": 0.1}, {"id": 1, "score": 0.1}, {"id": 9, "score": 0.2}]"#;
+        let (missing, unknown, duplicate) = (ids(3)[1..].to_vec(), ids(9)[8..].to_vec(), ids(1));
+        let want = ParseProblem::IdMismatch {
+            missing,
+            unknown,
+            duplicate,
+            expected: ids(3),
+        };
+        assert_eq!(parse(all, 3, false).unwrap_err(), want);
+        let dup =
+            r#"[{"id": "2", "score": 0.1}, {"id": 1, "score": 0.2}, {"id": 2, "score": 0.3}]"#;
+        let unknown = r#"[{"id": 1, "score": 0.1}, {"id": 7, "score": 0.2}, {"id": 2, "score": 0.3},
+            {"id": 3, "score": 1}]"#;
+        let cases: &[(&str, usize, &str)] = &[
+            ("Trajectory 1 is best.", 1, r#"no JSON object with a "scores" array found"#),
+            (r#"{"score": 0.5} and [1, 2]"#, 1, r#"no JSON object with a "scores" array found"#),
+            ("", 1, r#"no JSON object with a "scores" array found"#),
+            (&verdict(&["0.1", "0.2"]), 4, "missing scores for trajectory ids: 3, 4"),
+            (dup, 2, "duplicate trajectory id: 2"),
+            (unknown, 3, "unknown trajectory ids: 7 (expected ids are 1, 2, 3)"),
+            (all, 3, "missing scores for trajectory ids: 2, 3; unknown trajectory ids: 9 (expected ids are 1, 2, 3); duplicate trajectory id: 1"),
+            (r#"[{"score": 0.1}]"#, 1, r#"score entry 1 has no "trajectory_id""#),
+            (r#"[{"id": 1.5, "score": 0.1}]"#, 1, "score entry 1 has an invalid trajectory_id: 1.5 (expected a non-empty string or an integer)"),
+            (r#"{"scores": [3]}"#, 1, "score entry 1 is not a JSON object: 3"),
+            (&verdict(&["0.1", r#""great""#]), 2, r#"score for trajectory 2 is not a number: "great""#),
+            (&verdict(&[r#""inf""#]), 1, r#"score for trajectory 1 is not a number: "inf""#),
+            (&verdict(&[r#""3/0""#]), 1, r#"score for trajectory 1 is not a number: "3/0""#),
+            (&verdict(&["true"]), 1, "score for trajectory 1 is not a number: true"),
+            (r#"[{"id": 1, "score": null}]"#, 1, "missing score for trajectory 1"),
+            (&items(r#"[{"id":"a","met":true},{"id":"a","met":false}]"#), 1, "checklist items for trajectory 1: duplicate item id: a"),
+            (&items(r#"[{"id":"a","met":"maybe"}]"#), 1, r#"checklist items for trajectory 1: item a has an invalid "met" value: "maybe" (expected true or false)"#),
+            (&items(r#"[{"id":"a"}]"#), 1, r#"checklist items for trajectory 1: item a has no "met" value (expected true or false)"#),
+            (&items(r#"[{"met":true}]"#), 1, r#"checklist items for trajectory 1: item 1 has no string or integer "id": {"met":true}"#),
+            (&items(r#""a""#), 1, r#"checklist items for trajectory 1: "items" is not an array: "a""#),
+        ];
+        for (text, n, msg) in cases {
+            let got = parse(text, *n, false).unwrap_err().to_string();
+            assert_eq!(got, *msg, "{text}");
+        }
+    }
+
+    #[test]
+    fn checklist_items() {
+        let text = r#"{"scores": [{"id": 1, "explanation": [1],
+            "items": [{"id": "a", "met": true}, {"id": 2, "met": "No"}]},
+            {"id": 2, "score": 0.5, "items": [{"id": " a ", "met": "yes"}, {"id": "b", "met": "false"}]}]}"#;
+        let want = vec![
+            ps("1", None, "[1]", vec![it("a", true), it("2", false)]),
+            ps("2", Some(0.5), "", vec![it("a", true), it("b", false)]),
+        ];
+        assert_eq!(parse(text, 2, true).unwrap(), want);
+        let err = parse(text, 2, false).unwrap_err();
+        assert_eq!(
+            err,
+            ParseProblem::MissingScore {
+                trajectory_id: "1".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,307 @@
+//! A remote judge: any OpenAI-compatible `/v1/chat/completions`, through async-openai.
+//!
+//! async-openai's default transport retries by itself (fixed policy, Retry-After lost to the
+//! caller). gavel owns the retry policy instead, so the client is given a bare transport
+//! ([`StatusTransport`]) that turns every non-2xx reply into an error carrying the status and
+//! `Retry-After`, and [`RemoteJudge::complete`] decides what to retry and how long to wait.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use async_openai::config::OpenAIConfig;
+use async_openai::error::OpenAIError;
+use async_openai::middleware::{HttpRequestFactory, ReqwestService};
+use async_openai::types::chat::{
+    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessageArgs, ChatCompletionRequestUserMessageArgs,
+    ChatCompletionRequestAssistantMessageArgs, CreateChatCompletionRequestArgs, ResponseFormat,
+    ResponseFormatJsonSchema,
+};
+use async_openai::Client;
+use serde_json::{json, Value};
+
+use super::{Completion, JudgeError};
+use crate::config::JudgeConfig;
+use crate::prompt::ChatMessage;
+
+/// A non-2xx reply from the judge's server.
+#[derive(Debug)]
+struct HttpStatusError {
+    status: u16,
+    retry_after: Option<Duration>,
+    body: String,
+}
+
+impl std::fmt::Display for HttpStatusError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let body: String = self.body.chars().take(300).collect();
+        write!(f, "HTTP {}: {}", self.status, body.trim())
+    }
+}
+
+impl std::error::Error for HttpStatusError {}
+
+/// Plain reqwest transport that reports non-2xx replies as [`HttpStatusError`].
+#[derive(Clone)]
+struct StatusTransport {
+    inner: ReqwestService,
+}
+
+impl tower::Service<HttpRequestFactory> for StatusTransport {
+    type Response = reqwest::Response;
+    type Error = OpenAIError;
+    type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), OpenAIError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: HttpRequestFactory) -> Self::Future {
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            if resp.status().is_success() {
+                return Ok(resp);
+            }
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64);
+            let body = resp.text().await.unwrap_or_default();
+            Err(OpenAIError::Boxed(Box::new(HttpStatusError { status, retry_after, body })))
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct RemoteJudge {
+    pub name: String,
+    pub model: String,
+    base_url: String,
+    client: Client<OpenAIConfig>,
+    temperature: f32,
+    max_tokens: u32,
+    structured_output: bool,
+    timeout: Duration,
+    pub(crate) deadline: Duration,
+    max_retries: u32,
+    max_backoff: Duration,
+}
+
+/// What one failed attempt means for the next.
+enum Failure {
+    Retry { message: String, retry_after: Option<Duration>, timed_out: bool },
+    Fatal(String),
+}
+
+impl RemoteJudge {
+    pub fn new(name: &str, cfg: &JudgeConfig) -> RemoteJudge {
+        let key = cfg.api_key.as_ref().map(|k| k.expose().to_string()).unwrap_or_default();
+        let config = OpenAIConfig::new().with_api_base(cfg.base_url.trim_end_matches('/')).with_api_key(key);
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(cfg.timeout_s.min(10.0)))
+            .build()
+            .expect("a reqwest client with default TLS builds");
+        let client = Client::with_config(config)
+            .with_http_service(StatusTransport { inner: ReqwestService::new(http) });
+        RemoteJudge {
+            name: name.to_string(),
+            model: cfg.model.clone(),
+            base_url: cfg.base_url.clone(),
+            client,
+            temperature: cfg.temperature,
+            max_tokens: cfg.max_tokens,
+            structured_output: cfg.structured_output,
+            timeout: Duration::from_secs_f64(cfg.timeout_s),
+            deadline: Duration::from_secs_f64(cfg.deadline_s),
+            max_retries: cfg.max_retries,
+            max_backoff: Duration::from_secs_f64(cfg.max_backoff_s),
+        }
+    }
+
+    pub fn identity(&self) -> Value {
+        json!({
+            "backend": "openai",
+            "base_url": self.base_url,
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "structured_output": self.structured_output,
+        })
+    }
+
+    fn request(&self, messages: &[ChatMessage], schema: &Value) -> Result<async_openai::types::chat::CreateChatCompletionRequest, OpenAIError> {
+        let msgs = messages
+            .iter()
+            .map(|m| -> Result<ChatCompletionRequestMessage, OpenAIError> {
+                Ok(match m.role.as_str() {
+                    "system" => ChatCompletionRequestSystemMessageArgs::default().content(m.content.clone()).build()?.into(),
+                    "assistant" => ChatCompletionRequestAssistantMessageArgs::default().content(m.content.clone()).build()?.into(),
+                    _ => ChatCompletionRequestUserMessageArgs::default().content(m.content.clone()).build()?.into(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut args = CreateChatCompletionRequestArgs::default();
+        args.model(self.model.clone())
+            .messages(msgs)
+            .temperature(self.temperature)
+            .max_completion_tokens(self.max_tokens);
+        if self.structured_output {
+            args.response_format(ResponseFormat::JsonSchema {
+                json_schema: ResponseFormatJsonSchema {
+                    description: Some("Scores for each trajectory".into()),
+                    name: "verdict".into(),
+                    schema: schema.clone(),
+                    strict: Some(true),
+                },
+            });
+        }
+        args.build()
+    }
+
+    /// One completion, retried per the judge's policy, bounded by the verdict deadline.
+    pub async fn complete(&self, messages: &[ChatMessage], schema: &Value) -> Result<Completion, JudgeError> {
+        let request = self
+            .request(messages, schema)
+            .map_err(|e| JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name)))?;
+        let started = Instant::now();
+        let mut timeouts = 0u32;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let left = self.deadline.saturating_sub(started.elapsed());
+            let limit = self.timeout.min(left);
+            let outcome = match tokio::time::timeout(limit, self.client.chat().create(request.clone())).await {
+                Ok(Ok(resp)) => {
+                    let text = resp
+                        .choices
+                        .first()
+                        .and_then(|c| c.message.content.clone().or_else(|| c.message.refusal.clone()))
+                        .unwrap_or_default();
+                    let usage = resp.usage.as_ref();
+                    return Ok(Completion {
+                        text,
+                        prompt_tokens: usage.map_or(0, |u| u64::from(u.prompt_tokens)),
+                        completion_tokens: usage.map_or(0, |u| u64::from(u.completion_tokens)),
+                        attempts: attempt,
+                    });
+                }
+                Ok(Err(e)) => classify(e),
+                Err(_) => Failure::Retry {
+                    message: format!("no reply within {:.1}s", limit.as_secs_f64()),
+                    retry_after: None,
+                    timed_out: true,
+                },
+            };
+            let (message, retry_after, timed_out) = match outcome {
+                Failure::Fatal(message) => {
+                    return Err(JudgeError::Unavailable(format!("judge {:?}: {message}", self.name)))
+                }
+                Failure::Retry { message, retry_after, timed_out } => (message, retry_after, timed_out),
+            };
+            timeouts += u32::from(timed_out);
+            tracing::warn!(judge = %self.name, attempt, error = %message, "judge attempt failed");
+            let wait = retry_after.unwrap_or_else(|| backoff(attempt, self.max_backoff)).min(self.max_backoff);
+            let out_of_time = started.elapsed() + wait >= self.deadline;
+            if attempt > self.max_retries || out_of_time {
+                let why = if out_of_time && attempt <= self.max_retries {
+                    format!("deadline of {:.1}s reached", self.deadline.as_secs_f64())
+                } else {
+                    format!("{attempt} attempts")
+                };
+                let message = format!("judge {:?} failed after {why}; last error: {message}", self.name);
+                return Err(if timeouts == attempt || (timed_out && out_of_time) {
+                    JudgeError::Timeout(message)
+                } else {
+                    JudgeError::Unavailable(message)
+                });
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// Exponential backoff with full jitter: a random wait in [base/2, base], base = 0.5 s · 2^(n-1),
+/// capped. Jitter spreads the retries of many concurrent groups so they do not hit the judge in
+/// lockstep.
+fn backoff(attempt: u32, cap: Duration) -> Duration {
+    let base = Duration::from_millis(500).saturating_mul(1u32 << attempt.saturating_sub(1).min(16)).min(cap);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let frac = 0.5 + f64::from(nanos % 1000) / 2000.0;
+    base.mul_f64(frac)
+}
+
+/// 408, 409, 429 and 5xx are worth retrying; other 4xx mean the request itself is wrong and
+/// will fail the same way again.
+fn retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429) || status >= 500
+}
+
+fn classify(e: OpenAIError) -> Failure {
+    match e {
+        OpenAIError::Boxed(b) => match b.downcast::<HttpStatusError>() {
+            Ok(h) if retryable_status(h.status) => {
+                Failure::Retry { message: h.to_string(), retry_after: h.retry_after, timed_out: false }
+            }
+            Ok(h) => Failure::Fatal(h.to_string()),
+            Err(other) => Failure::Retry { message: other.to_string(), retry_after: None, timed_out: false },
+        },
+        OpenAIError::Reqwest(r) => Failure::Retry {
+            message: format!("connection error: {}", error_chain(&r)),
+            retry_after: None,
+            timed_out: r.is_timeout(),
+        },
+        OpenAIError::JSONDeserialize(err, body) => {
+            let body: String = body.chars().take(200).collect();
+            Failure::Retry {
+                message: format!("reply is not a chat completion ({err}): {body}"),
+                retry_after: None,
+                timed_out: false,
+            }
+        }
+        other => Failure::Fatal(other.to_string()),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_policy_by_status() {
+        for s in [408, 409, 429, 500, 502, 503] {
+            assert!(retryable_status(s), "{s}");
+        }
+        for s in [400, 401, 403, 404, 422] {
+            assert!(!retryable_status(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let cap = Duration::from_secs(3);
+        let b1 = backoff(1, cap);
+        assert!(b1 >= Duration::from_millis(250) && b1 <= Duration::from_millis(500));
+        let b3 = backoff(3, cap);
+        assert!(b3 >= Duration::from_millis(1000) && b3 <= Duration::from_millis(2000));
+        assert!(backoff(20, cap) <= cap);
+    }
+}

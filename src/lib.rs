@@ -1,0 +1,15 @@
+//! gavel: a reward service for reinforcement learning of LLM agents.
+//!
+//! The core (`trajectory`, `dedup`, `prompt`, `rubric`, `reward`, `score`) is plain data and
+//! functions; only `judge` talks to judges, only `store` to databases, only `server` to HTTP.
+
+pub mod config;
+pub mod dedup;
+pub mod judge;
+pub mod prompt;
+pub mod reward;
+pub mod rubric;
+pub mod score;
+pub mod server;
+pub mod store;
+pub mod trajectory;

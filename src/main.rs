@@ -1,0 +1,349 @@
+//! The `gavel` command line: serve | score | render | cache.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use gavel::config::Config;
+use gavel::score::{RubricRef, ScoreRequest, Scorer};
+use gavel::server::{self, AppState};
+use gavel::store::{SledStore, VerdictStore};
+
+/// A reward service for RL of LLM agents: relative group judging, verifiable rewards, cached
+/// verdicts.
+#[derive(Parser)]
+#[command(name = "gavel", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Configuration file (TOML). Without one, a judge named `default` is built from
+    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
+    #[arg(long, env = "GAVEL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Directory of the verdict store (overrides `[store] path`; default ./gavel-store).
+    #[arg(long, env = "GAVEL_STORE")]
+    store: Option<PathBuf>,
+    /// Write logs as JSON lines instead of text.
+    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false)]
+    log_json: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon (POST /v1/score_group and friends).
+    Serve {
+        #[command(flatten)]
+        common: Common,
+        /// Address to listen on (overrides `[server] addr`; default 127.0.0.1:8080).
+        #[arg(long, env = "GAVEL_ADDR")]
+        addr: Option<String>,
+    },
+    /// Score one group (a .json file) or many (a .jsonl file, one group per line); prints one
+    /// JSON result per group.
+    Score {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        overrides: Overrides,
+        /// The group file.
+        file: PathBuf,
+    },
+    /// Print the exact judge messages and token counts for each group, without calling a judge.
+    Render {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        overrides: Overrides,
+        /// Output format.
+        #[arg(long, env = "GAVEL_RENDER_FORMAT", value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// The group file.
+        file: PathBuf,
+    },
+    /// Inspect or empty the verdict store.
+    Cache {
+        #[command(flatten)]
+        common: Common,
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+}
+
+#[derive(Args, Clone)]
+struct Overrides {
+    /// Use this rubric (a name from rubrics/ or the config's rubrics_dir) for every group.
+    #[arg(long, env = "GAVEL_RUBRIC")]
+    rubric: Option<String>,
+    /// Use this judge (a name from the config) for every group.
+    #[arg(long, env = "GAVEL_JUDGE")]
+    judge: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// Print the number of verdicts and the size of the store.
+    Stats,
+    /// Remove every verdict.
+    Clear,
+}
+
+fn init_logs(json: bool, default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn load_config(common: &Common) -> anyhow::Result<Config> {
+    let mut cfg = match &common.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::from_env(&|k| std::env::var(k).ok()),
+    };
+    if let Some(store) = &common.store {
+        cfg.store.path = store.clone();
+    }
+    Ok(cfg)
+}
+
+fn build_scorer(cfg: &Config) -> anyhow::Result<Arc<Scorer>> {
+    let store: Arc<dyn VerdictStore> = Arc::new(SledStore::open(&cfg.store.path)?);
+    Ok(Arc::new(Scorer::new(cfg, store)?))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler works on unix");
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}
+
+async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
+    let mut cfg = load_config(&common)?;
+    if let Some(addr) = addr {
+        cfg.server.addr = addr;
+    }
+    let scorer = build_scorer(&cfg)?;
+    for j in scorer.judges() {
+        match j.unconfigured_reason() {
+            None => tracing::info!(judge = %j.info().name, model = %j.info().model, "judge ready"),
+            Some(why) => tracing::warn!(judge = %j.info().name, "{why}"),
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(&cfg.server.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.server.addr))?;
+    let local = listener.local_addr()?;
+    tracing::info!(addr = %local, store = %cfg.store.path.display(), "gavel listening");
+    println!("gavel listening on http://{local}");
+    let state = AppState::new(scorer, cfg.server.clone());
+    server::serve(listener, state, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// One group read from a file, with where it came from.
+struct Group {
+    line: Option<usize>,
+    request: ScoreRequest,
+}
+
+/// Reads a group file: `.jsonl`/`.ndjson` hold one group per line, anything else one group.
+/// Every problem is reported as `FILE[:LINE]: problem`, all of them before any judge is called.
+fn read_groups(path: &Path, max_group_size: usize, o: &Overrides) -> Result<Vec<Group>, Vec<String>> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
+    let jsonl = matches!(path.extension().and_then(|e| e.to_str()), Some("jsonl" | "ndjson"));
+    let parse = |src: &str, line: Option<usize>| -> Result<Group, String> {
+        let at = |l: usize| format!("{file}:{l}");
+        let value: Value = serde_json::from_str(src).map_err(|e| match line {
+            Some(l) => format!("{}: not valid JSON: {e}", at(l)),
+            None => format!("{}: not valid JSON: {e}", at(e.line())),
+        })?;
+        let mut request = ScoreRequest::from_json(&value, max_group_size).map_err(|e| match line {
+            Some(l) => format!("{}: {e}", at(l)),
+            None => format!("{file}: {e}"),
+        })?;
+        if let Some(r) = &o.rubric {
+            request.rubric = RubricRef::Named(r.clone());
+        }
+        if let Some(j) = &o.judge {
+            request.judge = Some(j.clone());
+        }
+        Ok(Group { line, request })
+    };
+    let mut groups = Vec::new();
+    let mut problems = Vec::new();
+    if jsonl {
+        for (i, l) in text.lines().enumerate() {
+            if l.trim().is_empty() {
+                continue;
+            }
+            match parse(l, Some(i + 1)) {
+                Ok(g) => groups.push(g),
+                Err(p) => problems.push(p),
+            }
+        }
+        if groups.is_empty() && problems.is_empty() {
+            problems.push(format!("{file}: no groups (the file is empty)"));
+        }
+    } else {
+        match parse(&text, None) {
+            Ok(g) => groups.push(g),
+            Err(p) => problems.push(p),
+        }
+    }
+    if problems.is_empty() {
+        Ok(groups)
+    } else {
+        Err(problems)
+    }
+}
+
+fn report(problems: &[String]) -> ExitCode {
+    for p in problems {
+        eprintln!("{p}");
+    }
+    ExitCode::from(2)
+}
+
+async fn score(common: Common, overrides: Overrides, file: PathBuf) -> anyhow::Result<ExitCode> {
+    let cfg = load_config(&common)?;
+    let groups = match read_groups(&file, cfg.server.max_group_size, &overrides) {
+        Ok(g) => g,
+        Err(problems) => return Ok(report(&problems)),
+    };
+    let scorer = build_scorer(&cfg)?;
+    let mut failed = 0usize;
+    for g in groups {
+        match scorer.score_group(&g.request).await {
+            Ok(resp) => {
+                let mut v = serde_json::to_value(&resp)?;
+                if let (Some(l), Some(o)) = (g.line, v.as_object_mut()) {
+                    o.insert("line".into(), l.into());
+                }
+                println!("{v}");
+            }
+            Err(e) => {
+                failed += 1;
+                let at = g.line.map_or(file.display().to_string(), |l| format!("{}:{l}", file.display()));
+                eprintln!("{at}: {e}");
+            }
+        }
+    }
+    scorer.store().flush().await?;
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+async fn render(common: Common, overrides: Overrides, format: Format, file: PathBuf) -> anyhow::Result<ExitCode> {
+    let cfg = load_config(&common)?;
+    let groups = match read_groups(&file, cfg.server.max_group_size, &overrides) {
+        Ok(g) => g,
+        Err(problems) => return Ok(report(&problems)),
+    };
+    // Rendering needs no store; an in-memory sled keeps the scorer's shape without touching disk.
+    let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary()?);
+    let scorer = Scorer::new(&cfg, store)?;
+    for (n, g) in groups.iter().enumerate() {
+        let at = g.line.map_or(file.display().to_string(), |l| format!("{}:{l}", file.display()));
+        let r = match scorer.render(&g.request) {
+            Ok(r) => r,
+            Err(e) => return Ok(report(&[format!("{at}: {e}")])),
+        };
+        match format {
+            Format::Json => {
+                let mut v = serde_json::to_value(&r)?;
+                if let (Some(l), Some(o)) = (g.line, v.as_object_mut()) {
+                    o.insert("line".into(), l.into());
+                }
+                println!("{v}");
+            }
+            Format::Text => {
+                println!("=== group {} ({at}) ===", n + 1);
+                for m in &r.messages {
+                    println!("--- {} ---\n{}", m.role, m.content);
+                }
+                let pct = if r.prompt_tokens_without_dedup > 0 {
+                    100.0 * r.tokens_saved_by_dedup as f64 / r.prompt_tokens_without_dedup as f64
+                } else {
+                    0.0
+                };
+                println!(
+                    "--- tokens: {} (without dedup {}, saved {} = {pct:.0}%) · shared prefix {} messages · {} shared blocks · {} distinct trajectories",
+                    r.prompt_tokens,
+                    r.prompt_tokens_without_dedup,
+                    r.tokens_saved_by_dedup,
+                    r.shared_prefix_messages,
+                    r.shared_blocks,
+                    r.distinct_trajectories
+                );
+                println!("--- rubric {} {} · template {} {}", r.rubric.name, r.rubric.version, r.template.name, r.template.version);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn cache(common: Common, action: CacheAction) -> anyhow::Result<ExitCode> {
+    let cfg = load_config(&common)?;
+    let store = SledStore::open(&cfg.store.path)?;
+    match action {
+        CacheAction::Stats => println!("{}", serde_json::to_string(&store.stats().await?)?),
+        CacheAction::Clear => {
+            let n = store.clear().await?;
+            println!("cleared {n} verdicts from {}", cfg.store.path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { common, addr } => {
+            init_logs(common.log_json, "info");
+            serve(common, addr).await.map(|()| ExitCode::SUCCESS)
+        }
+        Command::Score { common, overrides, file } => {
+            init_logs(common.log_json, "warn");
+            score(common, overrides, file).await
+        }
+        Command::Render { common, overrides, format, file } => {
+            init_logs(common.log_json, "warn");
+            render(common, overrides, format, file).await
+        }
+        Command::Cache { common, action } => {
+            init_logs(common.log_json, "warn");
+            cache(common, action).await
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gavel: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

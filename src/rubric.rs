@@ -1,0 +1,215 @@
+//! Rubrics: the grading standards a judge applies, kept in `rubrics/*.toml`.
+//!
+//! The rubrics shipped in `rubrics/` are compiled into the binary so `gavel` works from any
+//! directory; a `rubrics_dir` in the configuration adds rubrics (or replaces shipped ones of the
+//! same name) from disk at start-up. A request may also carry a rubric inline.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::trajectory::content_hash;
+
+/// Rubrics shipped with gavel: (name, file text).
+const BUILT_IN: &[(&str, &str)] = &[("default", include_str!("../rubrics/default.toml"))];
+
+#[derive(Debug, thiserror::Error)]
+pub enum RubricError {
+    #[error("{file}: {message}")]
+    Invalid { file: String, message: String },
+    #[error("{0}: cannot read: {1}")]
+    Io(PathBuf, std::io::Error),
+    #[error("unknown rubric {name:?} (known: {known})")]
+    Unknown { name: String, known: String },
+}
+
+/// A checklist item (see the "Rewards" section of the README).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecklistItem {
+    pub id: String,
+    pub text: String,
+    #[serde(default = "one")]
+    pub weight: f64,
+    #[serde(default)]
+    pub required: bool,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// What a rubric file (or an inline rubric) holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The grading standards, in prose.
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ChecklistItem>,
+}
+
+/// A loaded rubric with its content version.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rubric {
+    pub name: String,
+    pub description: String,
+    pub text: String,
+    pub items: Vec<ChecklistItem>,
+    /// `sha256:` of everything that changes grading (not the name or description).
+    pub version: String,
+}
+
+impl Rubric {
+    /// Validates a spec and computes its version.
+    pub fn from_spec(spec: RubricSpec, fallback_name: &str, file: &str) -> Result<Rubric, RubricError> {
+        let invalid = |message: String| RubricError::Invalid { file: file.to_string(), message };
+        if spec.text.trim().is_empty() {
+            return Err(invalid("\"text\" is empty: a rubric states grading standards".into()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, item) in spec.items.iter().enumerate() {
+            if item.id.trim().is_empty() {
+                return Err(invalid(format!("items[{i}].id is empty")));
+            }
+            if !seen.insert(item.id.as_str()) {
+                return Err(invalid(format!("items[{i}].id {:?} appears twice", item.id)));
+            }
+            if !(item.weight.is_finite() && item.weight >= 0.0) {
+                return Err(invalid(format!("items[{i}].weight must be a finite number >= 0")));
+            }
+        }
+        if !spec.items.is_empty() && spec.items.iter().all(|i| i.weight == 0.0) {
+            return Err(invalid("every checklist item has weight 0".into()));
+        }
+        let version = content_hash(&(&spec.text, &spec.items));
+        Ok(Rubric {
+            name: spec.name.unwrap_or_else(|| fallback_name.to_string()),
+            description: spec.description,
+            text: spec.text,
+            items: spec.items,
+            version,
+        })
+    }
+
+    /// Parses a rubric file's TOML text. Errors name the file and, where TOML knows it, the line.
+    pub fn parse_toml(text: &str, fallback_name: &str, file: &str) -> Result<Rubric, RubricError> {
+        let spec: RubricSpec = toml::from_str(text).map_err(|e| RubricError::Invalid {
+            file: match e.span() {
+                Some(span) => format!("{file}:{}", line_of(text, span.start)),
+                None => file.to_string(),
+            },
+            message: e.message().to_string(),
+        })?;
+        Rubric::from_spec(spec, fallback_name, file)
+    }
+}
+
+/// 1-based line number of a byte offset.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The named rubrics a scorer knows.
+#[derive(Debug, Clone)]
+pub struct RubricSet {
+    rubrics: BTreeMap<String, Rubric>,
+}
+
+impl RubricSet {
+    /// The shipped rubrics, plus every `*.toml` in `dir` when given.
+    pub fn load(dir: Option<&Path>) -> Result<RubricSet, RubricError> {
+        let mut rubrics = BTreeMap::new();
+        for (name, text) in BUILT_IN {
+            let r = Rubric::parse_toml(text, name, &format!("rubrics/{name}.toml"))?;
+            rubrics.insert(r.name.clone(), r);
+        }
+        if let Some(dir) = dir {
+            let entries = std::fs::read_dir(dir).map_err(|e| RubricError::Io(dir.to_path_buf(), e))?;
+            let mut paths: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            paths.sort();
+            for path in paths {
+                let text = std::fs::read_to_string(&path).map_err(|e| RubricError::Io(path.clone(), e))?;
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("rubric");
+                let r = Rubric::parse_toml(&text, stem, &path.display().to_string())?;
+                rubrics.insert(r.name.clone(), r);
+            }
+        }
+        Ok(RubricSet { rubrics })
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Rubric, RubricError> {
+        self.rubrics.get(name).ok_or_else(|| RubricError::Unknown {
+            name: name.to_string(),
+            known: self.rubrics.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Rubric> {
+        self.rubrics.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_rubrics_load_and_have_versions() {
+        let set = RubricSet::load(None).unwrap();
+        let d = set.get("default").unwrap();
+        assert!(d.text.contains("partial credit"));
+        assert!(d.version.starts_with("sha256:") && d.version.len() == 71);
+    }
+
+    #[test]
+    fn version_follows_content_not_name() {
+        let a = Rubric::parse_toml("text = \"be exact\"", "a", "a.toml").unwrap();
+        let b = Rubric::parse_toml("name = \"b\"\ntext = \"be exact\"", "x", "b.toml").unwrap();
+        let c = Rubric::parse_toml("text = \"be brief\"", "a", "c.toml").unwrap();
+        assert_eq!(a.version, b.version);
+        assert_ne!(a.version, c.version);
+        assert_eq!(b.name, "b");
+    }
+
+    #[test]
+    fn bad_rubrics_are_refused_with_file_and_line() {
+        let e = Rubric::parse_toml("text = \"x\"\ncolour = 3\n", "r", "rubrics/r.toml").unwrap_err();
+        assert!(e.to_string().starts_with("rubrics/r.toml:2: unknown field `colour`"), "{e}");
+        let e = Rubric::parse_toml("text = \"  \"", "r", "r.toml").unwrap_err();
+        assert_eq!(e.to_string(), "r.toml: \"text\" is empty: a rubric states grading standards");
+        let e = Rubric::parse_toml(
+            "text = \"x\"\n[[items]]\nid = \"a\"\ntext = \"t\"\n[[items]]\nid = \"a\"\ntext = \"u\"\n",
+            "r",
+            "r.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "r.toml: items[1].id \"a\" appears twice");
+    }
+
+    #[test]
+    fn unknown_rubric_names_the_known_ones() {
+        let set = RubricSet::load(None).unwrap();
+        assert_eq!(
+            set.get("nope").unwrap_err().to_string(),
+            "unknown rubric \"nope\" (known: default)"
+        );
+    }
+
+    #[test]
+    fn directory_rubrics_are_added() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("strict.toml"), "text = \"only exact answers\"").unwrap();
+        let set = RubricSet::load(Some(dir.path())).unwrap();
+        assert_eq!(set.get("strict").unwrap().text, "only exact answers");
+        assert!(set.get("default").is_ok());
+    }
+}

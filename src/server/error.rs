@@ -1,0 +1,78 @@
+//! The one table from error kind to HTTP status and `error.type`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::judge::JudgeError;
+use crate::rubric::RubricError;
+use crate::score::ScoreError;
+use crate::trajectory::InputError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error(transparent)]
+    Judge(JudgeError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// Status and `error.type` for every kind of error the API returns.
+    pub fn status_and_type(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Judge(e) => {
+                let status = match e {
+                    JudgeError::Unavailable(_) | JudgeError::InvalidOutput(_) => StatusCode::BAD_GATEWAY,
+                    JudgeError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+                    JudgeError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+                };
+                (status, e.error_type())
+            }
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        ApiError::InvalidRequest(e.to_string())
+    }
+}
+
+impl From<ScoreError> for ApiError {
+    fn from(e: ScoreError) -> Self {
+        match e {
+            ScoreError::Input(_)
+            | ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
+            | ScoreError::UnknownJudge { .. }
+            | ScoreError::NoDefaultJudge(_) => ApiError::InvalidRequest(e.to_string()),
+            ScoreError::Judge(j) => ApiError::Judge(j),
+            ScoreError::Rubric(RubricError::Io(..)) | ScoreError::Prompt(_) | ScoreError::Store(_) => {
+                tracing::error!(error = %e, "internal error while scoring");
+                ApiError::Internal(e.to_string())
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, kind) = self.status_and_type();
+        let body = Json(json!({"error": {"type": kind, "message": self.to_string()}}));
+        (status, body).into_response()
+    }
+}

@@ -1,0 +1,94 @@
+//! Route handlers: parse, call the scorer, answer. Nothing else happens here.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::AppState;
+use crate::score::ScoreRequest;
+
+/// Reads and validates a scoring request body; every failure is a typed error.
+fn parse_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<ScoreRequest, ApiError> {
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "request body is larger than max_body_bytes ({} bytes)",
+                state.server.max_body_bytes
+            ))
+        } else {
+            ApiError::InvalidRequest(format!("cannot read request body: {e}"))
+        }
+    })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))?;
+    Ok(ScoreRequest::from_json(&value, state.scorer.max_group_size())?)
+}
+
+pub async fn score_group(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let req = parse_body(&state, body)?;
+    let limit = Duration::from_secs_f64(state.server.request_timeout_s);
+    let resp = tokio::time::timeout(limit, state.scorer.score_group(&req))
+        .await
+        .map_err(|_| {
+            ApiError::Judge(crate::judge::JudgeError::Timeout(format!(
+                "request took longer than request_timeout_s ({}s)",
+                state.server.request_timeout_s
+            )))
+        })??;
+    Ok(Json(resp).into_response())
+}
+
+pub async fn render(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let req = parse_body(&state, body)?;
+    Ok(Json(state.scorer.render(&req)?).into_response())
+}
+
+pub async fn rubrics(State(state): State<AppState>) -> Json<Value> {
+    let list: Vec<Value> = state
+        .scorer
+        .rubrics()
+        .iter()
+        .map(|r| {
+            json!({"name": r.name, "version": r.version, "description": r.description,
+                   "items": r.items.len()})
+        })
+        .collect();
+    Json(json!({"rubrics": list}))
+}
+
+/// Liveness, plus what an operator needs to see at a glance: which judges can run.
+pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
+    let judges: Vec<Value> = state
+        .scorer
+        .judges()
+        .map(|j| {
+            let info = j.info();
+            match j.unconfigured_reason() {
+                None => json!({"name": info.name, "model": info.model, "configured": true}),
+                Some(why) => json!({"name": info.name, "model": info.model, "configured": false, "problem": why}),
+            }
+        })
+        .collect();
+    let any = judges.iter().any(|j| j["configured"] == true);
+    Json(json!({
+        "status": "ok",
+        "judge_configured": any,
+        "judges": judges,
+        "uptime_s": state.started.elapsed().as_secs(),
+    }))
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route; see the README for the API".into())
+}
+
+pub async fn method_not_allowed() -> impl IntoResponse {
+    ApiError::MethodNotAllowed("method not allowed on this route".into())
+}

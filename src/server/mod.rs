@@ -1,0 +1,56 @@
+//! The daemon: axum over the scorer. Handlers are thin; all logic is in `score`.
+
+pub mod error;
+pub mod handlers;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use tower_http::trace::TraceLayer;
+
+use crate::config::ServerConfig;
+use crate::score::Scorer;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub scorer: Arc<Scorer>,
+    pub server: Arc<ServerConfig>,
+    pub started: Instant,
+}
+
+impl AppState {
+    pub fn new(scorer: Arc<Scorer>, server: ServerConfig) -> AppState {
+        AppState { scorer, server: Arc::new(server), started: Instant::now() }
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    let score = post(handlers::score_group).fallback(handlers::method_not_allowed);
+    Router::new()
+        .route("/v1/score_group", score.clone())
+        .route("/score_group", score)
+        .route("/v1/render", post(handlers::render).fallback(handlers::method_not_allowed))
+        .route("/v1/rubrics", get(handlers::rubrics).fallback(handlers::method_not_allowed))
+        .route("/healthz", get(handlers::healthz).fallback(handlers::method_not_allowed))
+        .fallback(handlers::not_found)
+        .layer(DefaultBodyLimit::max(state.server.max_body_bytes))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then finishes in-flight requests and flushes the store.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let store = state.scorer.store().clone();
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await?;
+    if let Err(e) = store.flush().await {
+        tracing::error!(error = %e, "flushing the verdict store at shutdown failed");
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The embedded verdict store: one sled database in a directory.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use super::{StoreError, StoreStats, StoredVerdict, VerdictStore};
+
+/// Bumped when the record format changes; a store written by another version is refused at open
+/// with a clear message instead of being misread.
+pub const SLED_SCHEMA_VERSION: u32 = 1;
+const SCHEMA_KEY: &[u8] = b"schema_version";
+
+#[derive(Debug)]
+pub struct SledStore {
+    path: PathBuf,
+    db: sled::Db,
+    verdicts: sled::Tree,
+}
+
+impl SledStore {
+    /// An in-memory store that vanishes when dropped (for commands that never keep verdicts).
+    pub fn temporary() -> Result<SledStore, StoreError> {
+        let db = sled::Config::new()
+            .temporary(true)
+            .open()
+            .map_err(|e| StoreError::Open { path: "(temporary)".into(), message: e.to_string() })?;
+        let verdicts = db.open_tree("verdicts").map_err(io)?;
+        Ok(SledStore { path: PathBuf::from("(temporary)"), db, verdicts })
+    }
+
+    pub fn open(path: &Path) -> Result<SledStore, StoreError> {
+        let open_err = |message: String| StoreError::Open { path: path.display().to_string(), message };
+        let db = sled::open(path).map_err(|e| match e {
+            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                open_err("in use by another gavel process (sled allows one process per store)".into())
+            }
+            other => open_err(other.to_string()),
+        })?;
+        let meta = db.open_tree("meta").map_err(|e| open_err(e.to_string()))?;
+        match meta.get(SCHEMA_KEY).map_err(|e| open_err(e.to_string()))? {
+            None => {
+                meta.insert(SCHEMA_KEY, &SLED_SCHEMA_VERSION.to_be_bytes()[..])
+                    .map_err(|e| open_err(e.to_string()))?;
+            }
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(v.as_ref()).map(u32::from_be_bytes).unwrap_or(0);
+                if found != SLED_SCHEMA_VERSION {
+                    return Err(open_err(format!(
+                        "schema version {found}, this gavel reads version {SLED_SCHEMA_VERSION}; \
+                         use a new --store directory or `gavel cache clear` with the matching version"
+                    )));
+                }
+            }
+        }
+        let verdicts = db.open_tree("verdicts").map_err(|e| open_err(e.to_string()))?;
+        Ok(SledStore { path: path.to_path_buf(), db, verdicts })
+    }
+}
+
+fn io(e: sled::Error) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+#[async_trait]
+impl VerdictStore for SledStore {
+    async fn get(&self, key: &str) -> Result<Option<StoredVerdict>, StoreError> {
+        let Some(bytes) = self.verdicts.get(key.as_bytes()).map_err(io)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt { key: key.to_string(), message: e.to_string() })
+    }
+
+    async fn put(&self, key: &str, verdict: &StoredVerdict) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(verdict).expect("a verdict serialises");
+        self.verdicts.insert(key.as_bytes(), bytes).map_err(io)?;
+        Ok(())
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StoreError> {
+        Ok(StoreStats {
+            backend: "sled",
+            location: self.path.display().to_string(),
+            verdicts: self.verdicts.len() as u64,
+            size_on_disk_bytes: self.db.size_on_disk().map_err(io)?,
+        })
+    }
+
+    async fn clear(&self) -> Result<u64, StoreError> {
+        let n = self.verdicts.len() as u64;
+        self.verdicts.clear().map_err(io)?;
+        self.db.flush_async().await.map_err(io)?;
+        Ok(n)
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush_async().await.map_err(io)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoredScore;
+
+    fn verdict(score: f64) -> StoredVerdict {
+        StoredVerdict {
+            scores: vec![StoredScore { id: "1".into(), score: Some(score), explanation: "ok".into(), items: vec![] }],
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            calls: 1,
+            counted_prompt_tokens: 9,
+            counted_prompt_tokens_without_dedup: 20,
+            model: "m".into(),
+            created_unix: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn verdicts_survive_reopen_and_clear_empties() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path()).unwrap();
+            s.put("k", &verdict(0.7)).await.unwrap();
+            s.flush().await.unwrap();
+        }
+        let s = SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.get("k").await.unwrap(), Some(verdict(0.7)));
+        assert_eq!(s.get("other").await.unwrap(), None);
+        assert_eq!(s.stats().await.unwrap().verdicts, 1);
+        assert_eq!(s.clear().await.unwrap(), 1);
+        assert_eq!(s.get("k").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn other_schema_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::open(dir.path()).unwrap();
+            db.open_tree("meta").unwrap().insert(SCHEMA_KEY, &99u32.to_be_bytes()[..]).unwrap();
+            db.flush().unwrap();
+        }
+        let e = SledStore::open(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("schema version 99, this gavel reads version 1"), "{e}");
+    }
+}
