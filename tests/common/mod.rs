@@ -1,0 +1,287 @@
+//! Test support: an in-process OpenAI-compatible mock judge on 127.0.0.1:0 that speaks the real
+//! wire format (so gavel's real client, retry and parse code run), records every request, and
+//! misbehaves on demand; plus helpers to run gavel's daemon in-process on port 0.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use gavel::config::{Config, JudgeConfig, Secret};
+use gavel::score::Scorer;
+use gavel::server::{self, AppState};
+use gavel::store::{SledStore, VerdictStore};
+
+pub const MOCK_KEY: &str = "sk-mock-test-key-0123456789";
+
+/// What the mock judge does with one request.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// Answer a valid verdict: each trajectory scores the number after the last `SCORE=` in its section
+    /// of the prompt, or 0.5 without one.
+    Score,
+    /// Answer this text as the assistant message content.
+    Content(String),
+    /// Answer this text with the scores computed as in `Score` substituted for `{verdict}`.
+    Wrap(String),
+    /// Answer an HTTP error with this status, optional Retry-After seconds, and body.
+    Status(u16, Option<u64>, String),
+    /// Wait this long, then answer as `Score`.
+    Hang(Duration),
+    /// Drop the connection without answering.
+    Reset,
+}
+
+#[derive(Default)]
+struct MockState {
+    requests: Mutex<Vec<Value>>,
+    auth: Mutex<Vec<Option<String>>>,
+    queue: Mutex<VecDeque<Behaviour>>,
+    fallback: Mutex<Option<Behaviour>>,
+}
+
+/// A running mock judge.
+#[derive(Clone)]
+pub struct MockJudge {
+    pub addr: SocketAddr,
+    state: Arc<MockState>,
+}
+
+impl MockJudge {
+    pub async fn start() -> MockJudge {
+        let state = Arc::new(MockState::default());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        MockJudge { addr, state }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Behaviours for the next requests, in order; after them, the fallback (default `Score`).
+    pub fn push(&self, b: Behaviour) {
+        self.state.queue.lock().unwrap().push_back(b);
+    }
+
+    pub fn set_fallback(&self, b: Behaviour) {
+        *self.state.fallback.lock().unwrap() = Some(b);
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        self.state.requests.lock().unwrap().clone()
+    }
+
+    pub fn calls(&self) -> usize {
+        self.state.requests.lock().unwrap().len()
+    }
+
+    pub fn auth_headers(&self) -> Vec<Option<String>> {
+        self.state.auth.lock().unwrap().clone()
+    }
+
+    /// A judge config pointing at this mock, with fast retries for tests.
+    pub fn judge_config(&self) -> JudgeConfig {
+        let mut j = JudgeConfig::openai(self.base_url(), "mock-judge-1", Some(Secret::new(MOCK_KEY)));
+        j.timeout_s = 5.0;
+        j.deadline_s = 20.0;
+        j.max_retries = 2;
+        j.max_backoff_s = 0.05;
+        j
+    }
+
+    /// A gavel config with this mock as the default judge `mock`.
+    pub fn config(&self, store: &std::path::Path) -> Config {
+        let mut cfg = Config::from_env(&|_| None);
+        cfg.judges.clear();
+        cfg.judges.insert("mock".into(), self.judge_config());
+        cfg.default_judge = Some("mock".into());
+        cfg.store.path = store.to_path_buf();
+        cfg
+    }
+}
+
+/// The trajectory ids in a judge prompt and the text of each one's section.
+pub fn sections(prompt: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = prompt;
+    while let Some(start) = rest.find("<trajectory id=\"") {
+        let after = &rest[start + 16..];
+        let id_end = after.find('"').unwrap();
+        let id = after[..id_end].to_string();
+        let body_end = after.find("</trajectory>").unwrap_or(after.len());
+        out.push((id, after[id_end..body_end].to_string()));
+        rest = &after[body_end..];
+    }
+    out
+}
+
+fn marker_score(section: &str) -> f64 {
+    section
+        .rfind("SCORE=")
+        .and_then(|i| {
+            let num: String = section[i + 6..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            num.parse().ok()
+        })
+        .unwrap_or(0.5)
+}
+
+/// The verdict the `Score` behaviour gives for a request.
+pub fn verdict_for(req: &Value) -> Value {
+    // The first user message holds the group (later ones are re-asks).
+    let prompt = req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("");
+    let scores: Vec<Value> = sections(prompt)
+        .into_iter()
+        .map(|(id, body)| json!({"trajectory_id": id, "explanation": format!("mock read {} chars", body.len()), "score": marker_score(&body)}))
+        .collect();
+    json!({ "scores": scores })
+}
+
+fn completion(req: &Value, content: String) -> Response {
+    Json(json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": req["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop", "logprobs": null}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }))
+    .into_response()
+}
+
+async fn completions(State(state): State<Arc<MockState>>, headers: HeaderMap, Json(req): Json<Value>) -> Response {
+    state.requests.lock().unwrap().push(req.clone());
+    state
+        .auth
+        .lock()
+        .unwrap()
+        .push(headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string));
+    let next = state.queue.lock().unwrap().pop_front();
+    let behaviour = next
+        .or_else(|| state.fallback.lock().unwrap().clone())
+        .unwrap_or(Behaviour::Score);
+    match behaviour {
+        Behaviour::Score => completion(&req, verdict_for(&req).to_string()),
+        Behaviour::Content(text) => completion(&req, text),
+        Behaviour::Wrap(text) => completion(&req, text.replace("{verdict}", &verdict_for(&req).to_string())),
+        Behaviour::Status(code, retry_after, body) => {
+            let mut resp = (StatusCode::from_u16(code).unwrap(), body).into_response();
+            if let Some(s) = retry_after {
+                resp.headers_mut().insert("retry-after", s.to_string().parse().unwrap());
+            }
+            resp
+        }
+        Behaviour::Hang(d) => {
+            tokio::time::sleep(d).await;
+            completion(&req, verdict_for(&req).to_string())
+        }
+        Behaviour::Reset => panic!("mock judge drops this connection on purpose"),
+    }
+}
+
+/// gavel's daemon running in-process on 127.0.0.1:0.
+pub struct Gavel {
+    pub url: String,
+    pub scorer: Arc<Scorer>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Gavel {
+    pub async fn start(cfg: Config) -> Gavel {
+        let store: Arc<dyn VerdictStore> = Arc::new(SledStore::open(&cfg.store.path).unwrap());
+        let scorer = Arc::new(Scorer::new(&cfg, store).unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let state = AppState::new(scorer.clone(), cfg.server.clone());
+        let handle = tokio::spawn(async move {
+            server::serve(listener, state, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Gavel { url, scorer, shutdown: Some(tx), handle: Some(handle) }
+    }
+
+    /// Stops the daemon and waits until it has released the store.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            h.await.unwrap();
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let resp = reqwest::Client::new()
+            .post(format!("{}{path}", self.url))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post_raw(&self, path: &str, body: Vec<u8>) -> (u16, Value) {
+        let resp = reqwest::Client::new()
+            .post(format!("{}{path}", self.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let resp = reqwest::get(format!("{}{path}", self.url)).await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+}
+
+/// A message list: system, user, then one assistant answer.
+pub fn simple_traj(answer: &str) -> Value {
+    json!({"messages": [
+        {"role": "system", "content": "You answer arithmetic questions. End with ANSWER: <n>."},
+        {"role": "user", "content": "What is 1030 * 4?"},
+        {"role": "assistant", "content": answer}]})
+}
+
+/// A group of simple trajectories whose final answers carry `SCORE=` markers for the mock.
+pub fn marked_group(scores: &[f64]) -> Value {
+    let trajs: Vec<Value> = scores
+        .iter()
+        .enumerate()
+        .map(|(i, s)| simple_traj(&format!("attempt {i}: SCORE={s} ANSWER: {}", 4000 + i)))
+        .collect();
+    json!({ "trajectories": trajs })
+}
+
+/// The first user message of a recorded judge request.
+pub fn judge_prompt(req: &Value) -> String {
+    req["messages"][1]["content"].as_str().unwrap().to_string()
+}
