@@ -142,7 +142,11 @@ fn yes() -> bool {
 
 impl JudgeConfig {
     /// A judge with every default, for `base_url` and `model`.
-    pub fn openai(base_url: impl Into<String>, model: impl Into<String>, api_key: Option<Secret>) -> JudgeConfig {
+    pub fn openai(
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+        api_key: Option<Secret>,
+    ) -> JudgeConfig {
         JudgeConfig {
             backend: Backend::Openai,
             base_url: base_url.into(),
@@ -194,7 +198,9 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { path: PathBuf::from("gavel-store") }
+        StoreConfig {
+            path: PathBuf::from("gavel-store"),
+        }
     }
 }
 
@@ -208,19 +214,28 @@ pub struct DedupSection {
 
 impl Default for DedupSection {
     fn default() -> Self {
-        DedupSection { min_shared_chars: crate::dedup::DedupConfig::default().min_shared_chars }
+        DedupSection {
+            min_shared_chars: crate::dedup::DedupConfig::default().min_shared_chars,
+        }
     }
 }
 
 impl Config {
     /// Reads a TOML config file and resolves judge keys from the environment.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io(path.to_path_buf(), e))?;
-        Config::from_toml(&text, &path.display().to_string(), &|k| std::env::var(k).ok())
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError::Io(path.to_path_buf(), e))?;
+        Config::from_toml(&text, &path.display().to_string(), &|k| {
+            std::env::var(k).ok()
+        })
     }
 
     /// Parses TOML text; `env` looks up environment variables (injectable for tests).
-    pub fn from_toml(text: &str, file: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    pub fn from_toml(
+        text: &str,
+        file: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
             file: match e.span() {
                 Some(span) => format!("{file}:{}", line_of(text, span.start)),
@@ -229,7 +244,9 @@ impl Config {
             message: e.message().to_string(),
         })?;
         for j in cfg.judges.values_mut() {
-            j.api_key = env(&j.api_key_env).filter(|k| !k.is_empty()).map(Secret::new);
+            j.api_key = env(&j.api_key_env)
+                .filter(|k| !k.is_empty())
+                .map(Secret::new);
         }
         cfg.validate(file)?;
         Ok(cfg)
@@ -241,7 +258,9 @@ impl Config {
         let mut judge = JudgeConfig::openai(
             env("OPENAI_BASE_URL").unwrap_or_else(default_base_url),
             env("GAVEL_JUDGE_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_string()),
-            env("OPENAI_API_KEY").filter(|k| !k.is_empty()).map(Secret::new),
+            env("OPENAI_API_KEY")
+                .filter(|k| !k.is_empty())
+                .map(Secret::new),
         );
         judge.api_key_env = default_api_key_env();
         Config {
@@ -256,18 +275,28 @@ impl Config {
     }
 
     fn validate(&self, file: &str) -> Result<(), ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid { file: file.to_string(), message };
+        let invalid = |message: String| ConfigError::Invalid {
+            file: file.to_string(),
+            message,
+        };
         if let Some(d) = &self.default_judge {
             if !self.judges.contains_key(d) {
-                return Err(invalid(format!("default_judge {d:?} is not a [judges.NAME] table")));
+                return Err(invalid(format!(
+                    "default_judge {d:?} is not a [judges.NAME] table"
+                )));
             }
         }
         for (name, j) in &self.judges {
             if !(j.timeout_s > 0.0 && j.deadline_s > 0.0 && j.max_backoff_s >= 0.0) {
-                return Err(invalid(format!("[judges.{name}]: timeout_s and deadline_s must be > 0")));
+                return Err(invalid(format!(
+                    "[judges.{name}]: timeout_s and deadline_s must be > 0"
+                )));
             }
             if j.base_url.parse::<reqwest::Url>().is_err() {
-                return Err(invalid(format!("[judges.{name}]: base_url {:?} is not a URL", j.base_url)));
+                return Err(invalid(format!(
+                    "[judges.{name}]: base_url {:?} is not a URL",
+                    j.base_url
+                )));
             }
         }
         let s = &self.server;
@@ -277,7 +306,7 @@ impl Config {
                 crate::trajectory::MAX_GROUP_SIZE
             )));
         }
-        if !(s.request_timeout_s > 0.0) {
+        if s.request_timeout_s.is_nan() || s.request_timeout_s <= 0.0 {
             return Err(invalid("[server] request_timeout_s must be > 0".into()));
         }
         Ok(())
@@ -319,9 +348,16 @@ mod tests {
     #[test]
     fn errors_name_file_and_line() {
         let e = Config::from_toml("[server]\nmax_body = 3\n", "g.toml", &env).unwrap_err();
-        assert!(e.to_string().starts_with("g.toml:2: unknown field `max_body`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("g.toml:2: unknown field `max_body`"),
+            "{e}"
+        );
         let e = Config::from_toml("default_judge = \"x\"\n", "g.toml", &env).unwrap_err();
-        assert_eq!(e.to_string(), "g.toml: default_judge \"x\" is not a [judges.NAME] table");
+        assert_eq!(
+            e.to_string(),
+            "g.toml: default_judge \"x\" is not a [judges.NAME] table"
+        );
     }
 
     #[test]

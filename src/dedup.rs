@@ -28,7 +28,10 @@ pub struct DedupConfig {
 
 impl Default for DedupConfig {
     fn default() -> Self {
-        DedupConfig { min_shared_chars: 200, enabled: true }
+        DedupConfig {
+            min_shared_chars: 200,
+            enabled: true,
+        }
     }
 }
 
@@ -108,7 +111,9 @@ impl JudgeInput {
         let shortest = distinct.iter().map(|(_, m)| m.len()).min().unwrap_or(0);
         let mut prefix_len = 0;
         while prefix_len + 1 < shortest
-            && distinct.iter().all(|(_, m)| m[prefix_len] == distinct[0].1[prefix_len])
+            && distinct
+                .iter()
+                .all(|(_, m)| m[prefix_len] == distinct[0].1[prefix_len])
         {
             prefix_len += 1;
         }
@@ -134,7 +139,9 @@ impl JudgeInput {
                 messages: msgs[prefix_len..]
                     .iter()
                     .map(|m| {
-                        let Some(c) = m.content.as_deref() else { return m.clone() };
+                        let Some(c) = m.content.as_deref() else {
+                            return m.clone();
+                        };
                         if counts.get(c).copied().unwrap_or(0) < 2 {
                             return m.clone();
                         }
@@ -142,16 +149,28 @@ impl JudgeInput {
                             .entry(c)
                             .or_insert_with(|| {
                                 let id = format!("S{}", shared.len() + 1);
-                                shared.push(SharedBlock { id: id.clone(), content: c.to_string() });
+                                shared.push(SharedBlock {
+                                    id: id.clone(),
+                                    content: c.to_string(),
+                                });
                                 id
                             })
                             .clone();
-                        JudgeMessage { content: None, content_ref: Some(id), ..m.clone() }
+                        JudgeMessage {
+                            content: None,
+                            content_ref: Some(id),
+                            ..m.clone()
+                        }
                     })
                     .collect(),
             })
             .collect();
-        JudgeInput { prefix, shared, candidates, group_size: group.len() }
+        JudgeInput {
+            prefix,
+            shared,
+            candidates,
+            group_size: group.len(),
+        }
     }
 
     /// Every trajectory whole, ids as given: what a judge would read with no deduplication.
@@ -165,7 +184,11 @@ impl JudgeInput {
                 .enumerate()
                 .map(|(i, t)| Candidate {
                     members: vec![i],
-                    messages: t.messages.iter().map(|m| to_judge_message(m, |id| id.to_string())).collect(),
+                    messages: t
+                        .messages
+                        .iter()
+                        .map(|m| to_judge_message(m, |id| id.to_string()))
+                        .collect(),
                 })
                 .collect(),
             group_size: group.len(),
@@ -243,14 +266,20 @@ mod tests {
     #[test]
     fn tool_call_ids_do_not_end_the_shared_prefix() {
         let big = "x".repeat(500);
-        let g = group(json!([tool_traj("call_abc", &big, "ANSWER: 1"), tool_traj("call_zzz", &big, "ANSWER: 2")]));
+        let g = group(json!([
+            tool_traj("call_abc", &big, "ANSWER: 1"),
+            tool_traj("call_zzz", &big, "ANSWER: 2")
+        ]));
         let input = JudgeInput::build(&g, &DedupConfig::default());
         // system, user, tool call and tool result are shared; only the answers differ.
         assert_eq!(input.prefix.len(), 4);
         assert_eq!(input.prefix[2].tool_calls[0].id, "call_1");
         assert_eq!(input.prefix[3].tool_call_id.as_deref(), Some("call_1"));
         assert_eq!(input.candidates.len(), 2);
-        assert_eq!(input.candidates[1].messages[0].content.as_deref(), Some("ANSWER: 2"));
+        assert_eq!(
+            input.candidates[1].messages[0].content.as_deref(),
+            Some("ANSWER: 2")
+        );
     }
 
     #[test]
@@ -264,10 +293,20 @@ mod tests {
                 {"role": "tool", "tool_call_id": format!("id-{first}"), "content": big},
                 {"role": "assistant", "content": answer}]})
         };
-        let g = group(json!([mk("plan A", "ANSWER: 1"), mk("plan B", "ANSWER: 1"), mk("plan C", "ANSWER: 2")]));
+        let g = group(json!([
+            mk("plan A", "ANSWER: 1"),
+            mk("plan B", "ANSWER: 1"),
+            mk("plan C", "ANSWER: 2")
+        ]));
         let input = JudgeInput::build(&g, &DedupConfig::default());
         assert_eq!(input.prefix.len(), 1);
-        assert_eq!(input.shared, vec![SharedBlock { id: "S1".into(), content: big.clone() }]);
+        assert_eq!(
+            input.shared,
+            vec![SharedBlock {
+                id: "S1".into(),
+                content: big.clone()
+            }]
+        );
         for c in &input.candidates {
             assert_eq!(c.messages[1].content_ref.as_deref(), Some("S1"));
             assert_eq!(c.messages[1].content, None);
@@ -315,14 +354,26 @@ mod tests {
         let input = JudgeInput::build(&group(json!([t])), &DedupConfig::default());
         assert_eq!(input.prefix.len(), 2);
         assert_eq!(input.candidates.len(), 1);
-        assert_eq!(input.candidates[0].messages[0].content.as_deref(), Some("a"));
+        assert_eq!(
+            input.candidates[0].messages[0].content.as_deref(),
+            Some("a")
+        );
     }
 
     #[test]
     fn disabled_dedup_sends_everything_as_given() {
         let big = "x".repeat(500);
-        let g = group(json!([tool_traj("c1", &big, "A"), tool_traj("c2", &big, "A")]));
-        let input = JudgeInput::build(&g, &DedupConfig { enabled: false, ..Default::default() });
+        let g = group(json!([
+            tool_traj("c1", &big, "A"),
+            tool_traj("c2", &big, "A")
+        ]));
+        let input = JudgeInput::build(
+            &g,
+            &DedupConfig {
+                enabled: false,
+                ..Default::default()
+            },
+        );
         assert!(input.prefix.is_empty() && input.shared.is_empty());
         assert_eq!(input.candidates.len(), 2);
         assert_eq!(input.candidates[1].messages[2].tool_calls[0].id, "c2");

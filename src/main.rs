@@ -26,13 +26,13 @@ struct Cli {
 struct Common {
     /// Configuration file (TOML). Without one, a judge named `default` is built from
     /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
-    #[arg(long, env = "GAVEL_CONFIG")]
+    #[arg(long, env = "GAVEL_CONFIG", global = true)]
     config: Option<PathBuf>,
     /// Directory of the verdict store (overrides `[store] path`; default ./gavel-store).
-    #[arg(long, env = "GAVEL_STORE")]
+    #[arg(long, env = "GAVEL_STORE", global = true)]
     store: Option<PathBuf>,
     /// Write logs as JSON lines instead of text.
-    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false)]
+    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
     log_json: bool,
 }
 
@@ -104,7 +104,9 @@ enum CacheAction {
 fn init_logs(json: bool, default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
@@ -128,15 +130,20 @@ fn build_scorer(cfg: &Config) -> anyhow::Result<Arc<Scorer>> {
     Ok(Arc::new(Scorer::new(cfg, store)?))
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing a SIGTERM handler works on unix");
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term.recv() => {},
-    }
-    tracing::info!("shutdown signal received; finishing in-flight requests");
+/// Installs the SIGTERM and SIGINT handlers now (before the daemon announces itself, so a
+/// supervisor that stops it at once still gets a graceful shutdown) and returns the future that
+/// resolves on either signal.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+        tracing::info!("shutdown signal received; finishing in-flight requests");
+    })
 }
 
 async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
@@ -144,6 +151,7 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
     if let Some(addr) = addr {
         cfg.server.addr = addr;
     }
+    let shutdown = shutdown_signal()?;
     let scorer = build_scorer(&cfg)?;
     for j in scorer.judges() {
         match j.unconfigured_reason() {
@@ -158,7 +166,7 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
     tracing::info!(addr = %local, store = %cfg.store.path.display(), "gavel listening");
     println!("gavel listening on http://{local}");
     let state = AppState::new(scorer, cfg.server.clone());
-    server::serve(listener, state, shutdown_signal()).await?;
+    server::serve(listener, state, shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -171,20 +179,29 @@ struct Group {
 
 /// Reads a group file: `.jsonl`/`.ndjson` hold one group per line, anything else one group.
 /// Every problem is reported as `FILE[:LINE]: problem`, all of them before any judge is called.
-fn read_groups(path: &Path, max_group_size: usize, o: &Overrides) -> Result<Vec<Group>, Vec<String>> {
+fn read_groups(
+    path: &Path,
+    max_group_size: usize,
+    o: &Overrides,
+) -> Result<Vec<Group>, Vec<String>> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
-    let jsonl = matches!(path.extension().and_then(|e| e.to_str()), Some("jsonl" | "ndjson"));
+    let text =
+        std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
+    let jsonl = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("jsonl" | "ndjson")
+    );
     let parse = |src: &str, line: Option<usize>| -> Result<Group, String> {
         let at = |l: usize| format!("{file}:{l}");
         let value: Value = serde_json::from_str(src).map_err(|e| match line {
             Some(l) => format!("{}: not valid JSON: {e}", at(l)),
             None => format!("{}: not valid JSON: {e}", at(e.line())),
         })?;
-        let mut request = ScoreRequest::from_json(&value, max_group_size).map_err(|e| match line {
-            Some(l) => format!("{}: {e}", at(l)),
-            None => format!("{file}: {e}"),
-        })?;
+        let mut request =
+            ScoreRequest::from_json(&value, max_group_size).map_err(|e| match line {
+                Some(l) => format!("{}: {e}", at(l)),
+                None => format!("{file}: {e}"),
+            })?;
         if let Some(r) = &o.rubric {
             request.rubric = RubricRef::Named(r.clone());
         }
@@ -247,16 +264,27 @@ async fn score(common: Common, overrides: Overrides, file: PathBuf) -> anyhow::R
             }
             Err(e) => {
                 failed += 1;
-                let at = g.line.map_or(file.display().to_string(), |l| format!("{}:{l}", file.display()));
+                let at = g.line.map_or(file.display().to_string(), |l| {
+                    format!("{}:{l}", file.display())
+                });
                 eprintln!("{at}: {e}");
             }
         }
     }
     scorer.store().flush().await?;
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
-async fn render(common: Common, overrides: Overrides, format: Format, file: PathBuf) -> anyhow::Result<ExitCode> {
+async fn render(
+    common: Common,
+    overrides: Overrides,
+    format: Format,
+    file: PathBuf,
+) -> anyhow::Result<ExitCode> {
     let cfg = load_config(&common)?;
     let groups = match read_groups(&file, cfg.server.max_group_size, &overrides) {
         Ok(g) => g,
@@ -266,7 +294,9 @@ async fn render(common: Common, overrides: Overrides, format: Format, file: Path
     let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary()?);
     let scorer = Scorer::new(&cfg, store)?;
     for (n, g) in groups.iter().enumerate() {
-        let at = g.line.map_or(file.display().to_string(), |l| format!("{}:{l}", file.display()));
+        let at = g.line.map_or(file.display().to_string(), |l| {
+            format!("{}:{l}", file.display())
+        });
         let r = match scorer.render(&g.request) {
             Ok(r) => r,
             Err(e) => return Ok(report(&[format!("{at}: {e}")])),
@@ -298,7 +328,10 @@ async fn render(common: Common, overrides: Overrides, format: Format, file: Path
                     r.shared_blocks,
                     r.distinct_trajectories
                 );
-                println!("--- rubric {} {} · template {} {}", r.rubric.name, r.rubric.version, r.template.name, r.template.version);
+                println!(
+                    "--- rubric {} {} · template {} {}",
+                    r.rubric.name, r.rubric.version, r.template.name, r.template.version
+                );
             }
         }
     }
@@ -326,11 +359,20 @@ async fn main() -> ExitCode {
             init_logs(common.log_json, "info");
             serve(common, addr).await.map(|()| ExitCode::SUCCESS)
         }
-        Command::Score { common, overrides, file } => {
+        Command::Score {
+            common,
+            overrides,
+            file,
+        } => {
             init_logs(common.log_json, "warn");
             score(common, overrides, file).await
         }
-        Command::Render { common, overrides, format, file } => {
+        Command::Render {
+            common,
+            overrides,
+            format,
+            file,
+        } => {
             init_logs(common.log_json, "warn");
             render(common, overrides, format, file).await
         }

@@ -23,8 +23,14 @@ use crate::trajectory::content_hash;
 pub const DEFAULT_PROMPT: &str = "relative";
 
 const BUILT_IN: &[(&str, &str)] = &[
-    ("relative.system.jinja", include_str!("../prompts/relative.system.jinja")),
-    ("relative.user.jinja", include_str!("../prompts/relative.user.jinja")),
+    (
+        "relative.system.jinja",
+        include_str!("../prompts/relative.system.jinja"),
+    ),
+    (
+        "relative.user.jinja",
+        include_str!("../prompts/relative.user.jinja"),
+    ),
     ("reask.jinja", include_str!("../prompts/reask.jinja")),
 ];
 
@@ -45,7 +51,10 @@ fn template_error(e: &minijinja::Error) -> PromptError {
             (Some(n), None) => format!("prompts/{n}"),
             _ => "prompts".into(),
         },
-        message: e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
+        message: e
+            .detail()
+            .map(str::to_string)
+            .unwrap_or_else(|| e.kind().to_string()),
     }
 }
 
@@ -74,7 +83,9 @@ pub struct Prompts {
 
 impl std::fmt::Debug for Prompts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prompts").field("versions", &self.versions).finish()
+        f.debug_struct("Prompts")
+            .field("versions", &self.versions)
+            .finish()
     }
 }
 
@@ -123,15 +134,21 @@ pub fn quote_json<T: Serialize + ?Sized>(v: &T) -> String {
 impl Prompts {
     /// The shipped templates, plus every `*.jinja` in `dir` when given.
     pub fn load(dir: Option<&Path>) -> Result<Prompts, PromptError> {
-        let mut sources: BTreeMap<String, String> =
-            BUILT_IN.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect();
+        let mut sources: BTreeMap<String, String> = BUILT_IN
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .collect();
         if let Some(dir) = dir {
-            let entries = std::fs::read_dir(dir).map_err(|e| PromptError::Io(dir.to_path_buf(), e))?;
+            let entries =
+                std::fs::read_dir(dir).map_err(|e| PromptError::Io(dir.to_path_buf(), e))?;
             for entry in entries.filter_map(Result::ok) {
                 let path = entry.path();
-                let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+                let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
                 if name.ends_with(".jinja") {
-                    let text = std::fs::read_to_string(&path).map_err(|e| PromptError::Io(path.clone(), e))?;
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| PromptError::Io(path.clone(), e))?;
                     sources.insert(name.to_string(), text);
                 }
             }
@@ -142,12 +159,15 @@ impl Prompts {
         env.set_auto_escape_callback(|_| AutoEscape::None);
         let mut versions = BTreeMap::new();
         for (name, text) in &sources {
-            env.add_template_owned(name.clone(), text.clone()).map_err(|e| template_error(&e))?;
+            env.add_template_owned(name.clone(), text.clone())
+                .map_err(|e| template_error(&e))?;
             if let Some(prompt) = name.strip_suffix(".system.jinja") {
-                let user = sources.get(&format!("{prompt}.user.jinja")).ok_or_else(|| PromptError::Template {
-                    file: format!("prompts/{name}"),
-                    message: format!("has no partner {prompt}.user.jinja"),
-                })?;
+                let user = sources
+                    .get(&format!("{prompt}.user.jinja"))
+                    .ok_or_else(|| PromptError::Template {
+                        file: format!("prompts/{name}"),
+                        message: format!("has no partner {prompt}.user.jinja"),
+                    })?;
                 versions.insert(prompt.to_string(), content_hash(&(text, user)));
             }
         }
@@ -186,14 +206,21 @@ impl Prompts {
             shared: input
                 .shared
                 .iter()
-                .map(|b| QuotedBlock { id: &b.id, content: quote_json(&b.content) })
+                .map(|b| QuotedBlock {
+                    id: &b.id,
+                    content: quote_json(&b.content),
+                })
                 .collect(),
             trajectories: order
                 .iter()
                 .zip(&ids)
                 .map(|(&c, id)| QuotedTrajectory {
                     id: id.clone(),
-                    messages: input.candidates[c].messages.iter().map(quote_json).collect(),
+                    messages: input.candidates[c]
+                        .messages
+                        .iter()
+                        .map(quote_json)
+                        .collect(),
                 })
                 .collect(),
             tools: tools.filter(|t| !t.is_null()).map(quote_json),
@@ -204,21 +231,36 @@ impl Prompts {
                 .env
                 .get_template(&format!("{prompt}.{role}.jinja"))
                 .map_err(|e| template_error(&e))?;
-            let content = tmpl.render(minijinja::value::Serde(&ctx)).map_err(|e| template_error(&e))?;
-            messages.push(ChatMessage { role: role.to_string(), content });
+            let content = tmpl
+                .render(minijinja::value::Serde(&ctx))
+                .map_err(|e| template_error(&e))?;
+            messages.push(ChatMessage {
+                role: role.to_string(),
+                content,
+            });
         }
-        Ok(RenderedPrompt { messages, ids, template_version })
+        Ok(RenderedPrompt {
+            messages,
+            ids,
+            template_version,
+        })
     }
 }
 
 impl Prompts {
     /// The follow-up message of a structural re-ask, stating the exact problem.
     pub fn render_reask(&self, problem: &str, ids: &[String]) -> Result<ChatMessage, PromptError> {
-        let tmpl = self.env.get_template("reask.jinja").map_err(|e| template_error(&e))?;
+        let tmpl = self
+            .env
+            .get_template("reask.jinja")
+            .map_err(|e| template_error(&e))?;
         let content = tmpl
             .render(minijinja::context! { problem => problem, ids => minijinja::Value::from(minijinja::value::Serde(ids)) })
             .map_err(|e| template_error(&e))?;
-        Ok(ChatMessage { role: "user".into(), content })
+        Ok(ChatMessage {
+            role: "user".into(),
+            content,
+        })
     }
 }
 
@@ -248,7 +290,13 @@ mod tests {
         let prompts = Prompts::load(None).unwrap();
         let rubrics = RubricSet::load(None).unwrap();
         prompts
-            .render(DEFAULT_PROMPT, &input, &order, rubrics.get("default").unwrap(), None)
+            .render(
+                DEFAULT_PROMPT,
+                &input,
+                &order,
+                rubrics.get("default").unwrap(),
+                None,
+            )
             .unwrap()
     }
 
@@ -267,7 +315,9 @@ mod tests {
 
     #[test]
     fn non_ascii_is_sent_as_utf8() {
-        let p = render(json!([{"messages": [{"role": "user", "content": "Größe? 数字"}, {"role": "assistant", "content": "ответ"}]}]));
+        let p = render(
+            json!([{"messages": [{"role": "user", "content": "Größe? 数字"}, {"role": "assistant", "content": "ответ"}]}]),
+        );
         assert!(p.messages[1].content.contains("Größe? 数字"));
         assert!(p.messages[1].content.contains("ответ"));
         assert!(!p.messages[1].content.contains("\\u04"));
@@ -281,7 +331,9 @@ mod tests {
         assert_eq!(p.ids, vec!["1", "2"]);
         assert!(p.messages[0].content.contains("partial credit"));
         assert!(p.messages[0].content.contains("trajectory ids 1, 2"));
-        assert!(p.messages[1].content.contains("<context>\n{\"role\":\"user\",\"content\":\"q\"}\n</context>"));
+        assert!(p.messages[1]
+            .content
+            .contains("<context>\n{\"role\":\"user\",\"content\":\"q\"}\n</context>"));
         assert!(p.template_version.starts_with("sha256:"));
     }
 
@@ -291,17 +343,32 @@ mod tests {
         std::fs::write(dir.path().join("bad.system.jinja"), "{{ no_such_thing }}").unwrap();
         std::fs::write(dir.path().join("bad.user.jinja"), "x").unwrap();
         let prompts = Prompts::load(Some(dir.path())).unwrap();
-        let g = parse_trajectories(&json!([{"messages": [{"role": "user", "content": "q"}]}]), 64).unwrap();
+        let g = parse_trajectories(
+            &json!([{"messages": [{"role": "user", "content": "q"}]}]),
+            64,
+        )
+        .unwrap();
         let input = JudgeInput::build(&g, &DedupConfig::default());
         let rubrics = RubricSet::load(None).unwrap();
-        let e = prompts.render("bad", &input, &[0], rubrics.get("default").unwrap(), None).unwrap_err();
-        assert!(e.to_string().starts_with("prompts/bad.system.jinja:1:"), "{e}");
+        let e = prompts
+            .render("bad", &input, &[0], rubrics.get("default").unwrap(), None)
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("prompts/bad.system.jinja:1:"),
+            "{e}"
+        );
     }
 
     #[test]
     fn token_count_grows_with_content() {
-        let a = vec![ChatMessage { role: "user".into(), content: "hello".into() }];
-        let b = vec![ChatMessage { role: "user".into(), content: "hello ".repeat(100) }];
+        let a = vec![ChatMessage {
+            role: "user".into(),
+            content: "hello".into(),
+        }];
+        let b = vec![ChatMessage {
+            role: "user".into(),
+            content: "hello ".repeat(100),
+        }];
         assert_eq!(count_tokens(&a), 3 + 3 + 1 + 1);
         assert!(count_tokens(&b) > 100);
     }

@@ -45,7 +45,9 @@ pub fn advantages(groups: &[Vec<Option<f64>>], scale: ScaleRewards) -> Vec<Vec<f
                 ScaleRewards::Batch => batch_std.unwrap_or(0.0) + STD_EPS,
                 ScaleRewards::None => 1.0,
             };
-            g.iter().map(|r| r.map_or(0.0, |r| (r - mean) / denom)).collect()
+            g.iter()
+                .map(|r| r.map_or(0.0, |r| (r - mean) / denom))
+                .collect()
         })
         .collect()
 }
@@ -56,7 +58,11 @@ mod tests {
     use serde_json::Value;
 
     fn golden() -> Value {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/grpo_golden.json")).unwrap();
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/grpo_golden.json"
+        ))
+        .unwrap();
         serde_json::from_str(&text).unwrap()
     }
 
@@ -64,11 +70,25 @@ mod tests {
     fn reproduces_trl_advantages() {
         let g = golden();
         let size = g["G"].as_u64().unwrap() as usize;
-        let rewards: Vec<Option<f64>> = g["rewards"].as_array().unwrap().iter().map(Value::as_f64).collect();
+        let rewards: Vec<Option<f64>> = g["rewards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Value::as_f64)
+            .collect();
         let groups: Vec<Vec<Option<f64>>> = rewards.chunks(size).map(<[_]>::to_vec).collect();
-        for (mode, scale) in [("group", ScaleRewards::Group), ("batch", ScaleRewards::Batch), ("none", ScaleRewards::None)] {
+        for (mode, scale) in [
+            ("group", ScaleRewards::Group),
+            ("batch", ScaleRewards::Batch),
+            ("none", ScaleRewards::None),
+        ] {
             let got: Vec<f64> = advantages(&groups, scale).concat();
-            let want: Vec<f64> = g["advantages"][mode].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            let want: Vec<f64> = g["advantages"][mode]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
             assert_eq!(got.len(), want.len());
             for (a, b) in got.iter().zip(&want) {
                 assert!((a - b).abs() < 1e-9, "{mode}: {got:?} vs {want:?}");
@@ -88,7 +108,13 @@ mod tests {
 
     #[test]
     fn one_scored_trajectory_gets_zero() {
-        assert_eq!(advantages(&[vec![Some(0.9), None]], ScaleRewards::Group), vec![vec![0.0, 0.0]]);
-        assert_eq!(advantages(&[vec![Some(0.9)]], ScaleRewards::None), vec![vec![0.0]]);
+        assert_eq!(
+            advantages(&[vec![Some(0.9), None]], ScaleRewards::Group),
+            vec![vec![0.0, 0.0]]
+        );
+        assert_eq!(
+            advantages(&[vec![Some(0.9)]], ScaleRewards::None),
+            vec![vec![0.0]]
+        );
     }
 }

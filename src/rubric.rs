@@ -67,10 +67,19 @@ pub struct Rubric {
 
 impl Rubric {
     /// Validates a spec and computes its version.
-    pub fn from_spec(spec: RubricSpec, fallback_name: &str, file: &str) -> Result<Rubric, RubricError> {
-        let invalid = |message: String| RubricError::Invalid { file: file.to_string(), message };
+    pub fn from_spec(
+        spec: RubricSpec,
+        fallback_name: &str,
+        file: &str,
+    ) -> Result<Rubric, RubricError> {
+        let invalid = |message: String| RubricError::Invalid {
+            file: file.to_string(),
+            message,
+        };
         if spec.text.trim().is_empty() {
-            return Err(invalid("\"text\" is empty: a rubric states grading standards".into()));
+            return Err(invalid(
+                "\"text\" is empty: a rubric states grading standards".into(),
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for (i, item) in spec.items.iter().enumerate() {
@@ -78,10 +87,15 @@ impl Rubric {
                 return Err(invalid(format!("items[{i}].id is empty")));
             }
             if !seen.insert(item.id.as_str()) {
-                return Err(invalid(format!("items[{i}].id {:?} appears twice", item.id)));
+                return Err(invalid(format!(
+                    "items[{i}].id {:?} appears twice",
+                    item.id
+                )));
             }
             if !(item.weight.is_finite() && item.weight >= 0.0) {
-                return Err(invalid(format!("items[{i}].weight must be a finite number >= 0")));
+                return Err(invalid(format!(
+                    "items[{i}].weight must be a finite number >= 0"
+                )));
             }
         }
         if !spec.items.is_empty() && spec.items.iter().all(|i| i.weight == 0.0) {
@@ -130,15 +144,20 @@ impl RubricSet {
             rubrics.insert(r.name.clone(), r);
         }
         if let Some(dir) = dir {
-            let entries = std::fs::read_dir(dir).map_err(|e| RubricError::Io(dir.to_path_buf(), e))?;
+            let entries =
+                std::fs::read_dir(dir).map_err(|e| RubricError::Io(dir.to_path_buf(), e))?;
             let mut paths: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "toml"))
                 .collect();
             paths.sort();
             for path in paths {
-                let text = std::fs::read_to_string(&path).map_err(|e| RubricError::Io(path.clone(), e))?;
-                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("rubric");
+                let text =
+                    std::fs::read_to_string(&path).map_err(|e| RubricError::Io(path.clone(), e))?;
+                let stem = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("rubric");
                 let r = Rubric::parse_toml(&text, stem, &path.display().to_string())?;
                 rubrics.insert(r.name.clone(), r);
             }
@@ -182,10 +201,18 @@ mod tests {
 
     #[test]
     fn bad_rubrics_are_refused_with_file_and_line() {
-        let e = Rubric::parse_toml("text = \"x\"\ncolour = 3\n", "r", "rubrics/r.toml").unwrap_err();
-        assert!(e.to_string().starts_with("rubrics/r.toml:2: unknown field `colour`"), "{e}");
+        let e =
+            Rubric::parse_toml("text = \"x\"\ncolour = 3\n", "r", "rubrics/r.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("rubrics/r.toml:2: unknown field `colour`"),
+            "{e}"
+        );
         let e = Rubric::parse_toml("text = \"  \"", "r", "r.toml").unwrap_err();
-        assert_eq!(e.to_string(), "r.toml: \"text\" is empty: a rubric states grading standards");
+        assert_eq!(
+            e.to_string(),
+            "r.toml: \"text\" is empty: a rubric states grading standards"
+        );
         let e = Rubric::parse_toml(
             "text = \"x\"\n[[items]]\nid = \"a\"\ntext = \"t\"\n[[items]]\nid = \"a\"\ntext = \"u\"\n",
             "r",
@@ -207,7 +234,11 @@ mod tests {
     #[test]
     fn directory_rubrics_are_added() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("strict.toml"), "text = \"only exact answers\"").unwrap();
+        std::fs::write(
+            dir.path().join("strict.toml"),
+            "text = \"only exact answers\"",
+        )
+        .unwrap();
         let set = RubricSet::load(Some(dir.path())).unwrap();
         assert_eq!(set.get("strict").unwrap().text, "only exact answers");
         assert!(set.get("default").is_ok());

@@ -86,43 +86,79 @@ impl ScoreRequest {
                 })
             }
             Value::Object(o) => o,
-            _ => return Err(InputError::new("body", "expected a JSON object with \"trajectories\"")),
+            _ => {
+                return Err(InputError::new(
+                    "body",
+                    "expected a JSON object with \"trajectories\"",
+                ))
+            }
         };
         if let Some(k) = obj.keys().find(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
-            return Err(InputError::new(k.clone(), format!("unknown field (known: {})", REQUEST_FIELDS.join(", "))));
+            return Err(InputError::new(
+                k.clone(),
+                format!("unknown field (known: {})", REQUEST_FIELDS.join(", ")),
+            ));
         }
         let trajectories = parse_trajectories(
-            obj.get("trajectories").ok_or_else(|| InputError::new("trajectories", "missing"))?,
+            obj.get("trajectories")
+                .ok_or_else(|| InputError::new("trajectories", "missing"))?,
             max_group_size,
         )?;
         let rubric = match obj.get("rubric") {
             None | Some(Value::Null) => RubricRef::Named("default".into()),
             Some(Value::String(s)) => RubricRef::Named(s.clone()),
             Some(o @ Value::Object(_)) => RubricRef::Inline(
-                serde_json::from_value(o.clone()).map_err(|e| InputError::new("rubric", e.to_string()))?,
+                serde_json::from_value(o.clone())
+                    .map_err(|e| InputError::new("rubric", e.to_string()))?,
             ),
-            Some(_) => return Err(InputError::new("rubric", "expected a rubric name or an object with \"text\"")),
+            Some(_) => {
+                return Err(InputError::new(
+                    "rubric",
+                    "expected a rubric name or an object with \"text\"",
+                ))
+            }
         };
         let judge = match obj.get("judge") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
-            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => a[0].as_str().map(str::to_string),
+            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+                a[0].as_str().map(str::to_string)
+            }
             Some(Value::Array(_)) => {
-                return Err(InputError::new("judge", "judge panels (more than one judge) are not supported yet"))
+                return Err(InputError::new(
+                    "judge",
+                    "judge panels (more than one judge) are not supported yet",
+                ))
             }
             Some(_) => return Err(InputError::new("judge", "expected a judge name")),
         };
         let tools = match obj.get("tools") {
             None | Some(Value::Null) => None,
             Some(t @ Value::Array(_)) => Some(t.clone()),
-            Some(_) => return Err(InputError::new("tools", "expected an array of tool definitions")),
+            Some(_) => {
+                return Err(InputError::new(
+                    "tools",
+                    "expected an array of tool definitions",
+                ))
+            }
         };
         let on_judge_error = match obj.get("on_judge_error").map(|v| v.as_str()) {
             None | Some(Some("fail")) => OnJudgeError::Fail,
             Some(Some("null")) => OnJudgeError::Null,
-            Some(_) => return Err(InputError::new("on_judge_error", "expected \"fail\" or \"null\"")),
+            Some(_) => {
+                return Err(InputError::new(
+                    "on_judge_error",
+                    "expected \"fail\" or \"null\"",
+                ))
+            }
         };
-        Ok(ScoreRequest { trajectories, rubric, judge, tools, on_judge_error })
+        Ok(ScoreRequest {
+            trajectories,
+            rubric,
+            judge,
+            tools,
+            on_judge_error,
+        })
     }
 }
 
@@ -224,7 +260,10 @@ impl Scorer {
             rubrics: RubricSet::load(cfg.rubrics_dir.as_deref())?,
             prompts: Prompts::load(cfg.prompts_dir.as_deref())?,
             store,
-            dedup: DedupConfig { min_shared_chars: cfg.dedup.min_shared_chars, enabled: true },
+            dedup: DedupConfig {
+                min_shared_chars: cfg.dedup.min_shared_chars,
+                enabled: true,
+            },
             max_group_size: cfg.server.max_group_size,
         })
     }
@@ -245,7 +284,9 @@ impl Scorer {
     fn rubric<'a>(&'a self, r: &RubricRef) -> Result<Cow<'a, Rubric>, ScoreError> {
         Ok(match r {
             RubricRef::Named(n) => Cow::Borrowed(self.rubrics.get(n)?),
-            RubricRef::Inline(spec) => Cow::Owned(Rubric::from_spec(spec.clone(), "inline", "rubric")?),
+            RubricRef::Inline(spec) => {
+                Cow::Owned(Rubric::from_spec(spec.clone(), "inline", "rubric")?)
+            }
         })
     }
 
@@ -257,7 +298,10 @@ impl Scorer {
         };
         self.judges
             .get(name)
-            .ok_or_else(|| ScoreError::UnknownJudge { name: name.to_string(), known: known() })
+            .ok_or_else(|| ScoreError::UnknownJudge {
+                name: name.to_string(),
+                known: known(),
+            })
     }
 
     fn prepare<'a>(&'a self, req: &ScoreRequest) -> Result<Prepared<'a>, ScoreError> {
@@ -265,9 +309,18 @@ impl Scorer {
         let judge = self.judge(req.judge.as_deref())?;
         let input = JudgeInput::build(&req.trajectories, &self.dedup);
         let order: Vec<usize> = (0..input.candidates.len()).collect();
-        let rendered = self.prompts.render(DEFAULT_PROMPT, &input, &order, &rubric, req.tools.as_ref())?;
+        let rendered =
+            self.prompts
+                .render(DEFAULT_PROMPT, &input, &order, &rubric, req.tools.as_ref())?;
         let key = cache_key(judge, &rendered, &rubric, 0);
-        Ok(Prepared { rubric, judge, input, order, rendered, key })
+        Ok(Prepared {
+            rubric,
+            judge,
+            input,
+            order,
+            rendered,
+            key,
+        })
     }
 
     /// Renders the judge prompt for a request without calling a judge.
@@ -283,24 +336,46 @@ impl Scorer {
             shared_prefix_messages: p.input.prefix.len(),
             shared_blocks: p.input.shared.len(),
             distinct_trajectories: p.input.candidates.len(),
-            rubric: VersionInfo { name: p.rubric.name.clone(), version: p.rubric.version.clone() },
-            template: VersionInfo { name: DEFAULT_PROMPT.into(), version: p.rendered.template_version.clone() },
+            rubric: VersionInfo {
+                name: p.rubric.name.clone(),
+                version: p.rubric.version.clone(),
+            },
+            template: VersionInfo {
+                name: DEFAULT_PROMPT.into(),
+                version: p.rendered.template_version.clone(),
+            },
             cache_key: p.key.clone(),
         })
     }
 
     /// Token counts of the prompt as sent and as it would be without dedup.
-    fn count_prompt_tokens(&self, p: &Prepared<'_>, req: &ScoreRequest) -> Result<(u64, u64), ScoreError> {
+    fn count_prompt_tokens(
+        &self,
+        p: &Prepared<'_>,
+        req: &ScoreRequest,
+    ) -> Result<(u64, u64), ScoreError> {
         let naive = JudgeInput::without_dedup(&req.trajectories);
         let order: Vec<usize> = (0..naive.candidates.len()).collect();
-        let naive = self.prompts.render(DEFAULT_PROMPT, &naive, &order, &p.rubric, req.tools.as_ref())?;
-        Ok((count_tokens(&p.rendered.messages) as u64, count_tokens(&naive.messages) as u64))
+        let naive = self.prompts.render(
+            DEFAULT_PROMPT,
+            &naive,
+            &order,
+            &p.rubric,
+            req.tools.as_ref(),
+        )?;
+        Ok((
+            count_tokens(&p.rendered.messages) as u64,
+            count_tokens(&naive.messages) as u64,
+        ))
     }
 
     /// Scores one group.
     pub async fn score_group(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
         let p = self.prepare(req)?;
-        let mut usage = Usage { distinct_trajectories: p.input.candidates.len() as u64, ..Usage::default() };
+        let mut usage = Usage {
+            distinct_trajectories: p.input.candidates.len() as u64,
+            ..Usage::default()
+        };
         let verdict = match self.store.get(&p.key).await? {
             Some(v) => {
                 usage.cache_hits = 1;
@@ -317,8 +392,14 @@ impl Scorer {
                 Err(e) => Err(e),
             },
         };
-        let rubric = VersionInfo { name: p.rubric.name.clone(), version: p.rubric.version.clone() };
-        let template = VersionInfo { name: DEFAULT_PROMPT.into(), version: p.rendered.template_version.clone() };
+        let rubric = VersionInfo {
+            name: p.rubric.name.clone(),
+            version: p.rubric.version.clone(),
+        };
+        let template = VersionInfo {
+            name: DEFAULT_PROMPT.into(),
+            version: p.rendered.template_version.clone(),
+        };
         let judges = vec![p.judge.info()];
         let n = req.trajectories.len();
         let verdict = match (verdict, req.on_judge_error) {
@@ -341,19 +422,29 @@ impl Scorer {
                     rubric,
                     template,
                     judges,
-                    error: Some(ErrorBody { kind: e.error_type().into(), message: e.to_string() }),
+                    error: Some(ErrorBody {
+                        kind: e.error_type().into(),
+                        message: e.to_string(),
+                    }),
                 });
             }
         };
         usage.prompt_tokens_deduped = verdict.counted_prompt_tokens;
         usage.prompt_tokens_without_dedup = verdict.counted_prompt_tokens_without_dedup;
-        usage.tokens_saved_by_dedup =
-            verdict.counted_prompt_tokens_without_dedup.saturating_sub(verdict.counted_prompt_tokens);
+        usage.tokens_saved_by_dedup = verdict
+            .counted_prompt_tokens_without_dedup
+            .saturating_sub(verdict.counted_prompt_tokens);
 
         // Map the verdict back: prompt id → candidate → every request trajectory it stands for.
-        let by_id: BTreeMap<&str, &StoredScore> = verdict.scores.iter().map(|s| (s.id.as_str(), s)).collect();
+        let by_id: BTreeMap<&str, &StoredScore> =
+            verdict.scores.iter().map(|s| (s.id.as_str(), s)).collect();
         let candidate_of = p.input.candidate_of();
-        let position_of: BTreeMap<usize, usize> = p.order.iter().enumerate().map(|(pos, &c)| (c, pos)).collect();
+        let position_of: BTreeMap<usize, usize> = p
+            .order
+            .iter()
+            .enumerate()
+            .map(|(pos, &c)| (c, pos))
+            .collect();
         let mut scores = Vec::with_capacity(n);
         for (i, traj) in req.trajectories.iter().enumerate() {
             let id = &p.rendered.ids[position_of[&candidate_of[i]]];
@@ -371,15 +462,31 @@ impl Scorer {
         }
         let rewards: Vec<Option<f64>> = scores.iter().map(|s| s.score).collect();
         let advantages = advantages(std::slice::from_ref(&rewards), ScaleRewards::Group).remove(0);
-        Ok(ScoreResponse { rewards, advantages, scores, usage, rubric, template, judges, error: None })
+        Ok(ScoreResponse {
+            rewards,
+            advantages,
+            scores,
+            usage,
+            rubric,
+            template,
+            judges,
+            error: None,
+        })
     }
 
     /// Asks the judge for a verdict: one call, and one structural re-ask stating the exact
     /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline.
-    async fn ask_judge(&self, p: &Prepared<'_>, req: &ScoreRequest) -> Result<StoredVerdict, JudgeError> {
+    async fn ask_judge(
+        &self,
+        p: &Prepared<'_>,
+        req: &ScoreRequest,
+    ) -> Result<StoredVerdict, JudgeError> {
         let item_ids: Vec<String> = p.rubric.items.iter().map(|i| i.id.clone()).collect();
         let schema = verdict_schema(&p.rendered.ids, &item_ids);
-        let opts = ParseOptions { expected_ids: &p.rendered.ids, allow_missing_score: !item_ids.is_empty() };
+        let opts = ParseOptions {
+            expected_ids: &p.rendered.ids,
+            allow_missing_score: !item_ids.is_empty(),
+        };
         let name = &p.judge.info().name;
         let deadline = p.judge.deadline();
         let conversation = async {
@@ -395,7 +502,10 @@ impl Scorer {
                         .prompts
                         .render_reask(&problem.to_string(), &p.rendered.ids)
                         .map_err(|e| JudgeError::InvalidOutput(e.to_string()))?;
-                    messages.push(crate::prompt::ChatMessage { role: "assistant".into(), content: first.text });
+                    messages.push(crate::prompt::ChatMessage {
+                        role: "assistant".into(),
+                        content: first.text,
+                    });
                     messages.push(reask);
                     let second = p.judge.complete(&messages, &schema).await?;
                     prompt_tokens += second.prompt_tokens;
@@ -410,11 +520,15 @@ impl Scorer {
             };
             Ok::<_, JudgeError>((parsed, prompt_tokens, completion_tokens, calls))
         };
-        let (parsed, prompt_tokens, completion_tokens, calls) = tokio::time::timeout(deadline, conversation)
-            .await
-            .map_err(|_| {
-                JudgeError::Timeout(format!("judge {name:?}: verdict deadline of {:.1}s passed", deadline.as_secs_f64()))
-            })??;
+        let (parsed, prompt_tokens, completion_tokens, calls) =
+            tokio::time::timeout(deadline, conversation)
+                .await
+                .map_err(|_| {
+                    JudgeError::Timeout(format!(
+                        "judge {name:?}: verdict deadline of {:.1}s passed",
+                        deadline.as_secs_f64()
+                    ))
+                })??;
         let (counted, without) = self
             .count_prompt_tokens(p, req)
             .map_err(|e| JudgeError::InvalidOutput(e.to_string()))?;
@@ -434,7 +548,9 @@ impl Scorer {
             counted_prompt_tokens: counted,
             counted_prompt_tokens_without_dedup: without,
             model: p.judge.info().model,
-            created_unix: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            created_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         })
     }
 }
@@ -458,7 +574,10 @@ pub fn cache_key(judge: &Judge, rendered: &RenderedPrompt, rubric: &Rubric, samp
     m.insert("judge".into(), judge.identity());
     m.insert("template".into(), json!(rendered.template_version));
     m.insert("rubric".into(), json!(rubric.version));
-    m.insert("items".into(), json!(rubric.items.iter().map(|i| &i.id).collect::<Vec<_>>()));
+    m.insert(
+        "items".into(),
+        json!(rubric.items.iter().map(|i| &i.id).collect::<Vec<_>>()),
+    );
     m.insert("messages".into(), json!(rendered.messages));
     m.insert("sample".into(), json!(sample));
     content_hash(&m)

@@ -89,7 +89,10 @@ pub struct InputError {
 
 impl InputError {
     pub fn new(path: impl Into<String>, problem: impl Into<String>) -> Self {
-        InputError { path: path.into(), problem: problem.into() }
+        InputError {
+            path: path.into(),
+            problem: problem.into(),
+        }
     }
 }
 
@@ -109,16 +112,25 @@ fn type_name(v: &Value) -> &'static str {
 /// (`{"messages_and_choices": [...]}`), or a bare array of messages.
 pub fn parse_trajectories(v: &Value, max: usize) -> Result<Vec<Trajectory>, InputError> {
     let arr = v.as_array().ok_or_else(|| {
-        InputError::new("trajectories", format!("expected an array, got {}", type_name(v)))
+        InputError::new(
+            "trajectories",
+            format!("expected an array, got {}", type_name(v)),
+        )
     })?;
     if arr.is_empty() {
-        return Err(InputError::new("trajectories", "a group needs at least one trajectory"));
+        return Err(InputError::new(
+            "trajectories",
+            "a group needs at least one trajectory",
+        ));
     }
     let max = max.min(MAX_GROUP_SIZE);
     if arr.len() > max {
         return Err(InputError::new(
             "trajectories",
-            format!("{} trajectories, more than the maximum group size of {max}", arr.len()),
+            format!(
+                "{} trajectories, more than the maximum group size of {max}",
+                arr.len()
+            ),
         ));
     }
     arr.iter()
@@ -158,7 +170,10 @@ pub fn parse_trajectory(v: &Value, at: &str) -> Result<Trajectory, InputError> {
         other => {
             return Err(InputError::new(
                 at,
-                format!("expected an object with \"messages\", got {}", type_name(other)),
+                format!(
+                    "expected an object with \"messages\", got {}",
+                    type_name(other)
+                ),
             ))
         }
     };
@@ -197,7 +212,10 @@ pub fn parse_trajectory(v: &Value, at: &str) -> Result<Trajectory, InputError> {
                 ))
             }
         }
-        for (field, slot) in [("metrics", &mut traj.metrics), ("metadata", &mut traj.metadata)] {
+        for (field, slot) in [
+            ("metrics", &mut traj.metrics),
+            ("metadata", &mut traj.metadata),
+        ] {
             match obj.get(field) {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(o)) => *slot = o.clone(),
@@ -215,13 +233,19 @@ pub fn parse_trajectory(v: &Value, at: &str) -> Result<Trajectory, InputError> {
 
 fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
     let obj = v.as_object().ok_or_else(|| {
-        InputError::new(at, format!("expected a message object, got {}", type_name(v)))
+        InputError::new(
+            at,
+            format!("expected a message object, got {}", type_name(v)),
+        )
     })?;
     let role_v = obj
         .get("role")
         .ok_or_else(|| InputError::new(format!("{at}.role"), "missing"))?;
     let role_s = role_v.as_str().ok_or_else(|| {
-        InputError::new(format!("{at}.role"), format!("expected a string, got {}", type_name(role_v)))
+        InputError::new(
+            format!("{at}.role"),
+            format!("expected a string, got {}", type_name(role_v)),
+        )
     })?;
     let role = Role::parse(role_s).ok_or_else(|| {
         InputError::new(
@@ -265,7 +289,13 @@ fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
             format!("missing (a {role_s} message needs content)"),
         ));
     }
-    Ok(Message { role, content, tool_calls, tool_call_id, name })
+    Ok(Message {
+        role,
+        content,
+        tool_calls,
+        tool_call_id,
+        name,
+    })
 }
 
 fn opt_string(v: Option<&Value>, at: &str) -> Result<Option<String>, InputError> {
@@ -292,16 +322,17 @@ fn parse_content(v: Option<&Value>, at: &str) -> Result<Option<String>, InputErr
                 let kind = p.get("type").and_then(Value::as_str).ok_or_else(|| {
                     InputError::new(format!("{pat}.type"), "missing (expected \"text\")")
                 })?;
-                let key = match kind {
-                    "text" | "input_text" | "output_text" => "text",
-                    "refusal" => "refusal",
-                    other => {
-                        return Err(InputError::new(
+                let key =
+                    match kind {
+                        "text" | "input_text" | "output_text" => "text",
+                        "refusal" => "refusal",
+                        other => return Err(InputError::new(
                             format!("{pat}.type"),
-                            format!("unsupported content part {other:?}: only text parts can be judged"),
-                        ))
-                    }
-                };
+                            format!(
+                                "unsupported content part {other:?}: only text parts can be judged"
+                            ),
+                        )),
+                    };
                 let text = p.get(key).and_then(Value::as_str).ok_or_else(|| {
                     InputError::new(format!("{pat}.{key}"), "missing or not a string")
                 })?;
@@ -311,7 +342,10 @@ fn parse_content(v: Option<&Value>, at: &str) -> Result<Option<String>, InputErr
         }
         Some(other) => Err(InputError::new(
             at,
-            format!("expected a string, null or a list of text parts, got {}", type_name(other)),
+            format!(
+                "expected a string, null or a list of text parts, got {}",
+                type_name(other)
+            ),
         )),
     }
 }
@@ -325,7 +359,10 @@ fn parse_tool_call(v: &Value, at: &str) -> Result<ToolCall, InputError> {
         .get("function")
         .ok_or_else(|| InputError::new(format!("{at}.function"), "missing"))?;
     let func = func_v.as_object().ok_or_else(|| {
-        InputError::new(format!("{at}.function"), format!("expected an object, got {}", type_name(func_v)))
+        InputError::new(
+            format!("{at}.function"),
+            format!("expected an object, got {}", type_name(func_v)),
+        )
     })?;
     let name = opt_string(func.get("name"), &format!("{at}.function.name"))?
         .ok_or_else(|| InputError::new(format!("{at}.function.name"), "missing"))?;
@@ -335,7 +372,11 @@ fn parse_tool_call(v: &Value, at: &str) -> Result<ToolCall, InputError> {
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };
-    Ok(ToolCall { id, name, arguments })
+    Ok(ToolCall {
+        id,
+        name,
+        arguments,
+    })
 }
 
 /// A stable content hash of any serialisable value: SHA-256 over its JSON text, prefixed with
@@ -406,9 +447,18 @@ mod tests {
             err(json!([{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}])),
             "trajectories[0].messages[0].content[0].type: unsupported content part \"image_url\": only text parts can be judged"
         );
-        assert_eq!(err(json!([{"msgs": []}])), "trajectories[0]: missing \"messages\" (or ART's \"messages_and_choices\")");
-        assert_eq!(err(json!([])), "trajectories: a group needs at least one trajectory");
-        assert_eq!(err(json!([{"messages": []}])), "trajectories[0].messages: no messages");
+        assert_eq!(
+            err(json!([{"msgs": []}])),
+            "trajectories[0]: missing \"messages\" (or ART's \"messages_and_choices\")"
+        );
+        assert_eq!(
+            err(json!([])),
+            "trajectories: a group needs at least one trajectory"
+        );
+        assert_eq!(
+            err(json!([{"messages": []}])),
+            "trajectories[0].messages: no messages"
+        );
         assert_eq!(
             err(json!([{"messages": [ok], "reward": "high"}])),
             "trajectories[0].reward: expected a number or null, got a string"
@@ -428,7 +478,10 @@ mod tests {
     fn content_hash_is_stable_and_sensitive() {
         let a = json!({"b": 1, "a": [1, 2]});
         assert_eq!(content_hash(&a), content_hash(&a.clone()));
-        assert_ne!(content_hash(&a), content_hash(&json!({"b": 1, "a": [2, 1]})));
+        assert_ne!(
+            content_hash(&a),
+            content_hash(&json!({"b": 1, "a": [2, 1]}))
+        );
         assert!(content_hash(&a).starts_with("sha256:"));
     }
 }

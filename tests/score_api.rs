@@ -13,22 +13,42 @@ async fn setup() -> (MockJudge, Gavel, tempfile::TempDir) {
 }
 
 fn rewards(v: &Value) -> Vec<f64> {
-    v["rewards"].as_array().unwrap().iter().map(|r| r.as_f64().unwrap()).collect()
+    v["rewards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect()
 }
 
 #[tokio::test]
 async fn scores_are_mapped_by_id_with_advantages_usage_and_versions() {
     let (mock, gavel, _dir) = setup().await;
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.9, 0.1, 0.6, 0.4])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.9, 0.1, 0.6, 0.4]))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(rewards(&body), vec![0.9, 0.1, 0.6, 0.4]);
-    let ids: Vec<&str> = body["scores"].as_array().unwrap().iter().map(|s| s["trajectory_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = body["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["trajectory_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, vec!["1", "2", "3", "4"]);
     assert_eq!(body["scores"][0]["components"]["judge"], 0.9);
-    assert!(body["scores"][0]["explanation"].as_str().unwrap().starts_with("mock read"));
+    assert!(body["scores"][0]["explanation"]
+        .as_str()
+        .unwrap()
+        .starts_with("mock read"));
     // GRPO group advantages: (r - mean) / (std + 1e-4), mean 0.5, Bessel std of the four.
     let std = ((0.16 + 0.16 + 0.01 + 0.01) / 3.0f64).sqrt();
-    let adv: Vec<f64> = body["advantages"].as_array().unwrap().iter().map(|a| a.as_f64().unwrap()).collect();
+    let adv: Vec<f64> = body["advantages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_f64().unwrap())
+        .collect();
     for (a, r) in adv.iter().zip([0.9, 0.1, 0.6, 0.4]) {
         assert!((a - (r - 0.5) / (std + 1e-4)).abs() < 1e-9, "{adv:?}");
     }
@@ -37,13 +57,27 @@ async fn scores_are_mapped_by_id_with_advantages_usage_and_versions() {
     assert_eq!(body["usage"]["prompt_tokens"], 100);
     assert_eq!(body["usage"]["completion_tokens"], 20);
     let deduped = body["usage"]["prompt_tokens_deduped"].as_u64().unwrap();
-    let without = body["usage"]["prompt_tokens_without_dedup"].as_u64().unwrap();
+    let without = body["usage"]["prompt_tokens_without_dedup"]
+        .as_u64()
+        .unwrap();
     assert!(deduped > 0 && deduped < without, "{}", body["usage"]);
-    assert_eq!(body["usage"]["tokens_saved_by_dedup"].as_u64().unwrap(), without - deduped);
+    assert_eq!(
+        body["usage"]["tokens_saved_by_dedup"].as_u64().unwrap(),
+        without - deduped
+    );
     assert_eq!(body["rubric"]["name"], "default");
-    assert!(body["rubric"]["version"].as_str().unwrap().starts_with("sha256:"));
-    assert!(body["template"]["version"].as_str().unwrap().starts_with("sha256:"));
-    assert_eq!(body["judges"], json!([{"name": "mock", "model": "mock-judge-1"}]));
+    assert!(body["rubric"]["version"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert!(body["template"]["version"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert_eq!(
+        body["judges"],
+        json!([{"name": "mock", "model": "mock-judge-1"}])
+    );
 
     // The judge request: real wire format, bearer key, schema-constrained output.
     let reqs = mock.requests();
@@ -51,10 +85,14 @@ async fn scores_are_mapped_by_id_with_advantages_usage_and_versions() {
     assert_eq!(reqs[0]["model"], "mock-judge-1");
     assert_eq!(reqs[0]["response_format"]["type"], "json_schema");
     assert_eq!(
-        reqs[0]["response_format"]["json_schema"]["schema"]["properties"]["scores"]["items"]["properties"]["trajectory_id"]["enum"],
+        reqs[0]["response_format"]["json_schema"]["schema"]["properties"]["scores"]["items"]
+            ["properties"]["trajectory_id"]["enum"],
         json!(["1", "2", "3", "4"])
     );
-    assert_eq!(mock.auth_headers()[0].as_deref(), Some(format!("Bearer {MOCK_KEY}").as_str()));
+    assert_eq!(
+        mock.auth_headers()[0].as_deref(),
+        Some(format!("Bearer {MOCK_KEY}").as_str())
+    );
     let prompt = judge_prompt(&reqs[0]);
     // The shared system prompt and user turn are sent once.
     assert_eq!(prompt.matches("What is 1030 * 4?").count(), 1);
@@ -74,7 +112,10 @@ async fn the_same_group_is_answered_from_the_cache() {
     assert_eq!(second["usage"]["judge_calls"], 0);
     assert_eq!(second["usage"]["prompt_tokens"], 0);
     // Dedup accounting is reported on hits too (stored with the verdict).
-    assert_eq!(second["usage"]["prompt_tokens_deduped"], first["usage"]["prompt_tokens_deduped"]);
+    assert_eq!(
+        second["usage"]["prompt_tokens_deduped"],
+        first["usage"]["prompt_tokens_deduped"]
+    );
     // A different rubric is a different verdict.
     let mut other = group.clone();
     other["rubric"] = json!({"text": "Only exact answers count."});
@@ -122,7 +163,11 @@ async fn tool_call_ids_are_renumbered_and_recurring_tool_results_sent_once() {
     assert_eq!(body["usage"]["distinct_trajectories"], 2);
     let prompt = judge_prompt(&mock.requests()[0]);
     assert_eq!(prompt.matches("<trajectory id=").count(), 2);
-    assert_eq!(prompt.matches("2024-03,South,40049.50").count(), 40, "the sheet is sent once");
+    assert_eq!(
+        prompt.matches("2024-03,South,40049.50").count(),
+        40,
+        "the sheet is sent once"
+    );
     assert!(prompt.contains("\"content_ref\":\"S1\""));
     assert!(prompt.contains("\"id\":\"call_1\"") && !prompt.contains("call_Xa81"));
 }
@@ -131,13 +176,25 @@ async fn tool_call_ids_are_renumbered_and_recurring_tool_results_sent_once() {
 async fn all_identical_group_of_one_and_strict_prefix() {
     let (mock, gavel, _dir) = setup().await;
     let t = simple_traj("SCORE=0.7 ANSWER: 4120");
-    let (_, body) = gavel.post("/v1/score_group", &json!({"trajectories": [t, t, t, t]})).await;
+    let (_, body) = gavel
+        .post("/v1/score_group", &json!({"trajectories": [t, t, t, t]}))
+        .await;
     assert_eq!(rewards(&body), vec![0.7; 4]);
     assert_eq!(body["advantages"], json!([0.0, 0.0, 0.0, 0.0]));
     assert_eq!(mock.calls(), 1);
-    assert_eq!(judge_prompt(&mock.requests()[0]).matches("<trajectory id=").count(), 1);
+    assert_eq!(
+        judge_prompt(&mock.requests()[0])
+            .matches("<trajectory id=")
+            .count(),
+        1
+    );
 
-    let (status, one) = gavel.post("/v1/score_group", &json!({"trajectories": [simple_traj("SCORE=0.4 alone")]})).await;
+    let (status, one) = gavel
+        .post(
+            "/v1/score_group",
+            &json!({"trajectories": [simple_traj("SCORE=0.4 alone")]}),
+        )
+        .await;
     assert_eq!(status, 200);
     assert_eq!(rewards(&one), vec![0.4]);
     assert_eq!(one["advantages"], json!([0.0]));
@@ -148,12 +205,17 @@ async fn all_identical_group_of_one_and_strict_prefix() {
         json!({"role": "user", "content": "Are you sure?"}),
         json!({"role": "assistant", "content": "SCORE=0.8 Yes: 1030 * 4 = 4120. ANSWER: 4120"}),
     ]);
-    let (status, body) = gavel.post("/v1/score_group", &json!({"trajectories": [short, long]})).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &json!({"trajectories": [short, long]}))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(rewards(&body), vec![0.3, 0.8]);
     let prompt = judge_prompt(&mock.requests()[2]);
     let secs = common::sections(&prompt);
-    assert!(secs[0].1.contains("I think 4120"), "the shorter trajectory still shows its ending");
+    assert!(
+        secs[0].1.contains("I think 4120"),
+        "the shorter trajectory still shows its ending"
+    );
 }
 
 #[tokio::test]
@@ -173,7 +235,10 @@ async fn art_trajectories_and_inline_rubrics_are_accepted() {
     assert_eq!(rewards(&resp), vec![0.6, 0.1]);
     assert_eq!(resp["scores"][0]["components"]["independent_reward"], 1.0);
     assert_eq!(resp["rubric"]["name"], "inline");
-    assert!(mock.requests()[0]["messages"][0]["content"].as_str().unwrap().contains("Politeness matters most."));
+    assert!(mock.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("Politeness matters most."));
 }
 
 #[tokio::test]
@@ -183,7 +248,9 @@ async fn structured_output_can_be_turned_off() {
     let mut cfg = mock.config(&dir.path().join("store"));
     cfg.judges.get_mut("mock").unwrap().structured_output = false;
     let gavel = Gavel::start(cfg).await;
-    let (status, _) = gavel.post("/v1/score_group", &marked_group(&[0.5, 0.6])).await;
+    let (status, _) = gavel
+        .post("/v1/score_group", &marked_group(&[0.5, 0.6]))
+        .await;
     assert_eq!(status, 200);
     assert!(mock.requests()[0].get("response_format").is_none());
 }
@@ -199,8 +266,14 @@ async fn render_returns_the_exact_messages_without_a_judge_call() {
     assert_eq!(r["trajectory_ids"], json!(["1", "2"]));
     // What render shows is exactly what scoring sends.
     gavel.post("/v1/score_group", &group).await;
-    assert_eq!(mock.requests()[0]["messages"][0]["content"], r["messages"][0]["content"]);
-    assert_eq!(mock.requests()[0]["messages"][1]["content"], r["messages"][1]["content"]);
+    assert_eq!(
+        mock.requests()[0]["messages"][0]["content"],
+        r["messages"][0]["content"]
+    );
+    assert_eq!(
+        mock.requests()[0]["messages"][1]["content"],
+        r["messages"][1]["content"]
+    );
 }
 
 #[tokio::test]
@@ -208,7 +281,12 @@ async fn rubrics_and_health_are_listed() {
     let (_mock, gavel, _dir) = setup().await;
     let (status, r) = gavel.get("/v1/rubrics").await;
     assert_eq!(status, 200);
-    let names: Vec<&str> = r["rubrics"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = r["rubrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&"default"));
     let (status, h) = gavel.get("/healthz").await;
     assert_eq!(status, 200);
@@ -219,8 +297,12 @@ async fn rubrics_and_health_are_listed() {
 #[tokio::test]
 async fn a_broken_verdict_is_re_asked_once_with_the_exact_problem() {
     let (mock, gavel, _dir) = setup().await;
-    mock.push(Behaviour::Content(r#"{"scores": [{"trajectory_id": "1", "explanation": "x", "score": 0.9}]}"#.into()));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.9, 0.3])).await;
+    mock.push(Behaviour::Content(
+        r#"{"scores": [{"trajectory_id": "1", "explanation": "x", "score": 0.9}]}"#.into(),
+    ));
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.9, 0.3]))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(rewards(&body), vec![0.9, 0.3]);
     assert_eq!(body["usage"]["judge_calls"], 2);
@@ -228,7 +310,14 @@ async fn a_broken_verdict_is_re_asked_once_with_the_exact_problem() {
     let msgs = reqs[1]["messages"].as_array().unwrap();
     assert_eq!(msgs.len(), 4);
     assert_eq!(msgs[2]["role"], "assistant");
-    assert!(msgs[3]["content"].as_str().unwrap().contains("missing scores for trajectory ids: 2"), "{}", msgs[3]);
+    assert!(
+        msgs[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("missing scores for trajectory ids: 2"),
+        "{}",
+        msgs[3]
+    );
 }
 
 #[tokio::test]
@@ -237,7 +326,9 @@ async fn fences_commentary_and_ten_point_scales_are_read() {
     mock.push(Behaviour::Content(
         "Here is my verdict:\n```json\n{\"scores\": [{\"trajectory_id\": 2, \"explanation\": \"meh\", \"score\": \"3\"}, {\"trajectory_id\": \"1\", \"explanation\": \"good\", \"score\": 8}]}\n```\nThanks.".into(),
     ));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.0, 0.0])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.0, 0.0]))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(rewards(&body), vec![0.8, 0.3]);
     assert_eq!(body["usage"]["judge_calls"], 1);
@@ -246,15 +337,24 @@ async fn fences_commentary_and_ten_point_scales_are_read() {
 #[tokio::test]
 async fn a_verdict_unusable_twice_is_a_typed_error_never_a_score() {
     let (mock, gavel, _dir) = setup().await;
-    mock.set_fallback(Behaviour::Content(r#"{"scores": [{"trajectory_id": "7", "score": 1}]}"#.into()));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.5, 0.5])).await;
+    mock.set_fallback(Behaviour::Content(
+        r#"{"scores": [{"trajectory_id": "7", "score": 1}]}"#.into(),
+    ));
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.5, 0.5]))
+        .await;
     assert_eq!(status, 502);
     assert_eq!(body["error"]["type"], "judge_invalid_output");
-    assert!(body["error"]["message"].as_str().unwrap().contains("unknown trajectory ids: 7"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown trajectory ids: 7"));
     assert_eq!(mock.calls(), 2);
     // Nothing was cached: a healthy judge is asked again.
     mock.set_fallback(Behaviour::Score);
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.5, 0.5])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.5, 0.5]))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(body["usage"]["cache_hits"], 0);
 }
@@ -264,10 +364,15 @@ async fn judge_failures_map_to_typed_errors_or_null_rewards() {
     let (mock, gavel, _dir) = setup().await;
     // 500 on every attempt (1 + max_retries 2) → 502 judge_unavailable.
     mock.set_fallback(Behaviour::Status(500, None, "boom".into()));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.5, 0.6])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.5, 0.6]))
+        .await;
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["error"]["type"], "judge_unavailable");
-    assert!(body["error"]["message"].as_str().unwrap().contains("HTTP 500"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("HTTP 500"));
     assert_eq!(mock.calls(), 3);
 
     // The same failure with on_judge_error = null → 200, every reward null, advantages 0.
@@ -282,8 +387,14 @@ async fn judge_failures_map_to_typed_errors_or_null_rewards() {
 
     // A 400 from the judge is not retried.
     let before = mock.calls();
-    mock.set_fallback(Behaviour::Status(400, None, r#"{"error": {"message": "bad model"}}"#.into()));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.1, 0.2, 0.3])).await;
+    mock.set_fallback(Behaviour::Status(
+        400,
+        None,
+        r#"{"error": {"message": "bad model"}}"#.into(),
+    ));
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.1, 0.2, 0.3]))
+        .await;
     assert_eq!(status, 502);
     assert_eq!(body["error"]["type"], "judge_unavailable");
     assert_eq!(mock.calls() - before, 1);
@@ -291,7 +402,9 @@ async fn judge_failures_map_to_typed_errors_or_null_rewards() {
     // 429 with Retry-After, then success.
     mock.set_fallback(Behaviour::Score);
     mock.push(Behaviour::Status(429, Some(0), "slow down".into()));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.25, 0.75])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.25, 0.75]))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(rewards(&body), vec![0.25, 0.75]);
 }
@@ -306,7 +419,9 @@ async fn a_judge_that_hangs_gives_judge_timeout() {
     j.max_retries = 1;
     let gavel = Gavel::start(cfg).await;
     mock.set_fallback(Behaviour::Hang(std::time::Duration::from_secs(3)));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.5, 0.6])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.5, 0.6]))
+        .await;
     assert_eq!(status, 504, "{body}");
     assert_eq!(body["error"]["type"], "judge_timeout");
     assert_eq!(mock.calls(), 2);
@@ -318,10 +433,15 @@ async fn no_api_key_means_503_with_instructions() {
     let mut cfg = gavel::config::Config::from_env(&|_| None);
     cfg.store.path = dir.path().join("store");
     let gavel = Gavel::start(cfg).await;
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.5, 0.6])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.5, 0.6]))
+        .await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["type"], "no_judge_configured");
-    assert!(body["error"]["message"].as_str().unwrap().contains("OPENAI_API_KEY"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("OPENAI_API_KEY"));
     let (_, h) = gavel.get("/healthz").await;
     assert_eq!(h["judge_configured"], false);
 }
@@ -330,19 +450,46 @@ async fn no_api_key_means_503_with_instructions() {
 async fn bad_requests_are_refused_with_typed_errors() {
     let (mock, gavel, _dir) = setup().await;
     let cases: Vec<(Value, &str)> = vec![
-        (json!({"trajectories": [simple_traj("a"), {"messages": [{"role": "robot", "content": "x"}]}]}),
-         "trajectories[1].messages[0].role: unknown role \"robot\""),
-        (json!({"trajectories": [{"messages": [{"role": "tool", "content": "x"}]}]}),
-         "trajectories[0].messages[0].tool_call_id: missing"),
-        (json!({"trajectories": [{"messages": [{"role": "user", "content": {"a": 1}}]}]}),
-         "trajectories[0].messages[0].content: expected a string, null or a list of text parts"),
-        (json!({"trajectories": []}), "trajectories: a group needs at least one trajectory"),
-        (json!({"trajectories": [simple_traj("a")], "rubric": "nope"}), "unknown rubric \"nope\""),
-        (json!({"trajectories": [simple_traj("a")], "judge": "gpt-9"}), "unknown judge \"gpt-9\""),
-        (json!({"trajectories": [simple_traj("a")], "rubrik": "default"}), "rubrik: unknown field"),
-        (json!({"trajectories": [simple_traj("a")], "on_judge_error": "zero"}), "on_judge_error: expected"),
-        (json!({"trajectories": [simple_traj("a")], "rubric": {"text": ""}}), "\"text\" is empty"),
-        (json!({"trajectories": (0..65).map(|_| simple_traj("a")).collect::<Vec<_>>()}), "more than the maximum group size of 64"),
+        (
+            json!({"trajectories": [simple_traj("a"), {"messages": [{"role": "robot", "content": "x"}]}]}),
+            "trajectories[1].messages[0].role: unknown role \"robot\"",
+        ),
+        (
+            json!({"trajectories": [{"messages": [{"role": "tool", "content": "x"}]}]}),
+            "trajectories[0].messages[0].tool_call_id: missing",
+        ),
+        (
+            json!({"trajectories": [{"messages": [{"role": "user", "content": {"a": 1}}]}]}),
+            "trajectories[0].messages[0].content: expected a string, null or a list of text parts",
+        ),
+        (
+            json!({"trajectories": []}),
+            "trajectories: a group needs at least one trajectory",
+        ),
+        (
+            json!({"trajectories": [simple_traj("a")], "rubric": "nope"}),
+            "unknown rubric \"nope\"",
+        ),
+        (
+            json!({"trajectories": [simple_traj("a")], "judge": "gpt-9"}),
+            "unknown judge \"gpt-9\"",
+        ),
+        (
+            json!({"trajectories": [simple_traj("a")], "rubrik": "default"}),
+            "rubrik: unknown field",
+        ),
+        (
+            json!({"trajectories": [simple_traj("a")], "on_judge_error": "zero"}),
+            "on_judge_error: expected",
+        ),
+        (
+            json!({"trajectories": [simple_traj("a")], "rubric": {"text": ""}}),
+            "\"text\" is empty",
+        ),
+        (
+            json!({"trajectories": (0..65).map(|_| simple_traj("a")).collect::<Vec<_>>()}),
+            "more than the maximum group size of 64",
+        ),
         (json!("hello"), "expected a JSON object"),
     ];
     for (body, want) in cases {
@@ -352,9 +499,14 @@ async fn bad_requests_are_refused_with_typed_errors() {
         let msg = resp["error"]["message"].as_str().unwrap();
         assert!(msg.contains(want), "{msg:?} should contain {want:?}");
     }
-    let (status, resp) = gavel.post_raw("/v1/score_group", b"{not json".to_vec()).await;
+    let (status, resp) = gavel
+        .post_raw("/v1/score_group", b"{not json".to_vec())
+        .await;
     assert_eq!(status, 400);
-    assert!(resp["error"]["message"].as_str().unwrap().starts_with("body is not valid JSON"));
+    assert!(resp["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("body is not valid JSON"));
     assert_eq!(mock.calls(), 0, "no bad request reaches the judge");
 
     let (status, resp) = gavel.get("/v1/score_group").await;
@@ -377,9 +529,14 @@ async fn bodies_over_the_limit_get_413_and_groups_over_the_configured_size_400()
     let (status, resp) = gavel.post("/v1/score_group", &big).await;
     assert_eq!(status, 413);
     assert_eq!(resp["error"]["type"], "payload_too_large");
-    let (status, resp) = gavel.post("/v1/score_group", &marked_group(&[0.1, 0.2, 0.3, 0.4])).await;
+    let (status, resp) = gavel
+        .post("/v1/score_group", &marked_group(&[0.1, 0.2, 0.3, 0.4]))
+        .await;
     assert_eq!(status, 400);
-    assert!(resp["error"]["message"].as_str().unwrap().contains("maximum group size of 3"));
+    assert!(resp["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("maximum group size of 3"));
     assert_eq!(mock.calls(), 0);
 }
 
@@ -391,8 +548,39 @@ async fn a_request_past_the_request_timeout_gets_504() {
     cfg.server.request_timeout_s = 0.3;
     let gavel = Gavel::start(cfg).await;
     mock.set_fallback(Behaviour::Hang(std::time::Duration::from_secs(2)));
-    let (status, body) = gavel.post("/v1/score_group", &marked_group(&[0.5, 0.6])).await;
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.5, 0.6]))
+        .await;
     assert_eq!(status, 504, "{body}");
     assert_eq!(body["error"]["type"], "judge_timeout");
-    assert!(body["error"]["message"].as_str().unwrap().contains("request_timeout_s"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("request_timeout_s"));
+}
+
+#[tokio::test]
+async fn dropped_connections_are_retried() {
+    let (mock, gavel, _dir) = setup().await;
+    mock.push(Behaviour::Reset);
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.35, 0.65]))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(rewards(&body), vec![0.35, 0.65]);
+    assert_eq!(mock.calls(), 2);
+
+    mock.set_fallback(Behaviour::Reset);
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.1, 0.9]))
+        .await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["type"], "judge_unavailable");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("connection"),
+        "{body}"
+    );
 }

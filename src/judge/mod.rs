@@ -63,10 +63,14 @@ pub struct JudgeInfo {
 /// The judges gavel can use (a closed set: each backend is a variant).
 #[derive(Debug)]
 pub enum Judge {
-    Remote(RemoteJudge),
+    Remote(Box<RemoteJudge>),
     /// A configured judge that cannot run (for example no API key); every call fails with
     /// [`JudgeError::NotConfigured`] and this message.
-    Unconfigured { name: String, model: String, reason: String },
+    Unconfigured {
+        name: String,
+        model: String,
+        reason: String,
+    },
 }
 
 impl Judge {
@@ -74,7 +78,7 @@ impl Judge {
     /// built, as [`Judge::Unconfigured`], so the daemon starts and says what is missing.
     pub fn from_config(name: &str, cfg: &JudgeConfig) -> Judge {
         match &cfg.api_key {
-            Some(_) => Judge::Remote(RemoteJudge::new(name, cfg)),
+            Some(_) => Judge::Remote(Box::new(RemoteJudge::new(name, cfg))),
             None => Judge::Unconfigured {
                 name: name.to_string(),
                 model: cfg.model.clone(),
@@ -89,8 +93,14 @@ impl Judge {
 
     pub fn info(&self) -> JudgeInfo {
         match self {
-            Judge::Remote(r) => JudgeInfo { name: r.name.clone(), model: r.model.clone() },
-            Judge::Unconfigured { name, model, .. } => JudgeInfo { name: name.clone(), model: model.clone() },
+            Judge::Remote(r) => JudgeInfo {
+                name: r.name.clone(),
+                model: r.model.clone(),
+            },
+            Judge::Unconfigured { name, model, .. } => JudgeInfo {
+                name: name.clone(),
+                model: model.clone(),
+            },
         }
     }
 
@@ -107,7 +117,9 @@ impl Judge {
     pub fn identity(&self) -> Value {
         match self {
             Judge::Remote(r) => r.identity(),
-            Judge::Unconfigured { name, model, .. } => json!({"backend": "unconfigured", "name": name, "model": model}),
+            Judge::Unconfigured { name, model, .. } => {
+                json!({"backend": "unconfigured", "name": name, "model": model})
+            }
         }
     }
 
@@ -120,7 +132,11 @@ impl Judge {
     }
 
     /// Completes `messages`; `schema` is the verdict's JSON schema for structured output.
-    pub async fn complete(&self, messages: &[ChatMessage], schema: &Value) -> Result<Completion, JudgeError> {
+    pub async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        schema: &Value,
+    ) -> Result<Completion, JudgeError> {
         match self {
             Judge::Remote(r) => r.complete(messages, schema).await,
             Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),

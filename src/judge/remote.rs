@@ -14,9 +14,9 @@ use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::{HttpRequestFactory, ReqwestService};
 use async_openai::types::chat::{
-    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessageArgs, ChatCompletionRequestUserMessageArgs,
-    ChatCompletionRequestAssistantMessageArgs, CreateChatCompletionRequestArgs, ResponseFormat,
-    ResponseFormatJsonSchema,
+    ChatCompletionRequestAssistantMessageArgs, ChatCompletionRequestMessage,
+    ChatCompletionRequestSystemMessageArgs, ChatCompletionRequestUserMessageArgs,
+    CreateChatCompletionRequestArgs, ResponseFormat, ResponseFormatJsonSchema,
 };
 use async_openai::Client;
 use serde_json::{json, Value};
@@ -73,7 +73,11 @@ impl tower::Service<HttpRequestFactory> for StatusTransport {
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(Duration::from_secs_f64);
             let body = resp.text().await.unwrap_or_default();
-            Err(OpenAIError::Boxed(Box::new(HttpStatusError { status, retry_after, body })))
+            Err(OpenAIError::Boxed(Box::new(HttpStatusError {
+                status,
+                retry_after,
+                body,
+            })))
         })
     }
 }
@@ -95,20 +99,31 @@ pub struct RemoteJudge {
 
 /// What one failed attempt means for the next.
 enum Failure {
-    Retry { message: String, retry_after: Option<Duration>, timed_out: bool },
+    Retry {
+        message: String,
+        retry_after: Option<Duration>,
+        timed_out: bool,
+    },
     Fatal(String),
 }
 
 impl RemoteJudge {
     pub fn new(name: &str, cfg: &JudgeConfig) -> RemoteJudge {
-        let key = cfg.api_key.as_ref().map(|k| k.expose().to_string()).unwrap_or_default();
-        let config = OpenAIConfig::new().with_api_base(cfg.base_url.trim_end_matches('/')).with_api_key(key);
+        let key = cfg
+            .api_key
+            .as_ref()
+            .map(|k| k.expose().to_string())
+            .unwrap_or_default();
+        let config = OpenAIConfig::new()
+            .with_api_base(cfg.base_url.trim_end_matches('/'))
+            .with_api_key(key);
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs_f64(cfg.timeout_s.min(10.0)))
             .build()
             .expect("a reqwest client with default TLS builds");
-        let client = Client::with_config(config)
-            .with_http_service(StatusTransport { inner: ReqwestService::new(http) });
+        let client = Client::with_config(config).with_http_service(StatusTransport {
+            inner: ReqwestService::new(http),
+        });
         RemoteJudge {
             name: name.to_string(),
             model: cfg.model.clone(),
@@ -135,14 +150,27 @@ impl RemoteJudge {
         })
     }
 
-    fn request(&self, messages: &[ChatMessage], schema: &Value) -> Result<async_openai::types::chat::CreateChatCompletionRequest, OpenAIError> {
+    fn request(
+        &self,
+        messages: &[ChatMessage],
+        schema: &Value,
+    ) -> Result<async_openai::types::chat::CreateChatCompletionRequest, OpenAIError> {
         let msgs = messages
             .iter()
             .map(|m| -> Result<ChatCompletionRequestMessage, OpenAIError> {
                 Ok(match m.role.as_str() {
-                    "system" => ChatCompletionRequestSystemMessageArgs::default().content(m.content.clone()).build()?.into(),
-                    "assistant" => ChatCompletionRequestAssistantMessageArgs::default().content(m.content.clone()).build()?.into(),
-                    _ => ChatCompletionRequestUserMessageArgs::default().content(m.content.clone()).build()?.into(),
+                    "system" => ChatCompletionRequestSystemMessageArgs::default()
+                        .content(m.content.clone())
+                        .build()?
+                        .into(),
+                    "assistant" => ChatCompletionRequestAssistantMessageArgs::default()
+                        .content(m.content.clone())
+                        .build()?
+                        .into(),
+                    _ => ChatCompletionRequestUserMessageArgs::default()
+                        .content(m.content.clone())
+                        .build()?
+                        .into(),
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -165,10 +193,14 @@ impl RemoteJudge {
     }
 
     /// One completion, retried per the judge's policy, bounded by the verdict deadline.
-    pub async fn complete(&self, messages: &[ChatMessage], schema: &Value) -> Result<Completion, JudgeError> {
-        let request = self
-            .request(messages, schema)
-            .map_err(|e| JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name)))?;
+    pub async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        schema: &Value,
+    ) -> Result<Completion, JudgeError> {
+        let request = self.request(messages, schema).map_err(|e| {
+            JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name))
+        })?;
         let started = Instant::now();
         let mut timeouts = 0u32;
         let mut attempt = 0u32;
@@ -176,37 +208,53 @@ impl RemoteJudge {
             attempt += 1;
             let left = self.deadline.saturating_sub(started.elapsed());
             let limit = self.timeout.min(left);
-            let outcome = match tokio::time::timeout(limit, self.client.chat().create(request.clone())).await {
-                Ok(Ok(resp)) => {
-                    let text = resp
-                        .choices
-                        .first()
-                        .and_then(|c| c.message.content.clone().or_else(|| c.message.refusal.clone()))
-                        .unwrap_or_default();
-                    let usage = resp.usage.as_ref();
-                    return Ok(Completion {
-                        text,
-                        prompt_tokens: usage.map_or(0, |u| u64::from(u.prompt_tokens)),
-                        completion_tokens: usage.map_or(0, |u| u64::from(u.completion_tokens)),
-                        attempts: attempt,
-                    });
-                }
-                Ok(Err(e)) => classify(e),
-                Err(_) => Failure::Retry {
-                    message: format!("no reply within {:.1}s", limit.as_secs_f64()),
-                    retry_after: None,
-                    timed_out: true,
-                },
-            };
+            let outcome =
+                match tokio::time::timeout(limit, self.client.chat().create(request.clone())).await
+                {
+                    Ok(Ok(resp)) => {
+                        let text = resp
+                            .choices
+                            .first()
+                            .and_then(|c| {
+                                c.message
+                                    .content
+                                    .clone()
+                                    .or_else(|| c.message.refusal.clone())
+                            })
+                            .unwrap_or_default();
+                        let usage = resp.usage.as_ref();
+                        return Ok(Completion {
+                            text,
+                            prompt_tokens: usage.map_or(0, |u| u64::from(u.prompt_tokens)),
+                            completion_tokens: usage.map_or(0, |u| u64::from(u.completion_tokens)),
+                            attempts: attempt,
+                        });
+                    }
+                    Ok(Err(e)) => classify(e),
+                    Err(_) => Failure::Retry {
+                        message: format!("no reply within {:.1}s", limit.as_secs_f64()),
+                        retry_after: None,
+                        timed_out: true,
+                    },
+                };
             let (message, retry_after, timed_out) = match outcome {
                 Failure::Fatal(message) => {
-                    return Err(JudgeError::Unavailable(format!("judge {:?}: {message}", self.name)))
+                    return Err(JudgeError::Unavailable(format!(
+                        "judge {:?}: {message}",
+                        self.name
+                    )))
                 }
-                Failure::Retry { message, retry_after, timed_out } => (message, retry_after, timed_out),
+                Failure::Retry {
+                    message,
+                    retry_after,
+                    timed_out,
+                } => (message, retry_after, timed_out),
             };
             timeouts += u32::from(timed_out);
             tracing::warn!(judge = %self.name, attempt, error = %message, "judge attempt failed");
-            let wait = retry_after.unwrap_or_else(|| backoff(attempt, self.max_backoff)).min(self.max_backoff);
+            let wait = retry_after
+                .unwrap_or_else(|| backoff(attempt, self.max_backoff))
+                .min(self.max_backoff);
             let out_of_time = started.elapsed() + wait >= self.deadline;
             if attempt > self.max_retries || out_of_time {
                 let why = if out_of_time && attempt <= self.max_retries {
@@ -214,7 +262,10 @@ impl RemoteJudge {
                 } else {
                     format!("{attempt} attempts")
                 };
-                let message = format!("judge {:?} failed after {why}; last error: {message}", self.name);
+                let message = format!(
+                    "judge {:?} failed after {why}; last error: {message}",
+                    self.name
+                );
                 return Err(if timeouts == attempt || (timed_out && out_of_time) {
                     JudgeError::Timeout(message)
                 } else {
@@ -230,7 +281,9 @@ impl RemoteJudge {
 /// capped. Jitter spreads the retries of many concurrent groups so they do not hit the judge in
 /// lockstep.
 fn backoff(attempt: u32, cap: Duration) -> Duration {
-    let base = Duration::from_millis(500).saturating_mul(1u32 << attempt.saturating_sub(1).min(16)).min(cap);
+    let base = Duration::from_millis(500)
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+        .min(cap);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -247,11 +300,17 @@ fn retryable_status(status: u16) -> bool {
 fn classify(e: OpenAIError) -> Failure {
     match e {
         OpenAIError::Boxed(b) => match b.downcast::<HttpStatusError>() {
-            Ok(h) if retryable_status(h.status) => {
-                Failure::Retry { message: h.to_string(), retry_after: h.retry_after, timed_out: false }
-            }
+            Ok(h) if retryable_status(h.status) => Failure::Retry {
+                message: h.to_string(),
+                retry_after: h.retry_after,
+                timed_out: false,
+            },
             Ok(h) => Failure::Fatal(h.to_string()),
-            Err(other) => Failure::Retry { message: other.to_string(), retry_after: None, timed_out: false },
+            Err(other) => Failure::Retry {
+                message: other.to_string(),
+                retry_after: None,
+                timed_out: false,
+            },
         },
         OpenAIError::Reqwest(r) => Failure::Retry {
             message: format!("connection error: {}", error_chain(&r)),

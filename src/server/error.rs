@@ -36,7 +36,9 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Judge(e) => {
                 let status = match e {
-                    JudgeError::Unavailable(_) | JudgeError::InvalidOutput(_) => StatusCode::BAD_GATEWAY,
+                    JudgeError::Unavailable(_) | JudgeError::InvalidOutput(_) => {
+                        StatusCode::BAD_GATEWAY
+                    }
                     JudgeError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
                     JudgeError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
                 };
@@ -61,7 +63,9 @@ impl From<ScoreError> for ApiError {
             | ScoreError::UnknownJudge { .. }
             | ScoreError::NoDefaultJudge(_) => ApiError::InvalidRequest(e.to_string()),
             ScoreError::Judge(j) => ApiError::Judge(j),
-            ScoreError::Rubric(RubricError::Io(..)) | ScoreError::Prompt(_) | ScoreError::Store(_) => {
+            ScoreError::Rubric(RubricError::Io(..))
+            | ScoreError::Prompt(_)
+            | ScoreError::Store(_) => {
                 tracing::error!(error = %e, "internal error while scoring");
                 ApiError::Internal(e.to_string())
             }

@@ -15,7 +15,10 @@ use super::AppState;
 use crate::score::ScoreRequest;
 
 /// Reads and validates a scoring request body; every failure is a typed error.
-fn parse_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<ScoreRequest, ApiError> {
+fn parse_body(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<ScoreRequest, ApiError> {
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge(format!(
@@ -28,10 +31,16 @@ fn parse_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<S
     })?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))?;
-    Ok(ScoreRequest::from_json(&value, state.scorer.max_group_size())?)
+    Ok(ScoreRequest::from_json(
+        &value,
+        state.scorer.max_group_size(),
+    )?)
 }
 
-pub async fn score_group(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub async fn score_group(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let req = parse_body(&state, body)?;
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let resp = tokio::time::timeout(limit, state.scorer.score_group(&req))
@@ -45,7 +54,10 @@ pub async fn score_group(State(state): State<AppState>, body: Result<Bytes, Byte
     Ok(Json(resp).into_response())
 }
 
-pub async fn render(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+pub async fn render(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let req = parse_body(&state, body)?;
     Ok(Json(state.scorer.render(&req)?).into_response())
 }

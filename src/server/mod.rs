@@ -23,7 +23,11 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(scorer: Arc<Scorer>, server: ServerConfig) -> AppState {
-        AppState { scorer, server: Arc::new(server), started: Instant::now() }
+        AppState {
+            scorer,
+            server: Arc::new(server),
+            started: Instant::now(),
+        }
     }
 }
 
@@ -32,9 +36,18 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/score_group", score.clone())
         .route("/score_group", score)
-        .route("/v1/render", post(handlers::render).fallback(handlers::method_not_allowed))
-        .route("/v1/rubrics", get(handlers::rubrics).fallback(handlers::method_not_allowed))
-        .route("/healthz", get(handlers::healthz).fallback(handlers::method_not_allowed))
+        .route(
+            "/v1/render",
+            post(handlers::render).fallback(handlers::method_not_allowed),
+        )
+        .route(
+            "/v1/rubrics",
+            get(handlers::rubrics).fallback(handlers::method_not_allowed),
+        )
+        .route(
+            "/healthz",
+            get(handlers::healthz).fallback(handlers::method_not_allowed),
+        )
         .fallback(handlers::not_found)
         .layer(DefaultBodyLimit::max(state.server.max_body_bytes))
         .layer(TraceLayer::new_for_http())
@@ -48,7 +61,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let store = state.scorer.store().clone();
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await?;
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
     if let Err(e) = store.flush().await {
         tracing::error!(error = %e, "flushing the verdict store at shutdown failed");
     }

@@ -24,17 +24,27 @@ impl SledStore {
         let db = sled::Config::new()
             .temporary(true)
             .open()
-            .map_err(|e| StoreError::Open { path: "(temporary)".into(), message: e.to_string() })?;
+            .map_err(|e| StoreError::Open {
+                path: "(temporary)".into(),
+                message: e.to_string(),
+            })?;
         let verdicts = db.open_tree("verdicts").map_err(io)?;
-        Ok(SledStore { path: PathBuf::from("(temporary)"), db, verdicts })
+        Ok(SledStore {
+            path: PathBuf::from("(temporary)"),
+            db,
+            verdicts,
+        })
     }
 
     pub fn open(path: &Path) -> Result<SledStore, StoreError> {
-        let open_err = |message: String| StoreError::Open { path: path.display().to_string(), message };
+        let open_err = |message: String| StoreError::Open {
+            path: path.display().to_string(),
+            message,
+        };
         let db = sled::open(path).map_err(|e| match e {
-            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
-                open_err("in use by another gavel process (sled allows one process per store)".into())
-            }
+            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => open_err(
+                "in use by another gavel process (sled allows one process per store)".into(),
+            ),
             other => open_err(other.to_string()),
         })?;
         let meta = db.open_tree("meta").map_err(|e| open_err(e.to_string()))?;
@@ -44,7 +54,9 @@ impl SledStore {
                     .map_err(|e| open_err(e.to_string()))?;
             }
             Some(v) => {
-                let found = <[u8; 4]>::try_from(v.as_ref()).map(u32::from_be_bytes).unwrap_or(0);
+                let found = <[u8; 4]>::try_from(v.as_ref())
+                    .map(u32::from_be_bytes)
+                    .unwrap_or(0);
                 if found != SLED_SCHEMA_VERSION {
                     return Err(open_err(format!(
                         "schema version {found}, this gavel reads version {SLED_SCHEMA_VERSION}; \
@@ -53,8 +65,14 @@ impl SledStore {
                 }
             }
         }
-        let verdicts = db.open_tree("verdicts").map_err(|e| open_err(e.to_string()))?;
-        Ok(SledStore { path: path.to_path_buf(), db, verdicts })
+        let verdicts = db
+            .open_tree("verdicts")
+            .map_err(|e| open_err(e.to_string()))?;
+        Ok(SledStore {
+            path: path.to_path_buf(),
+            db,
+            verdicts,
+        })
     }
 }
 
@@ -70,7 +88,10 @@ impl VerdictStore for SledStore {
         };
         serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| StoreError::Corrupt { key: key.to_string(), message: e.to_string() })
+            .map_err(|e| StoreError::Corrupt {
+                key: key.to_string(),
+                message: e.to_string(),
+            })
     }
 
     async fn put(&self, key: &str, verdict: &StoredVerdict) -> Result<(), StoreError> {
@@ -108,7 +129,12 @@ mod tests {
 
     fn verdict(score: f64) -> StoredVerdict {
         StoredVerdict {
-            scores: vec![StoredScore { id: "1".into(), score: Some(score), explanation: "ok".into(), items: vec![] }],
+            scores: vec![StoredScore {
+                id: "1".into(),
+                score: Some(score),
+                explanation: "ok".into(),
+                items: vec![],
+            }],
             prompt_tokens: 10,
             completion_tokens: 5,
             calls: 1,
@@ -140,10 +166,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let db = sled::open(dir.path()).unwrap();
-            db.open_tree("meta").unwrap().insert(SCHEMA_KEY, &99u32.to_be_bytes()[..]).unwrap();
+            db.open_tree("meta")
+                .unwrap()
+                .insert(SCHEMA_KEY, &99u32.to_be_bytes()[..])
+                .unwrap();
             db.flush().unwrap();
         }
         let e = SledStore::open(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("schema version 99, this gavel reads version 1"), "{e}");
+        assert!(
+            e.contains("schema version 99, this gavel reads version 1"),
+            "{e}"
+        );
     }
 }

@@ -94,7 +94,8 @@ impl MockJudge {
 
     /// A judge config pointing at this mock, with fast retries for tests.
     pub fn judge_config(&self) -> JudgeConfig {
-        let mut j = JudgeConfig::openai(self.base_url(), "mock-judge-1", Some(Secret::new(MOCK_KEY)));
+        let mut j =
+            JudgeConfig::openai(self.base_url(), "mock-judge-1", Some(Secret::new(MOCK_KEY)));
         j.timeout_s = 5.0;
         j.deadline_s = 20.0;
         j.max_retries = 2;
@@ -132,7 +133,10 @@ fn marker_score(section: &str) -> f64 {
     section
         .rfind("SCORE=")
         .and_then(|i| {
-            let num: String = section[i + 6..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let num: String = section[i + 6..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
             num.parse().ok()
         })
         .unwrap_or(0.5)
@@ -167,13 +171,18 @@ fn completion(req: &Value, content: String) -> Response {
     .into_response()
 }
 
-async fn completions(State(state): State<Arc<MockState>>, headers: HeaderMap, Json(req): Json<Value>) -> Response {
+async fn completions(
+    State(state): State<Arc<MockState>>,
+    headers: HeaderMap,
+    Json(req): Json<Value>,
+) -> Response {
     state.requests.lock().unwrap().push(req.clone());
-    state
-        .auth
-        .lock()
-        .unwrap()
-        .push(headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string));
+    state.auth.lock().unwrap().push(
+        headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+    );
     let next = state.queue.lock().unwrap().pop_front();
     let behaviour = next
         .or_else(|| state.fallback.lock().unwrap().clone())
@@ -181,11 +190,15 @@ async fn completions(State(state): State<Arc<MockState>>, headers: HeaderMap, Js
     match behaviour {
         Behaviour::Score => completion(&req, verdict_for(&req).to_string()),
         Behaviour::Content(text) => completion(&req, text),
-        Behaviour::Wrap(text) => completion(&req, text.replace("{verdict}", &verdict_for(&req).to_string())),
+        Behaviour::Wrap(text) => completion(
+            &req,
+            text.replace("{verdict}", &verdict_for(&req).to_string()),
+        ),
         Behaviour::Status(code, retry_after, body) => {
             let mut resp = (StatusCode::from_u16(code).unwrap(), body).into_response();
             if let Some(s) = retry_after {
-                resp.headers_mut().insert("retry-after", s.to_string().parse().unwrap());
+                resp.headers_mut()
+                    .insert("retry-after", s.to_string().parse().unwrap());
             }
             resp
         }
@@ -220,7 +233,12 @@ impl Gavel {
             .await
             .unwrap();
         });
-        Gavel { url, scorer, shutdown: Some(tx), handle: Some(handle) }
+        Gavel {
+            url,
+            scorer,
+            shutdown: Some(tx),
+            handle: Some(handle),
+        }
     }
 
     /// Stops the daemon and waits until it has released the store.
