@@ -59,6 +59,7 @@ fn bench(c: &mut Criterion) {
     let opts = ParseOptions {
         expected_ids: &rendered.ids,
         allow_missing_score: false,
+        expected_items: &[],
     };
 
     c.bench_function("dedup/8-agent", |b| {
@@ -84,6 +85,7 @@ fn bench(c: &mut Criterion) {
             let opts = ParseOptions {
                 expected_ids: &r.ids,
                 allow_missing_score: false,
+                expected_items: &[],
             };
             parse_verdict(&text, &opts).unwrap()
         })

@@ -13,3 +13,4 @@ pub mod score;
 pub mod server;
 pub mod store;
 pub mod trajectory;
+pub mod verify;

@@ -9,10 +9,22 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::reward::Policy;
 use crate::trajectory::content_hash;
 
 /// Rubrics shipped with gavel: (name, file text).
-const BUILT_IN: &[(&str, &str)] = &[("default", include_str!("../rubrics/default.toml"))];
+const BUILT_IN: &[(&str, &str)] = &[
+    ("default", include_str!("../rubrics/default.toml")),
+    (
+        "rag_faithfulness",
+        include_str!("../rubrics/rag_faithfulness.toml"),
+    ),
+    (
+        "research_report",
+        include_str!("../rubrics/research_report.toml"),
+    ),
+    ("retrieval_qa", include_str!("../rubrics/retrieval_qa.toml")),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum RubricError {
@@ -52,6 +64,16 @@ pub struct RubricSpec {
     pub text: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ChecklistItem>,
+    /// With checklist items: the judge component's cap when a required item is unmet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_cap: Option<f64>,
+    /// Verifiers this rubric applies (their `expected` values usually come with each request,
+    /// merged by name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verifiers: Vec<serde_json::Value>,
+    /// How judge, verifiers and the caller's reward combine (see `reward::Policy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
 }
 
 /// A loaded rubric with its content version.
@@ -61,8 +83,15 @@ pub struct Rubric {
     pub description: String,
     pub text: String,
     pub items: Vec<ChecklistItem>,
-    /// `sha256:` of everything that changes grading (not the name or description).
+    pub required_cap: f64,
+    pub verifiers: Vec<serde_json::Value>,
+    pub policy: Option<Policy>,
+    /// `sha256:` of everything that changes rewards (not the name or description).
     pub version: String,
+    /// `sha256:` of what the judge reads (text and items): part of the verdict cache key, so a
+    /// change of policy or verifiers reuses cached verdicts.
+    #[serde(skip)]
+    pub judge_version: String,
 }
 
 impl Rubric {
@@ -101,13 +130,45 @@ impl Rubric {
         if !spec.items.is_empty() && spec.items.iter().all(|i| i.weight == 0.0) {
             return Err(invalid("every checklist item has weight 0".into()));
         }
-        let version = content_hash(&(&spec.text, &spec.items));
+        let required_cap = spec.required_cap.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&required_cap) {
+            return Err(invalid("required_cap must be within [0, 1]".into()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, v) in spec.verifiers.iter().enumerate() {
+            let kind = v.get("type").and_then(serde_json::Value::as_str);
+            let name = v.get("name").and_then(serde_json::Value::as_str).or(kind);
+            let Some(name) = name else {
+                return Err(invalid(format!("verifiers[{i}].type is missing")));
+            };
+            if !names.insert(name.to_string()) {
+                return Err(invalid(format!(
+                    "verifiers[{i}]: a second verifier named {name:?} (give one a \"name\")"
+                )));
+            }
+        }
+        if let Some(p) = &spec.policy {
+            p.check_weights()
+                .map_err(|m| invalid(format!("policy: {m}")))?;
+        }
+        let judge_version = content_hash(&(&spec.text, &spec.items));
+        let version = content_hash(&(
+            &spec.text,
+            &spec.items,
+            required_cap,
+            &spec.verifiers,
+            &spec.policy,
+        ));
         Ok(Rubric {
             name: spec.name.unwrap_or_else(|| fallback_name.to_string()),
             description: spec.description,
             text: spec.text,
             items: spec.items,
+            required_cap,
+            verifiers: spec.verifiers,
+            policy: spec.policy,
             version,
+            judge_version,
         })
     }
 
@@ -227,7 +288,7 @@ mod tests {
         let set = RubricSet::load(None).unwrap();
         assert_eq!(
             set.get("nope").unwrap_err().to_string(),
-            "unknown rubric \"nope\" (known: default)"
+            "unknown rubric \"nope\" (known: default, rag_faithfulness, research_report, retrieval_qa)"
         );
     }
 

@@ -322,17 +322,18 @@ fn parse_content(v: Option<&Value>, at: &str) -> Result<Option<String>, InputErr
                 let kind = p.get("type").and_then(Value::as_str).ok_or_else(|| {
                     InputError::new(format!("{pat}.type"), "missing (expected \"text\")")
                 })?;
-                let key =
-                    match kind {
-                        "text" | "input_text" | "output_text" => "text",
-                        "refusal" => "refusal",
-                        other => return Err(InputError::new(
+                let key = match kind {
+                    "text" | "input_text" | "output_text" => "text",
+                    "refusal" => "refusal",
+                    other => {
+                        return Err(InputError::new(
                             format!("{pat}.type"),
                             format!(
                                 "unsupported content part {other:?}: only text parts can be judged"
                             ),
-                        )),
-                    };
+                        ))
+                    }
+                };
                 let text = p.get(key).and_then(Value::as_str).ok_or_else(|| {
                     InputError::new(format!("{pat}.{key}"), "missing or not a string")
                 })?;

@@ -41,6 +41,16 @@ impl JudgeError {
             JudgeError::NotConfigured(_) => "no_judge_configured",
         }
     }
+
+    /// The same error with `prefix: ` before its message (e.g. which group of a batch).
+    pub fn context(self, prefix: &str) -> JudgeError {
+        match self {
+            JudgeError::Unavailable(m) => JudgeError::Unavailable(format!("{prefix}: {m}")),
+            JudgeError::InvalidOutput(m) => JudgeError::InvalidOutput(format!("{prefix}: {m}")),
+            JudgeError::Timeout(m) => JudgeError::Timeout(format!("{prefix}: {m}")),
+            JudgeError::NotConfigured(m) => JudgeError::NotConfigured(format!("{prefix}: {m}")),
+        }
+    }
 }
 
 /// One completion from a judge.

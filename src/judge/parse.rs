@@ -89,6 +89,8 @@ fn id_message(
 pub struct ParseOptions<'a> {
     pub expected_ids: &'a [String],
     pub allow_missing_score: bool,
+    /// Checklist item ids every trajectory must give a verdict for (empty: no checklist).
+    pub expected_items: &'a [String],
 }
 
 /// A score as written by the judge.
@@ -152,7 +154,7 @@ pub fn parse_verdict(text: &str, opts: &ParseOptions) -> Result<Vec<ParsedScore>
             Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
         };
-        let items = parse_items(&trajectory_id, obj.get("items"))?;
+        let items = parse_items(&trajectory_id, obj.get("items"), opts.expected_items)?;
         out.push(ParsedScore {
             trajectory_id,
             score: None,
@@ -234,6 +236,7 @@ fn parse_score(v: &Value) -> Option<RawScore> {
 fn parse_items(
     trajectory_id: &str,
     items: Option<&Value>,
+    expected: &[String],
 ) -> Result<Vec<ItemVerdict>, ParseProblem> {
     let bad = |problem: String| ParseProblem::InvalidItems {
         trajectory_id: trajectory_id.to_string(),
@@ -271,6 +274,32 @@ fn parse_items(
             return Err(bad(format!("duplicate item id: {id}")));
         }
         out.push(ItemVerdict { id, met });
+    }
+    if !expected.is_empty() {
+        let missing: Vec<&str> = expected
+            .iter()
+            .filter(|e| !out.iter().any(|o| &o.id == *e))
+            .map(String::as_str)
+            .collect();
+        let unknown: Vec<&str> = out
+            .iter()
+            .filter(|o| !expected.contains(&o.id))
+            .map(|o| o.id.as_str())
+            .collect();
+        let mut parts = Vec::new();
+        if !missing.is_empty() {
+            parts.push(format!("missing items: {}", missing.join(", ")));
+        }
+        if !unknown.is_empty() {
+            parts.push(format!(
+                "unknown items: {} (expected items are {})",
+                unknown.join(", "),
+                expected.join(", ")
+            ));
+        }
+        if !parts.is_empty() {
+            return Err(bad(parts.join("; ")));
+        }
     }
     Ok(out)
 }
@@ -414,6 +443,7 @@ mod tests {
             &ParseOptions {
                 expected_ids: &expected_ids,
                 allow_missing_score,
+                expected_items: &[],
             },
         )
     }
@@ -554,6 +584,24 @@ mod tests {
             ParseProblem::MissingScore {
                 trajectory_id: "1".into()
             }
+        );
+    }
+
+    #[test]
+    fn checklist_items_must_match_the_rubric() {
+        let ids = vec!["1".to_string()];
+        let items = vec!["a".to_string(), "b".to_string()];
+        let opts = ParseOptions {
+            expected_ids: &ids,
+            allow_missing_score: true,
+            expected_items: &items,
+        };
+        let ok = parse_verdict(r#"{"scores":[{"trajectory_id":"1","items":[{"id":"b","met":false},{"id":"a","met":true}]}]}"#, &opts).unwrap();
+        assert_eq!(ok[0].items.len(), 2);
+        let e = parse_verdict(r#"{"scores":[{"trajectory_id":"1","items":[{"id":"a","met":true},{"id":"z","met":true}]}]}"#, &opts).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "checklist items for trajectory 1: missing items: b; unknown items: z (expected items are a, b)"
         );
     }
 }

@@ -12,13 +12,10 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::AppState;
-use crate::score::ScoreRequest;
+use crate::score::{BatchRequest, ScoreRequest};
 
-/// Reads and validates a scoring request body; every failure is a typed error.
-fn parse_body(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<ScoreRequest, ApiError> {
+/// Reads a JSON body; every failure is a typed error.
+fn read_json(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge(format!(
@@ -29,12 +26,27 @@ fn parse_body(
             ApiError::InvalidRequest(format!("cannot read request body: {e}"))
         }
     })?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))
+}
+
+/// Reads and validates a one-group scoring request.
+fn parse_body(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<ScoreRequest, ApiError> {
+    let value = read_json(state, body)?;
     Ok(ScoreRequest::from_json(
         &value,
         state.scorer.max_group_size(),
     )?)
+}
+
+fn request_timeout(state: &AppState) -> ApiError {
+    ApiError::Judge(crate::judge::JudgeError::Timeout(format!(
+        "request took longer than request_timeout_s ({}s)",
+        state.server.request_timeout_s
+    )))
 }
 
 pub async fn score_group(
@@ -45,12 +57,20 @@ pub async fn score_group(
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let resp = tokio::time::timeout(limit, state.scorer.score_group(&req))
         .await
-        .map_err(|_| {
-            ApiError::Judge(crate::judge::JudgeError::Timeout(format!(
-                "request took longer than request_timeout_s ({}s)",
-                state.server.request_timeout_s
-            )))
-        })??;
+        .map_err(|_| request_timeout(&state))??;
+    Ok(Json(resp).into_response())
+}
+
+pub async fn score_groups(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let value = read_json(&state, body)?;
+    let batch = BatchRequest::from_json(&value, state.scorer.max_group_size())?;
+    let limit = Duration::from_secs_f64(state.server.request_timeout_s);
+    let resp = tokio::time::timeout(limit, state.scorer.score_groups(&batch))
+        .await
+        .map_err(|_| request_timeout(&state))??;
     Ok(Json(resp).into_response())
 }
 

@@ -37,6 +37,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/score_group", score.clone())
         .route("/score_group", score)
         .route(
+            "/v1/score_groups",
+            post(handlers::score_groups).fallback(handlers::method_not_allowed),
+        )
+        .route(
             "/v1/render",
             post(handlers::render).fallback(handlers::method_not_allowed),
         )

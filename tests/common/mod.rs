@@ -142,8 +142,39 @@ fn marker_score(section: &str) -> f64 {
         .unwrap_or(0.5)
 }
 
-/// The verdict the `Score` behaviour gives for a request.
+/// Checklist item ids listed in the judge's system prompt (`- [id] ...` lines).
+fn checklist_ids(req: &Value) -> Vec<String> {
+    let system = req["messages"][0]["content"].as_str().unwrap_or("");
+    system
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("- [")
+                .and_then(|r| r.split_once(']'))
+                .map(|(id, _)| id.to_string())
+        })
+        .collect()
+}
+
+/// Items named by the last `MET=a,b` marker in a section.
+fn met_items(section: &str) -> Vec<String> {
+    section
+        .rfind("MET=")
+        .map(|i| {
+            section[i + 4..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == ',' || *c == '_')
+                .collect::<String>()
+                .split(',')
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The verdict the `Score` behaviour gives for a request. With a checklist rubric, every item
+/// named in a `MET=` marker is met.
 pub fn verdict_for(req: &Value) -> Value {
+    let items = checklist_ids(req);
     // The first user message holds the group (later ones are re-asks).
     let prompt = req["messages"]
         .as_array()
@@ -154,7 +185,14 @@ pub fn verdict_for(req: &Value) -> Value {
         .unwrap_or("");
     let scores: Vec<Value> = sections(prompt)
         .into_iter()
-        .map(|(id, body)| json!({"trajectory_id": id, "explanation": format!("mock read {} chars", body.len()), "score": marker_score(&body)}))
+        .map(|(id, body)| {
+            let mut entry = json!({"trajectory_id": id, "explanation": format!("mock read {} chars", body.len()), "score": marker_score(&body)});
+            if !items.is_empty() {
+                let met = met_items(&body);
+                entry["items"] = items.iter().map(|i| json!({"id": i, "met": met.contains(i)})).collect();
+            }
+            entry
+        })
         .collect();
     json!({ "scores": scores })
 }

@@ -1,0 +1,273 @@
+//! Scoring requests: validated from JSON, with every refusal naming its field.
+
+use serde_json::Value;
+
+use crate::reward::{Policy, ScaleRewards};
+use crate::rubric::RubricSpec;
+use crate::trajectory::{parse_trajectories, InputError, Trajectory};
+
+/// A rubric named in the request or given inline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RubricRef {
+    Named(String),
+    Inline(RubricSpec),
+}
+
+/// What to do when the judge fails after its retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnJudgeError {
+    /// Fail the request with the judge's error (HTTP 502/503/504).
+    #[default]
+    Fail,
+    /// Answer with `reward: null` for every trajectory ("no reward": advantage 0).
+    Null,
+}
+
+/// A validated request to score one group.
+#[derive(Debug, Clone)]
+pub struct ScoreRequest {
+    pub trajectories: Vec<Trajectory>,
+    pub rubric: RubricRef,
+    pub judge: Option<String>,
+    pub tools: Option<Value>,
+    /// Verifier specs as given; merged by name with the rubric's and compiled by the scorer.
+    pub verifiers: Vec<Value>,
+    /// Overrides the rubric's policy.
+    pub policy: Option<Policy>,
+    pub scale_rewards: ScaleRewards,
+    pub on_judge_error: OnJudgeError,
+}
+
+const REQUEST_FIELDS: &[&str] = &[
+    "trajectories",
+    "rubric",
+    "judge",
+    "tools",
+    "verifiers",
+    "policy",
+    "scale_rewards",
+    "on_judge_error",
+];
+
+fn prefixed(prefix: &str, e: InputError) -> InputError {
+    if prefix.is_empty() {
+        e
+    } else {
+        InputError::new(format!("{prefix}.{}", e.path), e.problem)
+    }
+}
+
+impl ScoreRequest {
+    /// A request for `trajectories` with every option at its default.
+    pub fn new(trajectories: Vec<Trajectory>) -> ScoreRequest {
+        ScoreRequest {
+            trajectories,
+            rubric: RubricRef::Named("default".into()),
+            judge: None,
+            tools: None,
+            verifiers: Vec::new(),
+            policy: None,
+            scale_rewards: ScaleRewards::Group,
+            on_judge_error: OnJudgeError::Fail,
+        }
+    }
+
+    /// Validates a request body. A bare array is taken as the trajectories.
+    pub fn from_json(v: &Value, max_group_size: usize) -> Result<ScoreRequest, InputError> {
+        Self::from_json_at(v, max_group_size, "")
+    }
+
+    /// As [`ScoreRequest::from_json`], with every error path under `at` (e.g. `groups[2]`).
+    pub fn from_json_at(
+        v: &Value,
+        max_group_size: usize,
+        at: &str,
+    ) -> Result<ScoreRequest, InputError> {
+        let fail = |path: &str, problem: &str| prefixed(at, InputError::new(path, problem));
+        let obj = match v {
+            Value::Array(_) => {
+                return parse_trajectories(v, max_group_size)
+                    .map(ScoreRequest::new)
+                    .map_err(|e| prefixed(at, e))
+            }
+            Value::Object(o) => o,
+            _ => {
+                let path = if at.is_empty() { "body" } else { at };
+                return Err(InputError::new(
+                    path,
+                    "expected a JSON object with \"trajectories\"",
+                ));
+            }
+        };
+        if let Some(k) = obj.keys().find(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
+            return Err(fail(
+                k,
+                &format!("unknown field (known: {})", REQUEST_FIELDS.join(", ")),
+            ));
+        }
+        let trajectories = parse_trajectories(
+            obj.get("trajectories")
+                .ok_or_else(|| fail("trajectories", "missing"))?,
+            max_group_size,
+        )
+        .map_err(|e| prefixed(at, e))?;
+        let mut req = ScoreRequest::new(trajectories);
+        req.rubric = match obj.get("rubric") {
+            None | Some(Value::Null) => RubricRef::Named("default".into()),
+            Some(Value::String(s)) => RubricRef::Named(s.clone()),
+            Some(o @ Value::Object(_)) => RubricRef::Inline(
+                serde_json::from_value(o.clone()).map_err(|e| fail("rubric", &e.to_string()))?,
+            ),
+            Some(_) => {
+                return Err(fail(
+                    "rubric",
+                    "expected a rubric name or an object with \"text\"",
+                ))
+            }
+        };
+        req.judge = match obj.get("judge") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+                a[0].as_str().map(str::to_string)
+            }
+            Some(Value::Array(_)) => {
+                return Err(fail(
+                    "judge",
+                    "judge panels (more than one judge) are not supported yet",
+                ))
+            }
+            Some(_) => return Err(fail("judge", "expected a judge name")),
+        };
+        req.tools = match obj.get("tools") {
+            None | Some(Value::Null) => None,
+            Some(t @ Value::Array(_)) => Some(t.clone()),
+            Some(_) => return Err(fail("tools", "expected an array of tool definitions")),
+        };
+        req.verifiers = match obj.get("verifiers") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a.clone(),
+            Some(_) => return Err(fail("verifiers", "expected an array of verifier objects")),
+        };
+        req.policy = match obj.get("policy") {
+            None | Some(Value::Null) => None,
+            Some(p) => Some(
+                serde_json::from_value(p.clone()).map_err(|e| fail("policy", &e.to_string()))?,
+            ),
+        };
+        req.scale_rewards = match obj.get("scale_rewards") {
+            None | Some(Value::Null) => ScaleRewards::Group,
+            Some(s) => serde_json::from_value(s.clone())
+                .map_err(|_| fail("scale_rewards", "expected \"group\", \"batch\" or \"none\""))?,
+        };
+        req.on_judge_error = match obj.get("on_judge_error").map(|v| v.as_str()) {
+            None | Some(Some("fail")) => OnJudgeError::Fail,
+            Some(Some("null")) => OnJudgeError::Null,
+            Some(_) => return Err(fail("on_judge_error", "expected \"fail\" or \"null\"")),
+        };
+        Ok(req)
+    }
+}
+
+/// Many groups in one call (`POST /v1/score_groups`): a whole training step.
+#[derive(Debug, Clone)]
+pub struct BatchRequest {
+    pub groups: Vec<ScoreRequest>,
+    /// `batch` normalises advantages by the std of every reward in the batch (TRL's
+    /// `scale_rewards="batch"`); `group` and `none` as for one group.
+    pub scale_rewards: ScaleRewards,
+}
+
+/// Most groups in one batch request.
+pub const MAX_BATCH_GROUPS: usize = 1024;
+
+impl BatchRequest {
+    pub fn from_json(v: &Value, max_group_size: usize) -> Result<BatchRequest, InputError> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| InputError::new("body", "expected a JSON object with \"groups\""))?;
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !["groups", "scale_rewards"].contains(&k.as_str()))
+        {
+            return Err(InputError::new(
+                k.clone(),
+                "unknown field (known: groups, scale_rewards)",
+            ));
+        }
+        let groups = obj
+            .get("groups")
+            .and_then(Value::as_array)
+            .ok_or_else(|| InputError::new("groups", "missing or not an array"))?;
+        if groups.is_empty() || groups.len() > MAX_BATCH_GROUPS {
+            return Err(InputError::new(
+                "groups",
+                format!("expected 1..={MAX_BATCH_GROUPS} groups"),
+            ));
+        }
+        let scale_rewards = match obj.get("scale_rewards") {
+            None | Some(Value::Null) => ScaleRewards::Group,
+            Some(s) => serde_json::from_value(s.clone()).map_err(|_| {
+                InputError::new("scale_rewards", "expected \"group\", \"batch\" or \"none\"")
+            })?,
+        };
+        let groups = groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| ScoreRequest::from_json_at(g, max_group_size, &format!("groups[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(BatchRequest {
+            groups,
+            scale_rewards,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn batch_errors_name_the_group() {
+        let ok = json!({"messages": [{"role": "user", "content": "q"}]});
+        let bad = json!({"groups": [{"trajectories": [ok]}, {"trajectories": [{"messages": [{"role": "x", "content": "q"}]}]}]});
+        let e = BatchRequest::from_json(&bad, 64).unwrap_err().to_string();
+        assert!(
+            e.starts_with("groups[1].trajectories[0].messages[0].role: unknown role"),
+            "{e}"
+        );
+        let e = BatchRequest::from_json(
+            &json!({"groups": [{"trajectories": [ok], "polcy": {}}]}),
+            64,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("groups[0].polcy: unknown field"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn options_parse() {
+        let ok = json!({"messages": [{"role": "user", "content": "q"}]});
+        let r = ScoreRequest::from_json(
+            &json!({"trajectories": [ok], "scale_rewards": "none", "policy": {"type": "weighted", "weights": {"judge": 0}},
+                    "verifiers": [{"type": "regex", "pattern": "x"}]}),
+            64,
+        )
+        .unwrap();
+        assert_eq!(r.scale_rewards, ScaleRewards::None);
+        assert_eq!(r.verifiers.len(), 1);
+        assert!(r.policy.is_some());
+        let e = ScoreRequest::from_json(
+            &json!({"trajectories": [ok], "policy": {"type": "best"}}),
+            64,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("policy: unknown variant `best`"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! What scoring returns.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::judge::JudgeInfo;
+use crate::prompt::ChatMessage;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VersionInfo {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorBody {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemOut {
+    pub id: String,
+    pub met: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrajectoryScore {
+    /// 1-based index of the trajectory in the request.
+    pub trajectory_id: String,
+    /// The reward (the same number as in `rewards`).
+    pub score: Option<f64>,
+    /// The judge's explanation ("" when no judge was asked).
+    pub explanation: String,
+    /// Every component by name: `judge`, each verifier, `independent_reward`; `null` when not
+    /// applicable.
+    pub components: BTreeMap<String, Option<f64>>,
+    /// Each verifier's short reason ("correct", "wrong: got 5, expected 4", "missing: ...").
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<String, String>,
+    /// Checklist item verdicts, for checklist rubrics.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<ItemOut>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Usage {
+    pub judge_calls: u64,
+    pub cache_hits: u64,
+    /// Tokens the judge reported for the calls made for this request (0 on a cache hit).
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Our count of the judge prompt as sent, and of the same group sent without dedup.
+    pub prompt_tokens_deduped: u64,
+    pub prompt_tokens_without_dedup: u64,
+    pub tokens_saved_by_dedup: u64,
+    /// Distinct trajectories the judge read (identical ones are judged once).
+    pub distinct_trajectories: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, o: &Usage) {
+        self.judge_calls += o.judge_calls;
+        self.cache_hits += o.cache_hits;
+        self.prompt_tokens += o.prompt_tokens;
+        self.completion_tokens += o.completion_tokens;
+        self.prompt_tokens_deduped += o.prompt_tokens_deduped;
+        self.prompt_tokens_without_dedup += o.prompt_tokens_without_dedup;
+        self.tokens_saved_by_dedup += o.tokens_saved_by_dedup;
+        self.distinct_trajectories += o.distinct_trajectories;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoreResponse {
+    pub rewards: Vec<Option<f64>>,
+    pub advantages: Vec<f64>,
+    pub scores: Vec<TrajectoryScore>,
+    pub usage: Usage,
+    pub rubric: VersionInfo,
+    /// The judge template; absent when no judge was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<VersionInfo>,
+    pub judges: Vec<JudgeInfo>,
+    /// Set when the judge failed and the request asked for `on_judge_error: "null"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// `POST /v1/score_groups`: one result per group, in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchResponse {
+    pub results: Vec<ScoreResponse>,
+    pub scale_rewards: crate::reward::ScaleRewards,
+    pub usage: Usage,
+}
+
+/// What `render` returns: the exact judge messages and what dedup saved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RenderResponse {
+    pub messages: Vec<ChatMessage>,
+    pub trajectory_ids: Vec<String>,
+    pub prompt_tokens: u64,
+    pub prompt_tokens_without_dedup: u64,
+    pub tokens_saved_by_dedup: u64,
+    pub shared_prefix_messages: usize,
+    pub shared_blocks: usize,
+    pub distinct_trajectories: usize,
+    pub rubric: VersionInfo,
+    pub template: VersionInfo,
+    pub cache_key: String,
+}

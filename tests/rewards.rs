@@ -1,0 +1,379 @@
+//! Verifiable rewards, checklist rubrics, reward policies and advantages over real HTTP.
+
+mod common;
+
+use common::{simple_traj, Behaviour, Gavel, MockJudge};
+use serde_json::{json, Value};
+
+async fn setup() -> (MockJudge, Gavel, tempfile::TempDir) {
+    let mock = MockJudge::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gavel = Gavel::start(mock.config(&dir.path().join("store"))).await;
+    (mock, gavel, dir)
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect()
+}
+
+fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+}
+
+fn example(name: &str) -> Value {
+    let path = format!("{}/examples/groups/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Four arithmetic answers: right, wrong, unparseable, missing.
+fn answers_group() -> Value {
+    json!({"trajectories": [
+        simple_traj("1030 * 4 = 4120. SCORE=0.6\nANSWER: 4,120"),
+        simple_traj("SCORE=0.9 I believe\nANSWER: 4100"),
+        simple_traj("SCORE=0.3\nANSWER: about four thousand"),
+        simple_traj("SCORE=0.8 It is 4120."),
+    ]})
+}
+
+#[tokio::test]
+async fn verifier_only_requests_never_call_a_judge_even_without_one() {
+    // No judge configured at all: a verifier-only policy still scores.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = gavel::config::Config::from_env(&|_| None);
+    cfg.store.path = dir.path().join("store");
+    let gavel = Gavel::start(cfg).await;
+    let mut body = answers_group();
+    body["verifiers"] = json!([{"type": "answer_line", "kind": "integer", "expected": 4120}]);
+    body["policy"] = json!({"type": "weighted", "weights": {"answer_line": 1.0}});
+    let (status, r) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(floats(&r["rewards"]), vec![1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(r["judges"], json!([]));
+    assert_eq!(r["usage"]["judge_calls"], 0);
+    assert!(r["scores"][0]["components"].get("judge").is_none());
+    assert_eq!(r["scores"][0]["reasons"]["answer_line"], "correct");
+    assert!(r["scores"][1]["reasons"]["answer_line"]
+        .as_str()
+        .unwrap()
+        .starts_with("wrong"));
+    assert!(r["scores"][2]["reasons"]["answer_line"]
+        .as_str()
+        .unwrap()
+        .starts_with("unparseable"));
+    assert!(r["scores"][3]["reasons"]["answer_line"]
+        .as_str()
+        .unwrap()
+        .starts_with("missing"));
+    // GRPO advantages over [1, 0, 0, 0].
+    let std = (0.75f64 / 3.0).sqrt() + 1e-4;
+    assert!(close(
+        &floats(&r["advantages"]),
+        &[0.75 / std, -0.25 / std, -0.25 / std, -0.25 / std]
+    ));
+}
+
+#[tokio::test]
+async fn weighted_policy_merges_judge_verifiers_and_reports_zero_weight_components() {
+    let (mock, gavel, _dir) = setup().await;
+    let mut body = answers_group();
+    body["verifiers"] = json!([
+        {"type": "answer_line", "kind": "integer", "expected": 4120},
+        {"type": "contains", "text": "4120"},
+        {"type": "turn_budget", "budget": 1, "limit": 3}]);
+    body["policy"] =
+        json!({"type": "weighted", "weights": {"judge": 1.0, "answer_line": 2.0, "contains": 0.0}});
+    let (status, r) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(mock.calls(), 1);
+    // reward = (judge + 2·answer_line) / 3; contains and turn_budget are reported, not counted.
+    assert!(
+        close(
+            &floats(&r["rewards"]),
+            &[(0.6 + 2.0) / 3.0, 0.9 / 3.0, 0.3 / 3.0, 0.8 / 3.0]
+        ),
+        "{}",
+        r["rewards"]
+    );
+    let c = &r["scores"][3]["components"];
+    assert_eq!(c["contains"], 1.0);
+    assert_eq!(c["turn_budget"], 1.0);
+    assert_eq!(c["judge"], 0.8);
+    assert_eq!(r["scores"][0]["score"], r["rewards"][0]);
+}
+
+#[tokio::test]
+async fn not_applicable_components_are_left_out_not_counted_as_zero() {
+    let (_mock, gavel, _dir) = setup().await;
+    // The caller's reward is given for trajectory 1 only; for the others it is not applicable.
+    let mut body =
+        json!({"trajectories": [simple_traj("SCORE=0.2 a"), simple_traj("SCORE=0.6 b")]});
+    body["trajectories"][0]["reward"] = json!(1.0);
+    body["policy"] =
+        json!({"type": "weighted", "weights": {"judge": 1.0, "independent_reward": 1.0}});
+    let (status, r) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(status, 200, "{r}");
+    assert!(
+        close(&floats(&r["rewards"]), &[0.6, 0.6]),
+        "{}",
+        r["rewards"]
+    );
+    assert_eq!(r["scores"][0]["components"]["independent_reward"], 1.0);
+    assert!(r["scores"][1]["components"]
+        .get("independent_reward")
+        .is_none());
+}
+
+#[tokio::test]
+async fn gate_policy_floors_a_failed_check() {
+    let (_mock, gavel, _dir) = setup().await;
+    let mut body = answers_group();
+    body["verifiers"] = json!([{"type": "answer_line", "kind": "integer", "expected": 4120}]);
+    body["policy"] =
+        json!({"type": "gate", "gate": "answer_line", "floor": 0.05, "weights": {"judge": 1.0}});
+    let (_, r) = gavel.post("/v1/score_group", &body).await;
+    assert!(
+        close(&floats(&r["rewards"]), &[0.6, 0.05, 0.05, 0.05]),
+        "{}",
+        r["rewards"]
+    );
+}
+
+#[tokio::test]
+async fn retrieval_qa_rubric_ranks_every_right_answer_above_every_wrong_one() {
+    let (mock, gavel, _dir) = setup().await;
+    // The judge prefers the wrong answers strongly; correctness must still dominate.
+    let mut body = example("retrieval_qa");
+    let judge_scores = [0.1, 1.0, 1.0, 0.0];
+    mock.push(Behaviour::Content(
+        json!({"scores": judge_scores.iter().enumerate().map(|(i, s)| json!({"trajectory_id": (i + 1).to_string(), "explanation": "", "score": s})).collect::<Vec<_>>()}).to_string(),
+    ));
+    let (status, r) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(status, 200, "{r}");
+    let rewards = floats(&r["rewards"]);
+    // Trajectories 1 and 4 answer 12245525 (right); 2 and 3 are wrong.
+    assert_eq!(r["scores"][0]["components"]["answer_line"], 1.0);
+    assert_eq!(r["scores"][3]["components"]["answer_line"], 1.0);
+    assert_eq!(r["scores"][1]["components"]["answer_line"], 0.0);
+    assert!(
+        rewards[0].min(rewards[3]) > rewards[1].max(rewards[2]),
+        "{rewards:?}"
+    );
+    // Within the right tier, shaping ranks: 1 used fewer turns and the judge preferred it.
+    assert!(rewards[0] > rewards[3], "{rewards:?}");
+    let s = 0.15f64;
+    let turn_1 = r["scores"][0]["components"]["turn_budget"]
+        .as_f64()
+        .unwrap();
+    let want = (1.0 + s * (0.1 * 0.1 + 0.05 * turn_1) / s) / (1.0 + s);
+    assert!((rewards[0] - want).abs() < 1e-9, "{} vs {want}", rewards[0]);
+    // A policy-only change reuses the cached verdict.
+    body["policy"] = json!({"type": "weighted", "weights": {"judge": 1.0, "answer_line": 1.0}});
+    let (_, again) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(again["usage"]["cache_hits"], 1);
+    assert_eq!(mock.calls(), 1);
+    assert_ne!(again["rubric"]["version"], Value::Null);
+}
+
+#[tokio::test]
+async fn checklist_rubric_scores_the_weighted_fraction_with_a_required_cap() {
+    let (mock, gavel, _dir) = setup().await;
+    let group = json!({"rubric": "research_report", "trajectories": [
+        simple_traj("MET=revenue,growth,margin,guidance,source full"),
+        simple_traj("MET=revenue,growth partial"),
+        simple_traj("MET=growth,margin,guidance,source no revenue"),
+    ]});
+    let (status, r) = gavel.post("/v1/score_group", &group).await;
+    assert_eq!(status, 200, "{r}");
+    // Weights: revenue 2 (required), growth 1, margin 1, guidance 1, source 0.5 → total 5.5.
+    // The third misses the required item: 3.5/5.5 capped at required_cap 0.2.
+    assert!(
+        close(&floats(&r["rewards"]), &[1.0, 3.0 / 5.5, 0.2]),
+        "{}",
+        r["rewards"]
+    );
+    let items = r["scores"][1]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 5);
+    assert!(items.contains(&json!({"id": "revenue", "met": true})));
+    assert!(items.contains(&json!({"id": "margin", "met": false})));
+    // The judge saw the checklist and was asked for item verdicts in its schema.
+    let req = &mock.requests()[0];
+    assert!(req["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("- [revenue] (required) States Q3 2024 revenue"));
+    assert_eq!(
+        req["response_format"]["json_schema"]["schema"]["properties"]["scores"]["items"]
+            ["properties"]["items"]["items"]["properties"]["id"]["enum"],
+        json!(["revenue", "growth", "margin", "guidance", "source"])
+    );
+}
+
+#[tokio::test]
+async fn checklist_verdicts_missing_items_are_re_asked() {
+    let (mock, gavel, _dir) = setup().await;
+    mock.push(Behaviour::Content(
+        json!({"scores": [{"trajectory_id": "1", "explanation": "", "items": [{"id": "revenue", "met": true}]}]}).to_string(),
+    ));
+    let group =
+        json!({"rubric": "research_report", "trajectories": [simple_traj("MET=revenue only")]});
+    let (status, r) = gavel.post("/v1/score_group", &group).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["judge_calls"], 2);
+    let reask = mock.requests()[1]["messages"][3]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reask.contains("missing items: growth, margin, guidance, source"),
+        "{reask}"
+    );
+}
+
+#[tokio::test]
+async fn shipped_rubrics_score_their_example_groups() {
+    let (_mock, gavel, _dir) = setup().await;
+    for (group, rubric, n) in [
+        ("rag_answer", "rag_faithfulness", 4),
+        ("retrieval_qa", "retrieval_qa", 4),
+        ("research_report", "research_report", 4),
+        ("agent_tool_use", "default", 4),
+        ("all_identical", "default", 4),
+    ] {
+        let (status, r) = gavel.post("/v1/score_group", &example(group)).await;
+        assert_eq!(status, 200, "{group}: {r}");
+        assert_eq!(r["rubric"]["name"], rubric, "{group}");
+        assert_eq!(r["rewards"].as_array().unwrap().len(), n, "{group}");
+        assert!(
+            r["rewards"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(Value::is_number),
+            "{group}: {r}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_verifiers_and_policies_are_refused_by_field() {
+    let (mock, gavel, _dir) = setup().await;
+    let cases = [
+        (
+            json!({"verifiers": [{"type": "answer_line", "kind": "integer", "expected": "12x"}]}),
+            "verifiers[0].expected",
+        ),
+        (
+            json!({"verifiers": [{"type": "regex", "pattern": "("}]}),
+            "verifiers[0].pattern",
+        ),
+        (
+            json!({"verifiers": [{"type": "telepathy"}]}),
+            "verifiers[0].type",
+        ),
+        (
+            json!({"policy": {"type": "gate", "gate": "answer_line"}}),
+            "policy: gate: no component named \"answer_line\"",
+        ),
+        (
+            json!({"policy": {"type": "weighted", "weights": {"judge": -1}}}),
+            "policy: weights.judge must be a finite number >= 0",
+        ),
+        (json!({"rubric": "retrieval_qa"}), "verifiers[0].expected"),
+        (
+            json!({"verifiers": [{"type": "regex", "pattern": "x", "name": "judge"}]}),
+            "verifiers[0].name: \"judge\" is reserved",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut body = answers_group();
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, r) = gavel.post("/v1/score_group", &body).await;
+        assert_eq!(status, 400, "{extra}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(want), "{msg:?} should contain {want:?}");
+    }
+    assert_eq!(mock.calls(), 0);
+}
+
+#[tokio::test]
+async fn score_groups_scales_advantages_by_batch_or_group() {
+    let (mock, gavel, _dir) = setup().await;
+    // The golden vector's rewards: two groups of three.
+    let g1 = common::marked_group(&[1.0, 0.0, 0.5]);
+    let g2 = common::marked_group(&[0.25, 0.25, 0.25]);
+    let golden: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/grpo_golden.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    for mode in ["group", "batch", "none"] {
+        let (status, r) = gavel
+            .post(
+                "/v1/score_groups",
+                &json!({"groups": [g1, g2], "scale_rewards": mode}),
+            )
+            .await;
+        assert_eq!(status, 200, "{r}");
+        let adv: Vec<f64> = r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| floats(&g["advantages"]))
+            .collect();
+        assert!(
+            close(&adv, &floats(&golden["advantages"][mode])),
+            "{mode}: {adv:?}"
+        );
+    }
+    // Two distinct groups → two judge calls; the later modes came from the cache.
+    assert_eq!(mock.calls(), 2);
+    let (_, r) = gavel
+        .post("/v1/score_groups", &json!({"groups": [g1]}))
+        .await;
+    assert_eq!(r["usage"]["cache_hits"], 1);
+
+    mock.set_fallback(Behaviour::Status(500, None, "down".into()));
+    let g3 = common::marked_group(&[0.3, 0.4]);
+    let (status, r) = gavel
+        .post("/v1/score_groups", &json!({"groups": [g1, g3]}))
+        .await;
+    assert_eq!(status, 502, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("groups[1]: "),
+        "{r}"
+    );
+    let mut g3_null = g3.clone();
+    g3_null["on_judge_error"] = json!("null");
+    let (status, r) = gavel
+        .post("/v1/score_groups", &json!({"groups": [g1, g3_null]}))
+        .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["results"][1]["rewards"], json!([null, null]));
+    assert_eq!(r["results"][1]["advantages"], json!([0.0, 0.0]));
+    let (status, r) = gavel
+        .post(
+            "/v1/score_groups",
+            &json!({"groups": [g1, {"trajectories": []}]}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("groups[1].trajectories"),
+        "{r}"
+    );
+}
