@@ -113,6 +113,25 @@ pub struct JudgeConfig {
     /// Ask for the verdict with a JSON-schema `response_format`; turn off for servers without it.
     #[serde(default = "yes")]
     pub structured_output: bool,
+    /// Requests per minute sent to this judge (every attempt counts); unset = unlimited.
+    #[serde(default)]
+    pub requests_per_minute: Option<u32>,
+    /// Tokens per minute (prompt + completion), estimated before a call and corrected after.
+    #[serde(default)]
+    pub tokens_per_minute: Option<u32>,
+    /// Calls in flight to this judge at once; unset = unlimited.
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    /// The judge's context window; a group whose prompt (plus `max_tokens`) exceeds it is judged
+    /// in overlapping chunks that share anchor trajectories. Unset = never split.
+    #[serde(default)]
+    pub context_tokens: Option<usize>,
+    /// Price per million prompt tokens (any currency; reported as `usage.cost`).
+    #[serde(default)]
+    pub prompt_price_per_million: Option<f64>,
+    /// Price per million completion tokens.
+    #[serde(default)]
+    pub completion_price_per_million: Option<f64>,
 }
 
 fn default_base_url() -> String {
@@ -160,6 +179,12 @@ impl JudgeConfig {
             max_retries: default_max_retries(),
             max_backoff_s: default_max_backoff_s(),
             structured_output: true,
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            max_concurrency: None,
+            context_tokens: None,
+            prompt_price_per_million: None,
+            completion_price_per_million: None,
         }
     }
 }
@@ -175,6 +200,8 @@ pub struct ServerConfig {
     pub max_group_size: usize,
     /// Limit on one HTTP request, seconds; past it the daemon answers 504 `judge_timeout`.
     pub request_timeout_s: f64,
+    /// Scoring requests handled at once; beyond it the daemon answers 429 `overloaded` at once.
+    pub max_in_flight: usize,
 }
 
 impl Default for ServerConfig {
@@ -184,6 +211,7 @@ impl Default for ServerConfig {
             max_body_bytes: 16 * 1024 * 1024,
             max_group_size: crate::trajectory::MAX_GROUP_SIZE,
             request_timeout_s: 900.0,
+            max_in_flight: 256,
         }
     }
 }
@@ -292,6 +320,19 @@ impl Config {
                     "[judges.{name}]: timeout_s and deadline_s must be > 0"
                 )));
             }
+            for (key, price) in [
+                ("prompt_price_per_million", j.prompt_price_per_million),
+                (
+                    "completion_price_per_million",
+                    j.completion_price_per_million,
+                ),
+            ] {
+                if price.is_some_and(|p| !(p.is_finite() && p >= 0.0)) {
+                    return Err(invalid(format!(
+                        "[judges.{name}]: {key} must be a number >= 0"
+                    )));
+                }
+            }
             if j.base_url.parse::<reqwest::Url>().is_err() {
                 return Err(invalid(format!(
                     "[judges.{name}]: base_url {:?} is not a URL",
@@ -308,6 +349,9 @@ impl Config {
         }
         if s.request_timeout_s.is_nan() || s.request_timeout_s <= 0.0 {
             return Err(invalid("[server] request_timeout_s must be > 0".into()));
+        }
+        if s.max_in_flight == 0 {
+            return Err(invalid("[server] max_in_flight must be > 0".into()));
         }
         Ok(())
     }

@@ -206,7 +206,7 @@ fn read_groups(
             request.rubric = RubricRef::Named(r.clone());
         }
         if let Some(j) = &o.judge {
-            request.judge = Some(j.clone());
+            request.judges = vec![j.clone()];
         }
         Ok(Group { line, request })
     };

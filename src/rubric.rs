@@ -74,6 +74,9 @@ pub struct RubricSpec {
     /// How judge, verifiers and the caller's reward combine (see `reward::Policy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
+    /// Orders each group is judged in (position-bias control); a request may override it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permutations: Option<u32>,
 }
 
 /// A loaded rubric with its content version.
@@ -86,6 +89,7 @@ pub struct Rubric {
     pub required_cap: f64,
     pub verifiers: Vec<serde_json::Value>,
     pub policy: Option<Policy>,
+    pub permutations: Option<u32>,
     /// `sha256:` of everything that changes rewards (not the name or description).
     pub version: String,
     /// `sha256:` of what the judge reads (text and items): part of the verdict cache key, so a
@@ -152,12 +156,12 @@ impl Rubric {
                 .map_err(|m| invalid(format!("policy: {m}")))?;
         }
         let judge_version = content_hash(&(&spec.text, &spec.items));
+        if spec.permutations.is_some_and(|k| k == 0 || k > 16) {
+            return Err(invalid("permutations must be 1..=16".into()));
+        }
         let version = content_hash(&(
-            &spec.text,
-            &spec.items,
-            required_cap,
-            &spec.verifiers,
-            &spec.policy,
+            (&spec.text, &spec.items, required_cap),
+            (&spec.verifiers, &spec.policy, spec.permutations),
         ));
         Ok(Rubric {
             name: spec.name.unwrap_or_else(|| fallback_name.to_string()),
@@ -167,6 +171,7 @@ impl Rubric {
             required_cap,
             verifiers: spec.verifiers,
             policy: spec.policy,
+            permutations: spec.permutations,
             version,
             judge_version,
         })

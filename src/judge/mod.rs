@@ -3,6 +3,7 @@
 //! A backend only completes chat messages; parsing the verdict and the structural re-ask live in
 //! `score`, so every backend gets them alike. A judge failure is a [`JudgeError`], never a score.
 
+pub mod limits;
 pub mod parse;
 pub mod remote;
 
@@ -61,6 +62,8 @@ pub struct Completion {
     pub completion_tokens: u64,
     /// Attempts made, 1 when the first succeeded.
     pub attempts: u32,
+    /// Retries by cause (timeout, connection, http_429, http_5xx, http_408, http_409, bad_reply).
+    pub retries: std::collections::BTreeMap<String, u64>,
 }
 
 /// What the response reports about a judge.
@@ -130,6 +133,37 @@ impl Judge {
             Judge::Unconfigured { name, model, .. } => {
                 json!({"backend": "unconfigured", "name": name, "model": model})
             }
+        }
+    }
+
+    /// The judge's context window, when configured (larger groups are judged in chunks).
+    pub fn context_tokens(&self) -> Option<usize> {
+        match self {
+            Judge::Remote(r) => r.context_tokens,
+            Judge::Unconfigured { .. } => None,
+        }
+    }
+
+    /// The completion budget of one call.
+    pub fn max_tokens(&self) -> u32 {
+        match self {
+            Judge::Remote(r) => r.max_tokens,
+            Judge::Unconfigured { .. } => 0,
+        }
+    }
+
+    /// The cost of a call's tokens, when prices are configured.
+    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
+        match self {
+            Judge::Remote(r) => match (r.prompt_price, r.completion_price) {
+                (None, None) => None,
+                (p, c) => Some(
+                    (prompt_tokens as f64 * p.unwrap_or(0.0)
+                        + completion_tokens as f64 * c.unwrap_or(0.0))
+                        / 1e6,
+                ),
+            },
+            Judge::Unconfigured { .. } => None,
         }
     }
 

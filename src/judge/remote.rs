@@ -5,6 +5,7 @@
 //! ([`StatusTransport`]) that turns every non-2xx reply into an error carrying the status and
 //! `Retry-After`, and [`RemoteJudge::complete`] decides what to retry and how long to wait.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -21,9 +22,10 @@ use async_openai::types::chat::{
 use async_openai::Client;
 use serde_json::{json, Value};
 
+use super::limits::JudgeLimits;
 use super::{Completion, JudgeError};
 use crate::config::JudgeConfig;
-use crate::prompt::ChatMessage;
+use crate::prompt::{count_tokens, ChatMessage};
 
 /// A non-2xx reply from the judge's server.
 #[derive(Debug)]
@@ -89,12 +91,16 @@ pub struct RemoteJudge {
     base_url: String,
     client: Client<OpenAIConfig>,
     temperature: f32,
-    max_tokens: u32,
+    pub(crate) max_tokens: u32,
+    pub(crate) context_tokens: Option<usize>,
+    pub(crate) prompt_price: Option<f64>,
+    pub(crate) completion_price: Option<f64>,
     structured_output: bool,
     timeout: Duration,
     pub(crate) deadline: Duration,
     max_retries: u32,
     max_backoff: Duration,
+    limits: JudgeLimits,
 }
 
 /// What one failed attempt means for the next.
@@ -102,7 +108,9 @@ enum Failure {
     Retry {
         message: String,
         retry_after: Option<Duration>,
-        timed_out: bool,
+        /// Why, for accounting: timeout, connection, http_429, http_5xx, http_408, http_409,
+        /// bad_reply.
+        cause: &'static str,
     },
     Fatal(String),
 }
@@ -131,11 +139,19 @@ impl RemoteJudge {
             client,
             temperature: cfg.temperature,
             max_tokens: cfg.max_tokens,
+            context_tokens: cfg.context_tokens,
+            prompt_price: cfg.prompt_price_per_million,
+            completion_price: cfg.completion_price_per_million,
             structured_output: cfg.structured_output,
             timeout: Duration::from_secs_f64(cfg.timeout_s),
             deadline: Duration::from_secs_f64(cfg.deadline_s),
             max_retries: cfg.max_retries,
             max_backoff: Duration::from_secs_f64(cfg.max_backoff_s),
+            limits: JudgeLimits::new(
+                cfg.requests_per_minute,
+                cfg.tokens_per_minute,
+                cfg.max_concurrency,
+            ),
         }
     }
 
@@ -192,7 +208,8 @@ impl RemoteJudge {
         args.build()
     }
 
-    /// One completion, retried per the judge's policy, bounded by the verdict deadline.
+    /// One completion, retried per the judge's policy, bounded by the verdict deadline. Every
+    /// attempt passes the judge's rate and concurrency limits first.
     pub async fn complete(
         &self,
         messages: &[ChatMessage],
@@ -201,57 +218,98 @@ impl RemoteJudge {
         let request = self.request(messages, schema).map_err(|e| {
             JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name))
         })?;
+        // The token estimate only matters with a tokens-per-minute limit; counting is skipped
+        // otherwise.
+        let estimate = if self.limits.has_token_limit() {
+            (count_tokens(messages) as u64 + u64::from(self.max_tokens)).min(u64::from(u32::MAX))
+                as u32
+        } else {
+            0
+        };
         let started = Instant::now();
+        let mut retries: BTreeMap<String, u64> = BTreeMap::new();
         let mut timeouts = 0u32;
         let mut attempt = 0u32;
         loop {
             attempt += 1;
+            let admission = tokio::time::timeout(
+                self.deadline.saturating_sub(started.elapsed()),
+                self.limits.admit(estimate),
+            )
+            .await
+            .map_err(|_| {
+                JudgeError::Timeout(format!(
+                    "judge {:?}: verdict deadline of {:.1}s passed waiting for the judge's rate limits",
+                    self.name,
+                    self.deadline.as_secs_f64()
+                ))
+            })?;
             let left = self.deadline.saturating_sub(started.elapsed());
             let limit = self.timeout.min(left);
-            let outcome =
-                match tokio::time::timeout(limit, self.client.chat().create(request.clone())).await
-                {
-                    Ok(Ok(resp)) => {
-                        let text = resp
-                            .choices
-                            .first()
-                            .and_then(|c| {
-                                c.message
-                                    .content
-                                    .clone()
-                                    .or_else(|| c.message.refusal.clone())
-                            })
-                            .unwrap_or_default();
-                        let usage = resp.usage.as_ref();
-                        return Ok(Completion {
-                            text,
-                            prompt_tokens: usage.map_or(0, |u| u64::from(u.prompt_tokens)),
-                            completion_tokens: usage.map_or(0, |u| u64::from(u.completion_tokens)),
-                            attempts: attempt,
-                        });
-                    }
-                    Ok(Err(e)) => classify(e),
-                    Err(_) => Failure::Retry {
-                        message: format!("no reply within {:.1}s", limit.as_secs_f64()),
-                        retry_after: None,
-                        timed_out: true,
-                    },
-                };
-            let (message, retry_after, timed_out) = match outcome {
+            let sent = Instant::now();
+            let result =
+                tokio::time::timeout(limit, self.client.chat().create(request.clone())).await;
+            metrics::histogram!("gavel_judge_call_seconds", "judge" => self.name.clone())
+                .record(sent.elapsed().as_secs_f64());
+            let outcome = match result {
+                Ok(Ok(resp)) => {
+                    let text = resp
+                        .choices
+                        .first()
+                        .and_then(|c| {
+                            c.message
+                                .content
+                                .clone()
+                                .or_else(|| c.message.refusal.clone())
+                        })
+                        .unwrap_or_default();
+                    let usage = resp.usage.as_ref();
+                    let prompt_tokens = usage.map_or(0, |u| u64::from(u.prompt_tokens));
+                    let completion_tokens = usage.map_or(0, |u| u64::from(u.completion_tokens));
+                    self.limits
+                        .settle(&admission, prompt_tokens + completion_tokens)
+                        .await;
+                    let judge = self.name.clone();
+                    metrics::counter!("gavel_judge_calls_total", "judge" => judge.clone(), "outcome" => "ok").increment(1);
+                    metrics::counter!("gavel_judge_tokens_total", "judge" => judge.clone(), "kind" => "prompt")
+                        .increment(prompt_tokens);
+                    metrics::counter!("gavel_judge_tokens_total", "judge" => judge, "kind" => "completion")
+                        .increment(completion_tokens);
+                    return Ok(Completion {
+                        text,
+                        prompt_tokens,
+                        completion_tokens,
+                        attempts: attempt,
+                        retries,
+                    });
+                }
+                Ok(Err(e)) => classify(e),
+                Err(_) => Failure::Retry {
+                    message: format!("no reply within {:.1}s", limit.as_secs_f64()),
+                    retry_after: None,
+                    cause: "timeout",
+                },
+            };
+            drop(admission);
+            let (message, retry_after, cause) = match outcome {
                 Failure::Fatal(message) => {
+                    metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => "fatal")
+                        .increment(1);
                     return Err(JudgeError::Unavailable(format!(
                         "judge {:?}: {message}",
                         self.name
-                    )))
+                    )));
                 }
                 Failure::Retry {
                     message,
                     retry_after,
-                    timed_out,
-                } => (message, retry_after, timed_out),
+                    cause,
+                } => (message, retry_after, cause),
             };
+            metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => cause).increment(1);
+            let timed_out = cause == "timeout";
             timeouts += u32::from(timed_out);
-            tracing::warn!(judge = %self.name, attempt, error = %message, "judge attempt failed");
+            tracing::warn!(judge = %self.name, attempt, cause, error = %message, "judge attempt failed");
             let wait = retry_after
                 .unwrap_or_else(|| backoff(attempt, self.max_backoff))
                 .min(self.max_backoff);
@@ -272,6 +330,8 @@ impl RemoteJudge {
                     JudgeError::Unavailable(message)
                 });
             }
+            *retries.entry(cause.to_string()).or_default() += 1;
+            metrics::counter!("gavel_judge_retries_total", "judge" => self.name.clone(), "cause" => cause).increment(1);
             tokio::time::sleep(wait).await;
         }
     }
@@ -303,26 +363,35 @@ fn classify(e: OpenAIError) -> Failure {
             Ok(h) if retryable_status(h.status) => Failure::Retry {
                 message: h.to_string(),
                 retry_after: h.retry_after,
-                timed_out: false,
+                cause: match h.status {
+                    429 => "http_429",
+                    408 => "http_408",
+                    409 => "http_409",
+                    _ => "http_5xx",
+                },
             },
             Ok(h) => Failure::Fatal(h.to_string()),
             Err(other) => Failure::Retry {
                 message: other.to_string(),
                 retry_after: None,
-                timed_out: false,
+                cause: "connection",
             },
         },
         OpenAIError::Reqwest(r) => Failure::Retry {
             message: format!("connection error: {}", error_chain(&r)),
             retry_after: None,
-            timed_out: r.is_timeout(),
+            cause: if r.is_timeout() {
+                "timeout"
+            } else {
+                "connection"
+            },
         },
         OpenAIError::JSONDeserialize(err, body) => {
             let body: String = body.chars().take(200).collect();
             Failure::Retry {
                 message: format!("reply is not a chat completion ({err}): {body}"),
                 retry_after: None,
-                timed_out: false,
+                cause: "bad_reply",
             }
         }
         other => Failure::Fatal(other.to_string()),

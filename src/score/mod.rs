@@ -8,6 +8,7 @@
 mod judging;
 pub mod request;
 pub mod response;
+pub mod samples;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -72,10 +73,11 @@ pub struct Scorer {
     store: Arc<dyn VerdictStore>,
     dedup: DedupConfig,
     max_group_size: usize,
+    inflight: judging::KeyLocks,
 }
 
 /// Verifiers and policy resolved for one request.
-struct Plan {
+struct RewardPlan {
     verifiers: Vec<Verifier>,
     policy: ResolvedPolicy,
 }
@@ -97,6 +99,7 @@ impl Scorer {
                 enabled: true,
             },
             max_group_size: cfg.server.max_group_size,
+            inflight: judging::KeyLocks::default(),
         })
     }
 
@@ -122,6 +125,19 @@ impl Scorer {
         })
     }
 
+    /// The judges a request names, or the default judge.
+    fn judge_names(&self, req: &ScoreRequest) -> Result<Vec<String>, ScoreError> {
+        if !req.judges.is_empty() {
+            return Ok(req.judges.clone());
+        }
+        match &self.default_judge {
+            Some(d) => Ok(vec![d.clone()]),
+            None => Err(ScoreError::NoDefaultJudge(
+                self.judges.keys().cloned().collect::<Vec<_>>().join(", "),
+            )),
+        }
+    }
+
     fn judge(&self, name: Option<&str>) -> Result<&Arc<Judge>, ScoreError> {
         let known = || self.judges.keys().cloned().collect::<Vec<_>>().join(", ");
         let name = match name.or(self.default_judge.as_deref()) {
@@ -138,7 +154,7 @@ impl Scorer {
 
     /// Merges the rubric's verifiers with the request's (by name; the request's fields win),
     /// compiles them, and resolves the policy (the request's, else the rubric's, else weighted).
-    fn plan(&self, rubric: &Rubric, req: &ScoreRequest) -> Result<Plan, InputError> {
+    fn plan(&self, rubric: &Rubric, req: &ScoreRequest) -> Result<RewardPlan, InputError> {
         let name_of = |v: &Value| {
             v.get("name")
                 .and_then(Value::as_str)
@@ -204,7 +220,7 @@ impl Scorer {
             .unwrap_or_default()
             .resolve(&weights)
             .map_err(|m| InputError::new(policy_at, m))?;
-        Ok(Plan { verifiers, policy })
+        Ok(RewardPlan { verifiers, policy })
     }
 
     /// Scores one group.
@@ -224,6 +240,8 @@ impl Scorer {
                     components: BTreeMap::new(),
                     reasons: BTreeMap::new(),
                     items: Vec::new(),
+                    disagreement: None,
+                    judges: BTreeMap::new(),
                 };
                 for v in &plan.verifiers {
                     let o = v.check(t);
@@ -241,20 +259,27 @@ impl Scorer {
         let mut template = None;
         let mut error = None;
         if plan.policy.needs_judge() {
-            let judge = self.judge(req.judge.as_deref())?;
-            judges.push(judge.info());
-            let p = self.prepare(&rubric, judge, req)?;
+            let panel = self
+                .judge_names(req)?
+                .iter()
+                .map(|n| self.judge(Some(n)))
+                .collect::<Result<Vec<_>, _>>()?;
+            judges = panel.iter().map(|j| j.info()).collect();
+            let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
+            let p = self.plan_judging(&rubric, panel, permutations, req)?;
             template = Some(VersionInfo {
                 name: DEFAULT_PROMPT.into(),
-                version: p.rendered.template_version.clone(),
+                version: p.template_version(),
             });
-            match self.judge_group(&p, req).await? {
+            match self.judge_group(&p, req, req.aggregate).await? {
                 Ok(outcome) => {
                     usage = outcome.usage;
                     for (s, j) in scores.iter_mut().zip(outcome.scores) {
                         s.components.insert(JUDGE.into(), j.value);
                         s.explanation = j.explanation;
                         s.items = j.items;
+                        s.disagreement = j.disagreement;
+                        s.judges = j.per_judge;
                     }
                 }
                 Err(e) if req.on_judge_error == OnJudgeError::Null => {

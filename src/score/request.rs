@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::samples::Aggregate;
 use crate::reward::{Policy, ScaleRewards};
 use crate::rubric::RubricSpec;
 use crate::trajectory::{parse_trajectories, InputError, Trajectory};
@@ -28,7 +29,12 @@ pub enum OnJudgeError {
 pub struct ScoreRequest {
     pub trajectories: Vec<Trajectory>,
     pub rubric: RubricRef,
-    pub judge: Option<String>,
+    /// One judge, or a panel; empty = the default judge.
+    pub judges: Vec<String>,
+    /// Orders to judge the group in (position-bias control); `None` = the rubric's, else 1.
+    pub permutations: Option<u32>,
+    /// How a panel's judges combine.
+    pub aggregate: Aggregate,
     pub tools: Option<Value>,
     /// Verifier specs as given; merged by name with the rubric's and compiled by the scorer.
     pub verifiers: Vec<Value>,
@@ -42,12 +48,17 @@ const REQUEST_FIELDS: &[&str] = &[
     "trajectories",
     "rubric",
     "judge",
+    "permutations",
+    "aggregate",
     "tools",
     "verifiers",
     "policy",
     "scale_rewards",
     "on_judge_error",
 ];
+
+/// Most orders one group may be judged in.
+pub const MAX_PERMUTATIONS: u32 = 16;
 
 fn prefixed(prefix: &str, e: InputError) -> InputError {
     if prefix.is_empty() {
@@ -63,7 +74,9 @@ impl ScoreRequest {
         ScoreRequest {
             trajectories,
             rubric: RubricRef::Named("default".into()),
-            judge: None,
+            judges: Vec::new(),
+            permutations: None,
+            aggregate: Aggregate::Mean,
             tools: None,
             verifiers: Vec::new(),
             policy: None,
@@ -125,19 +138,49 @@ impl ScoreRequest {
                 ))
             }
         };
-        req.judge = match obj.get("judge") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-                a[0].as_str().map(str::to_string)
+        req.judges = match obj.get("judge") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {
+                let names: Vec<String> = a
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
+                if let Some(d) = names
+                    .iter()
+                    .enumerate()
+                    .find(|(i, n)| names[..*i].contains(n))
+                {
+                    return Err(fail(
+                        "judge",
+                        &format!("{:?} appears twice in the panel", d.1),
+                    ));
+                }
+                names
             }
-            Some(Value::Array(_)) => {
+            Some(_) => {
                 return Err(fail(
                     "judge",
-                    "judge panels (more than one judge) are not supported yet",
+                    "expected a judge name or a non-empty array of judge names",
                 ))
             }
-            Some(_) => return Err(fail("judge", "expected a judge name")),
+        };
+        req.permutations = match obj.get("permutations") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(k) if (1..=u64::from(MAX_PERMUTATIONS)).contains(&k) => Some(k as u32),
+                _ => {
+                    return Err(fail(
+                        "permutations",
+                        &format!("expected an integer from 1 to {MAX_PERMUTATIONS}"),
+                    ))
+                }
+            },
+        };
+        req.aggregate = match obj.get("aggregate") {
+            None | Some(Value::Null) => Aggregate::Mean,
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|_| fail("aggregate", "expected \"mean\" or \"median\""))?,
         };
         req.tools = match obj.get("tools") {
             None | Some(Value::Null) => None,

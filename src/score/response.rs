@@ -43,6 +43,13 @@ pub struct TrajectoryScore {
     /// Checklist item verdicts, for checklist rubrics.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<ItemOut>,
+    /// Standard deviation of the judge's score across orders (and panel judges); present when
+    /// the group was judged more than once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disagreement: Option<f64>,
+    /// Each panel judge's score (averaged over orders), when more than one judge scored.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub judges: BTreeMap<String, Option<f64>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -58,6 +65,15 @@ pub struct Usage {
     pub tokens_saved_by_dedup: u64,
     /// Distinct trajectories the judge read (identical ones are judged once).
     pub distinct_trajectories: u64,
+    /// Chunks the group was split into for the judge's context (1 when it fit).
+    pub chunks: u64,
+    /// Retries by cause (timeout, connection, http_429, http_5xx, http_408, http_409,
+    /// bad_reply, reask) for the calls made.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub retries: BTreeMap<String, u64>,
+    /// Estimated cost of the calls made, when the judge has prices configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 impl Usage {
@@ -70,6 +86,14 @@ impl Usage {
         self.prompt_tokens_without_dedup += o.prompt_tokens_without_dedup;
         self.tokens_saved_by_dedup += o.tokens_saved_by_dedup;
         self.distinct_trajectories += o.distinct_trajectories;
+        self.chunks = self.chunks.max(o.chunks);
+        for (cause, n) in &o.retries {
+            *self.retries.entry(cause.clone()).or_default() += n;
+        }
+        self.cost = match (self.cost, o.cost) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
     }
 }
 

@@ -44,6 +44,9 @@ pub struct StoredVerdict {
     pub counted_prompt_tokens_without_dedup: u64,
     pub model: String,
     pub created_unix: u64,
+    /// Retries by cause that producing this verdict took.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub retries: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

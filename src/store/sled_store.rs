@@ -142,6 +142,7 @@ mod tests {
             counted_prompt_tokens_without_dedup: 20,
             model: "m".into(),
             created_unix: 1,
+            retries: Default::default(),
         }
     }
 
