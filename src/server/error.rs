@@ -20,6 +20,8 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     MethodNotAllowed(String),
+    #[error("{0}")]
+    Overloaded(String),
     #[error(transparent)]
     Judge(JudgeError),
     #[error("{0}")]
@@ -34,6 +36,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "overloaded"),
             ApiError::Judge(e) => {
                 let status = match e {
                     JudgeError::Unavailable(_) | JudgeError::InvalidOutput(_) => {
@@ -77,6 +80,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, kind) = self.status_and_type();
         let body = Json(json!({"error": {"type": kind, "message": self.to_string()}}));
-        (status, body).into_response()
+        let mut resp = (status, body).into_response();
+        if matches!(self, ApiError::Overloaded(_)) {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
     }
 }

@@ -42,6 +42,18 @@ fn parse_body(
     )?)
 }
 
+/// Admits one scoring request or refuses it at once: queueing without bound would only turn
+/// overload into timeouts.
+fn admit(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    state.in_flight.clone().try_acquire_owned().map_err(|_| {
+        metrics::counter!("gavel_overloaded_total").increment(1);
+        ApiError::Overloaded(format!(
+            "{} scoring requests already in flight (max_in_flight); retry shortly",
+            state.server.max_in_flight
+        ))
+    })
+}
+
 fn request_timeout(state: &AppState) -> ApiError {
     ApiError::Judge(crate::judge::JudgeError::Timeout(format!(
         "request took longer than request_timeout_s ({}s)",
@@ -53,6 +65,7 @@ pub async fn score_group(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let _permit = admit(&state)?;
     let req = parse_body(&state, body)?;
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let resp = tokio::time::timeout(limit, state.scorer.score_group(&req))
@@ -65,6 +78,7 @@ pub async fn score_groups(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let _permit = admit(&state)?;
     let value = read_json(&state, body)?;
     let batch = BatchRequest::from_json(&value, state.scorer.max_group_size())?;
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
@@ -123,4 +137,15 @@ pub async fn not_found() -> ApiError {
 
 pub async fn method_not_allowed() -> impl IntoResponse {
     ApiError::MethodNotAllowed("method not allowed on this route".into())
+}
+
+/// Prometheus text format.
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        state.metrics.render(),
+    )
 }

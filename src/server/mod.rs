@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod handlers;
+pub mod metrics;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,6 +10,8 @@ use std::time::Instant;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 
 use crate::config::ServerConfig;
@@ -19,14 +22,19 @@ pub struct AppState {
     pub scorer: Arc<Scorer>,
     pub server: Arc<ServerConfig>,
     pub started: Instant,
+    /// Scoring requests in progress; beyond `max_in_flight` the daemon answers 429 at once.
+    pub in_flight: Arc<Semaphore>,
+    pub metrics: PrometheusHandle,
 }
 
 impl AppState {
     pub fn new(scorer: Arc<Scorer>, server: ServerConfig) -> AppState {
         AppState {
             scorer,
+            in_flight: Arc::new(Semaphore::new(server.max_in_flight)),
             server: Arc::new(server),
             started: Instant::now(),
+            metrics: metrics::handle(),
         }
     }
 }
@@ -52,7 +60,12 @@ pub fn router(state: AppState) -> Router {
             "/healthz",
             get(handlers::healthz).fallback(handlers::method_not_allowed),
         )
+        .route(
+            "/metrics",
+            get(handlers::metrics).fallback(handlers::method_not_allowed),
+        )
         .fallback(handlers::not_found)
+        .layer(axum::middleware::from_fn(metrics::track))
         .layer(DefaultBodyLimit::max(state.server.max_body_bytes))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

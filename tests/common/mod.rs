@@ -38,11 +38,16 @@ pub enum Behaviour {
     Hang(Duration),
     /// Drop the connection without answering.
     Reset,
+    /// As `Score`, plus this much for whichever trajectory is shown first (position bias).
+    FirstBias(f64),
 }
 
 #[derive(Default)]
 struct MockState {
     requests: Mutex<Vec<Value>>,
+    arrivals: Mutex<Vec<std::time::Instant>>,
+    in_flight: std::sync::atomic::AtomicUsize,
+    max_in_flight: std::sync::atomic::AtomicUsize,
     auth: Mutex<Vec<Option<String>>>,
     queue: Mutex<VecDeque<Behaviour>>,
     fallback: Mutex<Option<Behaviour>>,
@@ -86,6 +91,18 @@ impl MockJudge {
 
     pub fn calls(&self) -> usize {
         self.state.requests.lock().unwrap().len()
+    }
+
+    /// When each request arrived.
+    pub fn arrivals(&self) -> Vec<std::time::Instant> {
+        self.state.arrivals.lock().unwrap().clone()
+    }
+
+    /// The most requests the mock ever had in progress at once.
+    pub fn max_concurrent(&self) -> usize {
+        self.state
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn auth_headers(&self) -> Vec<Option<String>> {
@@ -209,11 +226,37 @@ fn completion(req: &Value, content: String) -> Response {
     .into_response()
 }
 
+/// Counts a request in progress for as long as it lives.
+struct InFlight(Arc<MockState>);
+
+impl InFlight {
+    fn new(state: &Arc<MockState>) -> InFlight {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = state.in_flight.fetch_add(1, SeqCst) + 1;
+        state.max_in_flight.fetch_max(now, SeqCst);
+        InFlight(state.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 async fn completions(
     State(state): State<Arc<MockState>>,
     headers: HeaderMap,
     Json(req): Json<Value>,
 ) -> Response {
+    let _in_flight = InFlight::new(&state);
+    state
+        .arrivals
+        .lock()
+        .unwrap()
+        .push(std::time::Instant::now());
     state.requests.lock().unwrap().push(req.clone());
     state.auth.lock().unwrap().push(
         headers
@@ -245,6 +288,14 @@ async fn completions(
             completion(&req, verdict_for(&req).to_string())
         }
         Behaviour::Reset => panic!("mock judge drops this connection on purpose"),
+        Behaviour::FirstBias(bias) => {
+            let mut v = verdict_for(&req);
+            if let Some(first) = v["scores"].as_array_mut().and_then(|a| a.first_mut()) {
+                let s = first["score"].as_f64().unwrap();
+                first["score"] = json!((s + bias).min(1.0));
+            }
+            completion(&req, v.to_string())
+        }
     }
 }
 
