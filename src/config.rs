@@ -405,6 +405,15 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_example_config_is_valid() {
+        let text = include_str!("../examples/gavel.toml");
+        let cfg = Config::from_toml(text, "examples/gavel.toml", &|_| None).unwrap();
+        assert_eq!(cfg.default_judge_name(), Some("openai"));
+        assert_eq!(cfg.judges["openai"].requests_per_minute, Some(500));
+        assert_eq!(cfg.server.max_in_flight, 256);
+    }
+
+    #[test]
     fn no_file_builds_a_default_judge_from_env() {
         let cfg = Config::from_env(&|k| match k {
             "OPENAI_BASE_URL" => Some("http://127.0.0.1:1234/v1".into()),

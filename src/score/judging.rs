@@ -116,6 +116,9 @@ pub(super) struct JudgeOutcome {
     pub usage: Usage,
 }
 
+/// One (judge, order)'s chunks: each chunk's candidates and their scores.
+type ChunkScores = Vec<(Vec<usize>, Vec<Option<f64>>)>;
+
 /// What one sample's verdict says about its candidates.
 struct SampleResult {
     /// Per candidate in the sample's order: (judge component, explanation, items).
@@ -319,8 +322,7 @@ impl Scorer {
         let m = plan.input.candidates.len();
         let shift = plan.rubric.items.is_empty();
         // (judge, order) → per-candidate scores, merging chunks.
-        let mut by_judge_order: BTreeMap<(usize, u32), Vec<(Vec<usize>, Vec<Option<f64>>)>> =
-            BTreeMap::new();
+        let mut by_judge_order: BTreeMap<(usize, u32), ChunkScores> = BTreeMap::new();
         let mut first_seen: Vec<Option<(String, Vec<ItemOut>)>> = vec![None; m];
         for (s, r) in plan.samples.iter().zip(&per_sample) {
             by_judge_order
@@ -336,7 +338,7 @@ impl Scorer {
         let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; plan.judges.len()];
         for ((j, _), chunks) in &by_judge_order {
             // Chunks list anchors first, in their own prompt order; merge expects anchors first.
-            let normalized: Vec<(Vec<usize>, Vec<Option<f64>>)> = chunks
+            let normalized: ChunkScores = chunks
                 .iter()
                 .map(|(order, scores)| {
                     let mut pairs: Vec<(usize, Option<f64>)> =

@@ -49,22 +49,21 @@ pub fn chunk_candidates(
     budget: usize,
     anchors: usize,
 ) -> Option<Vec<Vec<usize>>> {
-    let m = cost.len();
-    let anchors = anchors.min(m.saturating_sub(1));
+    let anchors = anchors.min(cost.len().saturating_sub(1));
     let anchor_cost: usize = cost[..anchors].iter().sum();
     let mut chunks = Vec::new();
     let mut current: Vec<usize> = (0..anchors).collect();
     let mut used = base + anchor_cost;
-    for i in anchors..m {
-        if used + cost[i] > budget && current.len() > anchors {
+    for (i, &c) in cost.iter().enumerate().skip(anchors) {
+        if used + c > budget && current.len() > anchors {
             chunks.push(std::mem::replace(&mut current, (0..anchors).collect()));
             used = base + anchor_cost;
         }
-        if used + cost[i] > budget {
+        if used + c > budget {
             return None;
         }
         current.push(i);
-        used += cost[i];
+        used += c;
     }
     if current.len() > anchors || chunks.is_empty() {
         chunks.push(current);
