@@ -3,10 +3,14 @@
 //! The core (`trajectory`, `dedup`, `prompt`, `rubric`, `reward`, `score`) is plain data and
 //! functions; only `judge` talks to judges, only `store` to databases, only `server` to HTTP.
 
+pub mod cli;
 pub mod config;
 pub mod dedup;
+pub mod diff;
 pub mod judge;
+pub mod lint;
 pub mod prompt;
+pub mod rescore;
 pub mod reward;
 pub mod rubric;
 pub mod score;

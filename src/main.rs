@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
+use gavel::cli::{open_scorer, Common};
 use gavel::config::Config;
 use gavel::score::{RubricRef, ScoreRequest, Scorer};
 use gavel::server::{self, AppState};
@@ -20,20 +21,6 @@ use gavel::store::{SledStore, VerdictStore};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Args, Clone)]
-struct Common {
-    /// Configuration file (TOML). Without one, a judge named `default` is built from
-    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
-    #[arg(long, env = "GAVEL_CONFIG", global = true)]
-    config: Option<PathBuf>,
-    /// Directory of the verdict store (overrides `[store] path`; default ./gavel-store).
-    #[arg(long, env = "GAVEL_STORE", global = true)]
-    store: Option<PathBuf>,
-    /// Write logs as JSON lines instead of text.
-    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
-    log_json: bool,
 }
 
 #[derive(Subcommand)]
@@ -67,6 +54,28 @@ enum Command {
         format: Format,
         /// The group file.
         file: PathBuf,
+    },
+    /// Check rubrics and judge templates: parse, render against a sample group, weights and
+    /// policy references; one `file:line: problem` line each.
+    Lint {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: gavel::lint::LintArgs,
+    },
+    /// Score every group under two rubrics (or two judges) and report what changed.
+    Diff {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: gavel::diff::DiffArgs,
+    },
+    /// Re-score logged groups into a JSONL file; resumable, shardable.
+    Rescore {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: gavel::rescore::RescoreArgs,
     },
     /// Inspect or empty the verdict store.
     Cache {
@@ -115,19 +124,11 @@ fn init_logs(json: bool, default: &str) {
 }
 
 fn load_config(common: &Common) -> anyhow::Result<Config> {
-    let mut cfg = match &common.config {
-        Some(path) => Config::from_file(path)?,
-        None => Config::from_env(&|k| std::env::var(k).ok()),
-    };
-    if let Some(store) = &common.store {
-        cfg.store.path = store.clone();
-    }
-    Ok(cfg)
+    Ok(common.load_config()?)
 }
 
 fn build_scorer(cfg: &Config) -> anyhow::Result<Arc<Scorer>> {
-    let store: Arc<dyn VerdictStore> = Arc::new(SledStore::open(&cfg.store.path)?);
-    Ok(Arc::new(Scorer::new(cfg, store)?))
+    Ok(open_scorer(cfg)?)
 }
 
 /// Installs the SIGTERM and SIGINT handlers now (before the daemon announces itself, so a
@@ -375,6 +376,18 @@ async fn main() -> ExitCode {
         } => {
             init_logs(common.log_json, "warn");
             render(common, overrides, format, file).await
+        }
+        Command::Lint { common, args } => {
+            init_logs(common.log_json, "warn");
+            gavel::lint::run(&args).map(ExitCode::from).map_err(Into::into)
+        }
+        Command::Diff { common, args } => {
+            init_logs(common.log_json, "warn");
+            gavel::diff::run(&common, &args).await.map(ExitCode::from).map_err(Into::into)
+        }
+        Command::Rescore { common, args } => {
+            init_logs(common.log_json, "info");
+            gavel::rescore::run(&common, &args).await.map(ExitCode::from).map_err(Into::into)
         }
         Command::Cache { common, action } => {
             init_logs(common.log_json, "warn");

@@ -57,6 +57,17 @@ pub struct StoreStats {
     pub size_on_disk_bytes: u64,
 }
 
+/// Where a resumable batch job (`gavel rescore`) stands: the units it finished and how far its
+/// output files reached when it last checkpointed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobProgress {
+    /// Finished units (accepted or rejected).
+    pub done: std::collections::BTreeSet<String>,
+    /// Byte lengths of the output and rejects files at the last checkpoint; `None` when the job
+    /// has never checkpointed.
+    pub offsets: Option<(u64, u64)>,
+}
+
 #[async_trait]
 pub trait VerdictStore: Send + Sync + std::fmt::Debug {
     async fn get(&self, key: &str) -> Result<Option<StoredVerdict>, StoreError>;
@@ -66,4 +77,11 @@ pub trait VerdictStore: Send + Sync + std::fmt::Debug {
     async fn clear(&self) -> Result<u64, StoreError>;
     /// Makes every write so far durable.
     async fn flush(&self) -> Result<(), StoreError>;
+    /// A job's progress.
+    async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError>;
+    /// Records, atomically and durably, that `units` are finished and the output files now end at
+    /// `offsets`.
+    async fn job_checkpoint(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError>;
+    /// Marks `units` unfinished again (for `--retry-rejects`), with the new file offsets.
+    async fn job_reopen(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError>;
 }

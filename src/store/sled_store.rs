@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{StoreError, StoreStats, StoredVerdict, VerdictStore};
+use super::{JobProgress, StoreError, StoreStats, StoredVerdict, VerdictStore};
 
 /// Bumped when the record format changes; a store written by another version is refused at open
 /// with a clear message instead of being misread.
@@ -16,6 +16,8 @@ pub struct SledStore {
     path: PathBuf,
     db: sled::Db,
     verdicts: sled::Tree,
+    /// Batch-job progress: `JOB/offsets` → two big-endian u64, `JOB/done/UNIT` → empty.
+    jobs: sled::Tree,
 }
 
 impl SledStore {
@@ -29,10 +31,12 @@ impl SledStore {
                 message: e.to_string(),
             })?;
         let verdicts = db.open_tree("verdicts").map_err(io)?;
+        let jobs = db.open_tree("jobs").map_err(io)?;
         Ok(SledStore {
             path: PathBuf::from("(temporary)"),
             db,
             verdicts,
+            jobs,
         })
     }
 
@@ -68,10 +72,12 @@ impl SledStore {
         let verdicts = db
             .open_tree("verdicts")
             .map_err(|e| open_err(e.to_string()))?;
+        let jobs = db.open_tree("jobs").map_err(|e| open_err(e.to_string()))?;
         Ok(SledStore {
             path: path.to_path_buf(),
             db,
             verdicts,
+            jobs,
         })
     }
 }
@@ -120,6 +126,55 @@ impl VerdictStore for SledStore {
         self.db.flush_async().await.map_err(io)?;
         Ok(())
     }
+
+    async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError> {
+        let mut progress = JobProgress::default();
+        if let Some(v) = self.jobs.get(format!("{job}/offsets")).map_err(io)? {
+            let b: [u8; 16] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt {
+                key: format!("{job}/offsets"),
+                message: "not 16 bytes".into(),
+            })?;
+            progress.offsets = Some((
+                u64::from_be_bytes(b[..8].try_into().expect("8 bytes")),
+                u64::from_be_bytes(b[8..].try_into().expect("8 bytes")),
+            ));
+        }
+        let prefix = format!("{job}/done/");
+        for kv in self.jobs.scan_prefix(prefix.as_bytes()) {
+            let (k, _) = kv.map_err(io)?;
+            progress.done.insert(String::from_utf8_lossy(&k[prefix.len()..]).into_owned());
+        }
+        Ok(progress)
+    }
+
+    async fn job_checkpoint(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for u in units {
+            batch.insert(format!("{job}/done/{u}").as_bytes(), &[][..]);
+        }
+        batch.insert(format!("{job}/offsets").as_bytes(), &offset_bytes(offsets)[..]);
+        self.jobs.apply_batch(batch).map_err(io)?;
+        self.db.flush_async().await.map_err(io)?;
+        Ok(())
+    }
+
+    async fn job_reopen(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for u in units {
+            batch.remove(format!("{job}/done/{u}").as_bytes());
+        }
+        batch.insert(format!("{job}/offsets").as_bytes(), &offset_bytes(offsets)[..]);
+        self.jobs.apply_batch(batch).map_err(io)?;
+        self.db.flush_async().await.map_err(io)?;
+        Ok(())
+    }
+}
+
+fn offset_bytes((a, b): (u64, u64)) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&a.to_be_bytes());
+    out[8..].copy_from_slice(&b.to_be_bytes());
+    out
 }
 
 #[cfg(test)]
@@ -160,6 +215,23 @@ mod tests {
         assert_eq!(s.stats().await.unwrap().verdicts, 1);
         assert_eq!(s.clear().await.unwrap(), 1);
         assert_eq!(s.get("k").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn job_progress_is_checkpointed_and_reopened() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(dir.path()).unwrap();
+        assert_eq!(s.job_progress("j").await.unwrap(), JobProgress::default());
+        s.job_checkpoint("j", &["a".into(), "b".into()], (120, 7)).await.unwrap();
+        s.job_checkpoint("j", &["c".into()], (180, 7)).await.unwrap();
+        s.job_checkpoint("other", &["a".into()], (1, 1)).await.unwrap();
+        let p = s.job_progress("j").await.unwrap();
+        assert_eq!(p.offsets, Some((180, 7)));
+        assert_eq!(p.done.iter().map(String::as_str).collect::<Vec<_>>(), vec!["a", "b", "c"]);
+        s.job_reopen("j", &["b".into()], (180, 0)).await.unwrap();
+        let p = s.job_progress("j").await.unwrap();
+        assert_eq!(p.done.len(), 2);
+        assert_eq!(p.offsets, Some((180, 0)));
     }
 
     #[tokio::test]

@@ -1,0 +1,61 @@
+//! What every subcommand shares: the `--config`/`--store` options, loading the configuration
+//! and opening the scorer. Subcommands live in their own modules (`lint`, `diff`, `rescore`)
+//! and return a [`CliError`] whose message is one plain line.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+
+use crate::config::{Config, ConfigError};
+use crate::score::{BuildError, Scorer};
+use crate::store::{SledStore, StoreError, VerdictStore};
+
+#[derive(Args, Clone, Debug, Default)]
+pub struct Common {
+    /// Configuration file (TOML). Without one, a judge named `default` is built from
+    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
+    #[arg(long, env = "GAVEL_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Directory of the verdict store (overrides `[store] path`; default ./gavel-store).
+    #[arg(long, env = "GAVEL_STORE", global = true)]
+    pub store: Option<PathBuf>,
+    /// Write logs as JSON lines instead of text.
+    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
+    pub log_json: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error("{0}")]
+    Io(String),
+    /// Any other one-line failure.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Common {
+    /// The configuration file (or the environment), with `--store` applied.
+    pub fn load_config(&self) -> Result<Config, CliError> {
+        let mut cfg = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::from_env(&|k| std::env::var(k).ok()),
+        };
+        if let Some(store) = &self.store {
+            cfg.store.path = store.clone();
+        }
+        Ok(cfg)
+    }
+}
+
+/// A scorer over the configured sled store.
+pub fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
+    let store: Arc<dyn VerdictStore> = Arc::new(SledStore::open(&cfg.store.path)?);
+    Ok(Arc::new(Scorer::new(cfg, store)?))
+}
