@@ -35,7 +35,13 @@ const REQUEST_FIELDS: &[&str] = &[
     "on_judge_error",
 ];
 /// Trajectory fields in the one-trajectory-per-line form.
-const TRAJECTORY_FIELDS: &[&str] = &["messages", "messages_and_choices", "reward", "metrics", "metadata"];
+const TRAJECTORY_FIELDS: &[&str] = &[
+    "messages",
+    "messages_and_choices",
+    "reward",
+    "metrics",
+    "metadata",
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProgressMode {
@@ -115,12 +121,18 @@ enum Outcome {
 
 /// Reads the input into units, in input order. Lines that are not JSON objects become units
 /// that are rejected with their reason.
-fn read_units(path: &Path, max_group_size: usize, args: &RescoreArgs) -> Result<Vec<Unit>, CliError> {
+fn read_units(
+    path: &Path,
+    max_group_size: usize,
+    args: &RescoreArgs,
+) -> Result<Vec<Unit>, CliError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| CliError::Io(format!("{file}: cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Io(format!("{file}: cannot read: {e}")))?;
     let mut units = Vec::new();
     // group_id → (lines, trajectory values, per-line extras) for the per-trajectory form.
-    let mut grouped: BTreeMap<String, (Value, Vec<usize>, Vec<Value>, Vec<Value>, String)> = BTreeMap::new();
+    let mut grouped: BTreeMap<String, (Value, Vec<usize>, Vec<Value>, Vec<Value>, String)> =
+        BTreeMap::new();
     let mut group_order: Vec<String> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -131,17 +143,29 @@ fn read_units(path: &Path, max_group_size: usize, args: &RescoreArgs) -> Result<
         let value: Value = match serde_json::from_str(raw) {
             Ok(Value::Object(o)) => Value::Object(o),
             Ok(_) => {
-                units.push(Unit { key, group_id: None, lines: vec![line], body: Err("not a JSON object".into()) });
+                units.push(Unit {
+                    key,
+                    group_id: None,
+                    lines: vec![line],
+                    body: Err("not a JSON object".into()),
+                });
                 continue;
             }
             Err(e) => {
-                units.push(Unit { key, group_id: None, lines: vec![line], body: Err(format!("not valid JSON: {e}")) });
+                units.push(Unit {
+                    key,
+                    group_id: None,
+                    lines: vec![line],
+                    body: Err(format!("not valid JSON: {e}")),
+                });
                 continue;
             }
         };
         let obj = value.as_object().expect("checked above");
         let group_id = obj.get("group_id").filter(|v| !v.is_null()).cloned();
-        if !obj.contains_key("trajectories") && (obj.contains_key("messages") || obj.contains_key("messages_and_choices")) {
+        if !obj.contains_key("trajectories")
+            && (obj.contains_key("messages") || obj.contains_key("messages_and_choices"))
+        {
             let Some(gid) = group_id else {
                 units.push(Unit {
                     key,
@@ -157,7 +181,13 @@ fn read_units(path: &Path, max_group_size: usize, args: &RescoreArgs) -> Result<
             };
             let entry = grouped.entry(id.clone()).or_insert_with(|| {
                 group_order.push(id.clone());
-                (gid.clone(), Vec::new(), Vec::new(), Vec::new(), String::new())
+                (
+                    gid.clone(),
+                    Vec::new(),
+                    Vec::new(),
+                    Vec::new(),
+                    String::new(),
+                )
             });
             let (traj, extra): (Map<String, Value>, Map<String, Value>) = obj
                 .iter()
@@ -179,20 +209,33 @@ fn read_units(path: &Path, max_group_size: usize, args: &RescoreArgs) -> Result<
         let body = ScoreRequest::from_json(&Value::Object(req), max_group_size)
             .map(|r| (r, extra))
             .map_err(|e| e.to_string());
-        units.push(Unit { key, group_id, lines: vec![line], body });
+        units.push(Unit {
+            key,
+            group_id,
+            lines: vec![line],
+            body,
+        });
     }
     for id in group_order {
         let (gid, lines, trajs, extras, raw) = grouped.remove(&id).expect("every id was inserted");
         let body = ScoreRequest::from_json(&json!({ "trajectories": trajs }), max_group_size)
             .map(|r| {
                 let mut meta = Map::new();
-                if extras.iter().any(|e| e.as_object().is_some_and(|o| !o.is_empty())) {
+                if extras
+                    .iter()
+                    .any(|e| e.as_object().is_some_and(|o| !o.is_empty()))
+                {
                     meta.insert("trajectories".into(), Value::Array(extras));
                 }
                 (r, meta)
             })
             .map_err(|e| e.to_string());
-        units.push(Unit { key: content_hash(&("group", &raw)), group_id: Some(gid), lines, body });
+        units.push(Unit {
+            key: content_hash(&("group", &raw)),
+            group_id: Some(gid),
+            lines,
+            body,
+        });
     }
     for u in &mut units {
         if let Ok((req, _)) = &mut u.body {
@@ -278,7 +321,8 @@ fn open_at(path: &Path, len: u64) -> Result<std::fs::File, CliError> {
         .append(true)
         .open(path)
         .map_err(|e| CliError::Io(format!("{}: cannot open: {e}", path.display())))?;
-    f.set_len(len).map_err(|e| CliError::Io(format!("{}: cannot truncate: {e}", path.display())))?;
+    f.set_len(len)
+        .map_err(|e| CliError::Io(format!("{}: cannot truncate: {e}", path.display())))?;
     Ok(f)
 }
 
@@ -287,14 +331,21 @@ fn file_len(path: &Path) -> u64 {
 }
 
 /// Removes the judge-failure lines from the rejects file and reopens their units.
-async fn reopen_rejects(scorer: &Scorer, job: &str, output: &Path, rejects: &Path) -> Result<usize, CliError> {
+async fn reopen_rejects(
+    scorer: &Scorer,
+    job: &str,
+    output: &Path,
+    rejects: &Path,
+) -> Result<usize, CliError> {
     let text = std::fs::read_to_string(rejects).unwrap_or_default();
     let (mut keep, mut retry) = (String::new(), Vec::new());
     for line in text.lines() {
         let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
         let kind = v["error_type"].as_str().unwrap_or("");
         match v["unit"].as_str() {
-            Some(unit) if kind.starts_with("judge_") || kind == "no_judge_configured" => retry.push(unit.to_string()),
+            Some(unit) if kind.starts_with("judge_") || kind == "no_judge_configured" => {
+                retry.push(unit.to_string())
+            }
             _ => {
                 keep.push_str(line);
                 keep.push('\n');
@@ -302,8 +353,13 @@ async fn reopen_rejects(scorer: &Scorer, job: &str, output: &Path, rejects: &Pat
         }
     }
     let tmp = rejects.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, &keep).and_then(|()| std::fs::rename(&tmp, rejects)).map_err(|e| CliError::Io(format!("{}: {e}", rejects.display())))?;
-    scorer.store().job_reopen(job, &retry, (file_len(output), keep.len() as u64)).await?;
+    std::fs::write(&tmp, &keep)
+        .and_then(|()| std::fs::rename(&tmp, rejects))
+        .map_err(|e| CliError::Io(format!("{}: {e}", rejects.display())))?;
+    scorer
+        .store()
+        .job_reopen(job, &retry, (file_len(output), keep.len() as u64))
+        .await?;
     Ok(retry.len())
 }
 
@@ -319,7 +375,12 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
     });
     let units = read_units(&args.input, cfg.server.max_group_size, args)?;
     let scorer = open_scorer(&cfg)?;
-    let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string();
+    let abs = |p: &Path| {
+        std::fs::canonicalize(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
     let job = content_hash(&(
         "rescore",
         abs(&args.input),
@@ -380,13 +441,23 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
             .and_then(|()| target.flush())
             .map_err(|e| CliError::Io(format!("cannot write: {e}")))?;
         *pos += text.len() as u64;
-        scorer.store().job_checkpoint(&job, &[key], (out_pos, rej_pos)).await?;
+        scorer
+            .store()
+            .job_checkpoint(&job, &[key], (out_pos, rej_pos))
+            .await?;
         stats.groups += 1;
         if let Some(b) = &bar {
             b.inc(1);
-        } else if args.progress != ProgressMode::None && last_log.elapsed() >= Duration::from_secs(10) {
+        } else if args.progress != ProgressMode::None
+            && last_log.elapsed() >= Duration::from_secs(10)
+        {
             last_log = Instant::now();
-            tracing::info!(done = stats.groups, total, rejects = stats.rejects, "rescore progress");
+            tracing::info!(
+                done = stats.groups,
+                total,
+                rejects = stats.rejects,
+                "rescore progress"
+            );
         }
     }
     if let Some(b) = bar {
@@ -435,8 +506,10 @@ fn progress_bar(mode: ProgressMode, total: u64, already: usize) -> Option<indica
     }
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} groups · {per_sec} · ETA {eta} {msg}")
-            .expect("a valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} groups · {per_sec} · ETA {eta} {msg}",
+        )
+        .expect("a valid template"),
     );
     Some(bar)
 }
@@ -451,14 +524,26 @@ mod tests {
         assert!("4/4".parse::<Shard>().is_err());
         assert!("x".parse::<Shard>().is_err());
         let units: Vec<Unit> = (1..=200)
-            .map(|l| Unit { key: l.to_string(), group_id: None, lines: vec![l], body: Err(String::new()) })
+            .map(|l| Unit {
+                key: l.to_string(),
+                group_id: None,
+                lines: vec![l],
+                body: Err(String::new()),
+            })
             .collect();
         let mut seen = vec![0; 200];
         for i in 0..4 {
             let shard = Some(Shard { index: i, count: 4 });
-            let n = units.iter().filter(|u| in_shard(u, shard)).inspect(|u| seen[u.lines[0] - 1] += 1).count();
+            let n = units
+                .iter()
+                .filter(|u| in_shard(u, shard))
+                .inspect(|u| seen[u.lines[0] - 1] += 1)
+                .count();
             assert!((30..=70).contains(&n), "shard {i} got {n} of 200");
         }
-        assert!(seen.iter().all(|&c| c == 1), "every unit is in exactly one shard");
+        assert!(
+            seen.iter().all(|&c| c == 1),
+            "every unit is in exactly one shard"
+        );
     }
 }

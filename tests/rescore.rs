@@ -46,7 +46,14 @@ impl Job {
 
     fn cmd_to(&self, input: &Path, output: &Path, extra: &[&str]) -> Command {
         let mut c = Command::new(BIN);
-        for k in ["GAVEL_CONFIG", "GAVEL_STORE", "OPENAI_API_KEY", "GAVEL_RUBRIC", "GAVEL_JUDGE", "RUST_LOG"] {
+        for k in [
+            "GAVEL_CONFIG",
+            "GAVEL_STORE",
+            "OPENAI_API_KEY",
+            "GAVEL_RUBRIC",
+            "GAVEL_JUDGE",
+            "RUST_LOG",
+        ] {
             c.env_remove(k);
         }
         c.env("GAVEL_TEST_MOCK_KEY", MOCK_KEY)
@@ -67,8 +74,14 @@ impl Job {
     }
 
     async fn run(&self, input: &Path, extra: &[&str]) -> (Option<i32>, String) {
-        let out = tokio::time::timeout(Duration::from_secs(60), self.cmd(input, extra).output()).await.unwrap().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        let out = tokio::time::timeout(Duration::from_secs(60), self.cmd(input, extra).output())
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     fn lines(&self, name: &str) -> Vec<Value> {
@@ -92,7 +105,10 @@ fn groups(n: usize) -> Vec<Value> {
 }
 
 fn ids(lines: &[Value]) -> Vec<String> {
-    lines.iter().map(|l| l["group_id"].as_str().unwrap().to_string()).collect()
+    lines
+        .iter()
+        .map(|l| l["group_id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -129,7 +145,12 @@ async fn every_input_form_is_scored_and_bad_lines_go_to_rejects() {
     assert_eq!(code, Some(1), "rejects make the exit code 1: {stderr}");
     let out = job.lines("out.jsonl");
     assert_eq!(out.len(), 3, "{out:?}");
-    let by = |k: &str, v: Value| out.iter().find(|l| l[k] == v).unwrap_or_else(|| panic!("no {k}={v}")).clone();
+    let by = |k: &str, v: Value| {
+        out.iter()
+            .find(|l| l[k] == v)
+            .unwrap_or_else(|| panic!("no {k}={v}"))
+            .clone()
+    };
     let first = by("line", json!(1));
     assert_eq!(first["rewards"], json!([0.9, 0.3]));
     assert_eq!(first["input_meta"], json!({"labels": {"split": "train"}}));
@@ -139,17 +160,26 @@ async fn every_input_form_is_scored_and_bad_lines_go_to_rejects() {
     assert_eq!(art["input_meta"], json!({"exceptions": []}));
     let grouped = by("group_id", json!("p"));
     assert_eq!(grouped["rewards"], json!([0.8, 0.4]));
-    assert_eq!(grouped["input_meta"]["trajectories"], json!([{"label": 15}, {"label": 16}]));
+    assert_eq!(
+        grouped["input_meta"]["trajectories"],
+        json!([{"label": 15}, {"label": 16}])
+    );
     assert!(grouped["advantages"].as_array().unwrap().len() == 2);
     let rejects = job.lines("out.jsonl.rejects.jsonl");
     assert_eq!(rejects.len(), 2);
-    let lines: BTreeSet<u64> = rejects.iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    let lines: BTreeSet<u64> = rejects
+        .iter()
+        .map(|r| r["line"].as_u64().unwrap())
+        .collect();
     assert_eq!(lines, BTreeSet::from([4, 6]));
     for r in &rejects {
         assert_eq!(r["error_type"], "invalid_input");
         assert!(r["input"].as_str().unwrap().ends_with("in.jsonl"));
     }
-    assert!(rejects.iter().any(|r| r["reason"].as_str().unwrap().contains("unknown role \"robot\"")));
+    assert!(rejects.iter().any(|r| r["reason"]
+        .as_str()
+        .unwrap()
+        .contains("unknown role \"robot\"")));
     assert!(stderr.contains("\"rejects\":2"), "{stderr}");
 
     // A finished job is a no-op when run again.
@@ -166,7 +196,10 @@ async fn a_job_killed_mid_run_resumes_and_writes_every_group_exactly_once() {
     let job = Job::new(&mock);
     mock.set_fallback(Behaviour::Hang(Duration::from_millis(150)));
     let input = job.write_lines("in.jsonl", &groups(24));
-    let mut child = job.cmd(&input, &["--concurrency", "2", "--progress", "none"]).spawn().unwrap();
+    let mut child = job
+        .cmd(&input, &["--concurrency", "2", "--progress", "none"])
+        .spawn()
+        .unwrap();
     // Kill -9 once a few groups are out.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -182,7 +215,9 @@ async fn a_job_killed_mid_run_resumes_and_writes_every_group_exactly_once() {
     let partial = job.lines("out.jsonl").len();
     assert!(partial < 24, "killed before the end ({partial})");
 
-    let (code, stderr) = job.run(&input, &["--concurrency", "2", "--progress", "none"]).await;
+    let (code, stderr) = job
+        .run(&input, &["--concurrency", "2", "--progress", "none"])
+        .await;
     assert_eq!(code, Some(0), "{stderr}");
     let out = job.lines("out.jsonl");
     let got = ids(&out);
@@ -208,12 +243,22 @@ async fn judge_failures_are_rejected_and_can_be_retried() {
     assert!(job.lines("out.jsonl").is_empty());
     let rejects = job.lines("out.jsonl.rejects.jsonl");
     assert_eq!(rejects.len(), 4);
-    assert!(rejects.iter().all(|r| r["error_type"] == "judge_unavailable"));
+    assert!(rejects
+        .iter()
+        .all(|r| r["error_type"] == "judge_unavailable"));
 
     mock.set_fallback(Behaviour::Score);
-    let (code, stderr) = job.run(&input, &["--retry-rejects", "--progress", "none"]).await;
+    let (code, stderr) = job
+        .run(&input, &["--retry-rejects", "--progress", "none"])
+        .await;
     assert_eq!(code, Some(0), "{stderr}");
-    assert_eq!(ids(&job.lines("out.jsonl")).into_iter().collect::<BTreeSet<_>>().len(), 4);
+    assert_eq!(
+        ids(&job.lines("out.jsonl"))
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .len(),
+        4
+    );
     assert!(job.lines("out.jsonl.rejects.jsonl").is_empty());
 }
 
@@ -226,10 +271,22 @@ async fn shards_split_the_input_and_concatenate_cleanly() {
     for shard in ["0/3", "1/3", "2/3"] {
         let out = job.path(&format!("out-{}.jsonl", &shard[..1]));
         let mut c = job.cmd_to(&input, &out, &["--shard", shard, "--progress", "none"]);
-        let o = tokio::time::timeout(Duration::from_secs(60), c.output()).await.unwrap().unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = tokio::time::timeout(Duration::from_secs(60), c.output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let lines = job.lines(out.file_name().unwrap().to_str().unwrap());
-        assert!(!lines.is_empty() && lines.len() < 20, "shard {shard}: {}", lines.len());
+        assert!(
+            !lines.is_empty() && lines.len() < 20,
+            "shard {shard}: {}",
+            lines.len()
+        );
         all.extend(ids(&lines));
     }
     all.sort();
@@ -246,6 +303,34 @@ async fn an_output_file_of_another_job_is_not_overwritten() {
     std::fs::write(job.path("out.jsonl"), "precious\n").unwrap();
     let (code, stderr) = job.run(&input, &["--progress", "none"]).await;
     assert_ne!(code, Some(0));
-    assert!(stderr.contains("exists and is not the output of this job"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(job.path("out.jsonl")).unwrap(), "precious\n");
+    assert!(
+        stderr.contains("exists and is not the output of this job"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(job.path("out.jsonl")).unwrap(),
+        "precious\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shipped_example_runs_rescore_cleanly() {
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    let input = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/runs.jsonl"));
+    let (code, stderr) = job
+        .run(&input, &["--rubric", "default", "--progress", "none"])
+        .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let out = job.lines("out.jsonl");
+    let mut got = ids(&out);
+    got.sort();
+    assert_eq!(got, vec!["step12-q3", "step12-q7", "step13-q1"]);
+    let q3 = out.iter().find(|l| l["group_id"] == "step12-q3").unwrap();
+    // The request's own verifier survives the rubric override.
+    assert_eq!(q3["scores"][0]["components"]["answer_line"], 1.0);
+    assert_eq!(q3["rubric"]["name"], "default");
+    let q7 = out.iter().find(|l| l["group_id"] == "step12-q7").unwrap();
+    assert_eq!(q7["input_meta"], json!({"labels": {"split": "train"}}));
+    assert!(job.lines("out.jsonl.rejects.jsonl").is_empty());
 }

@@ -81,7 +81,17 @@ pub trait VerdictStore: Send + Sync + std::fmt::Debug {
     async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError>;
     /// Records, atomically and durably, that `units` are finished and the output files now end at
     /// `offsets`.
-    async fn job_checkpoint(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError>;
+    async fn job_checkpoint(
+        &self,
+        job: &str,
+        units: &[String],
+        offsets: (u64, u64),
+    ) -> Result<(), StoreError>;
     /// Marks `units` unfinished again (for `--retry-rejects`), with the new file offsets.
-    async fn job_reopen(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError>;
+    async fn job_reopen(
+        &self,
+        job: &str,
+        units: &[String],
+        offsets: (u64, u64),
+    ) -> Result<(), StoreError>;
 }

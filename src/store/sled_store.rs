@@ -142,28 +142,46 @@ impl VerdictStore for SledStore {
         let prefix = format!("{job}/done/");
         for kv in self.jobs.scan_prefix(prefix.as_bytes()) {
             let (k, _) = kv.map_err(io)?;
-            progress.done.insert(String::from_utf8_lossy(&k[prefix.len()..]).into_owned());
+            progress
+                .done
+                .insert(String::from_utf8_lossy(&k[prefix.len()..]).into_owned());
         }
         Ok(progress)
     }
 
-    async fn job_checkpoint(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError> {
+    async fn job_checkpoint(
+        &self,
+        job: &str,
+        units: &[String],
+        offsets: (u64, u64),
+    ) -> Result<(), StoreError> {
         let mut batch = sled::Batch::default();
         for u in units {
             batch.insert(format!("{job}/done/{u}").as_bytes(), &[][..]);
         }
-        batch.insert(format!("{job}/offsets").as_bytes(), &offset_bytes(offsets)[..]);
+        batch.insert(
+            format!("{job}/offsets").as_bytes(),
+            &offset_bytes(offsets)[..],
+        );
         self.jobs.apply_batch(batch).map_err(io)?;
         self.db.flush_async().await.map_err(io)?;
         Ok(())
     }
 
-    async fn job_reopen(&self, job: &str, units: &[String], offsets: (u64, u64)) -> Result<(), StoreError> {
+    async fn job_reopen(
+        &self,
+        job: &str,
+        units: &[String],
+        offsets: (u64, u64),
+    ) -> Result<(), StoreError> {
         let mut batch = sled::Batch::default();
         for u in units {
             batch.remove(format!("{job}/done/{u}").as_bytes());
         }
-        batch.insert(format!("{job}/offsets").as_bytes(), &offset_bytes(offsets)[..]);
+        batch.insert(
+            format!("{job}/offsets").as_bytes(),
+            &offset_bytes(offsets)[..],
+        );
         self.jobs.apply_batch(batch).map_err(io)?;
         self.db.flush_async().await.map_err(io)?;
         Ok(())
@@ -222,12 +240,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = SledStore::open(dir.path()).unwrap();
         assert_eq!(s.job_progress("j").await.unwrap(), JobProgress::default());
-        s.job_checkpoint("j", &["a".into(), "b".into()], (120, 7)).await.unwrap();
-        s.job_checkpoint("j", &["c".into()], (180, 7)).await.unwrap();
-        s.job_checkpoint("other", &["a".into()], (1, 1)).await.unwrap();
+        s.job_checkpoint("j", &["a".into(), "b".into()], (120, 7))
+            .await
+            .unwrap();
+        s.job_checkpoint("j", &["c".into()], (180, 7))
+            .await
+            .unwrap();
+        s.job_checkpoint("other", &["a".into()], (1, 1))
+            .await
+            .unwrap();
         let p = s.job_progress("j").await.unwrap();
         assert_eq!(p.offsets, Some((180, 7)));
-        assert_eq!(p.done.iter().map(String::as_str).collect::<Vec<_>>(), vec!["a", "b", "c"]);
+        assert_eq!(
+            p.done.iter().map(String::as_str).collect::<Vec<_>>(),
+            vec!["a", "b", "c"]
+        );
         s.job_reopen("j", &["b".into()], (180, 0)).await.unwrap();
         let p = s.job_progress("j").await.unwrap();
         assert_eq!(p.done.len(), 2);
