@@ -47,6 +47,10 @@ struct MockState {
     requests: Mutex<Vec<Value>>,
     arrivals: Mutex<Vec<std::time::Instant>>,
     in_flight: std::sync::atomic::AtomicUsize,
+    /// When set, the mock enforces a request rate like a hosted API: a request arriving sooner
+    /// than 90% of this interval after the last admitted one gets 429.
+    rate_interval: Mutex<Option<(Duration, Option<std::time::Instant>)>>,
+    rate_limited: std::sync::atomic::AtomicUsize,
     max_in_flight: std::sync::atomic::AtomicUsize,
     auth: Mutex<Vec<Option<String>>>,
     queue: Mutex<VecDeque<Behaviour>>,
@@ -96,6 +100,19 @@ impl MockJudge {
     /// When each request arrived.
     pub fn arrivals(&self) -> Vec<std::time::Instant> {
         self.state.arrivals.lock().unwrap().clone()
+    }
+
+    /// Enforce `per_minute` requests a minute (answering 429 to requests that come too soon).
+    pub fn enforce_rate(&self, per_minute: u32) {
+        *self.state.rate_interval.lock().unwrap() =
+            Some((Duration::from_secs_f64(60.0 / f64::from(per_minute)), None));
+    }
+
+    /// Requests answered 429 by the enforced rate.
+    pub fn rate_limited(&self) -> usize {
+        self.state
+            .rate_limited
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The most requests the mock ever had in progress at once.
