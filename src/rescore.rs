@@ -18,22 +18,10 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
 use crate::cli::{open_scorer, CliError, Common};
+use crate::score::request::REQUEST_FIELDS;
 use crate::score::{RubricRef, ScoreError, ScoreRequest, Scorer, Usage};
 use crate::trajectory::content_hash;
 
-/// Request fields; anything else on a group line is passed through under `input_meta`.
-const REQUEST_FIELDS: &[&str] = &[
-    "trajectories",
-    "rubric",
-    "judge",
-    "permutations",
-    "aggregate",
-    "tools",
-    "verifiers",
-    "policy",
-    "scale_rewards",
-    "on_judge_error",
-];
 /// Trajectory fields in the one-trajectory-per-line form.
 const TRAJECTORY_FIELDS: &[&str] = &[
     "messages",

@@ -96,7 +96,8 @@ impl InputError {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// "a string", "an array", …: how errors name the JSON type they got.
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

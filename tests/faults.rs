@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{marked_group, Behaviour, Gavel, MockJudge};
-use serde_json::{json, Value};
+use common::{marked_group, rewards, Behaviour, Gavel, MockJudge};
+use serde_json::json;
 
 /// The group every fault is tried on: markers 0.9, 0.2, 0.6 (what a healthy judge answers).
 const MARKERS: [f64; 3] = [0.9, 0.2, 0.6];
@@ -20,15 +20,6 @@ async fn setup() -> (MockJudge, Gavel, tempfile::TempDir) {
     j.max_retries = 2;
     let gavel = Gavel::start(cfg).await;
     (mock, gavel, dir)
-}
-
-fn rewards(v: &Value) -> Vec<f64> {
-    v["rewards"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_f64().unwrap())
-        .collect()
 }
 
 fn content(text: &str) -> Behaviour {

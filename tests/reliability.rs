@@ -5,21 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{marked_group, simple_traj, Behaviour, Gavel, MockJudge};
+use common::{close, floats, marked_group, simple_traj, Behaviour, Gavel, MockJudge};
 use gavel::config::Config;
 use serde_json::{json, Value};
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_f64().unwrap())
-        .collect()
-}
-
-fn close(a: &[f64], b: &[f64]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
-}
 
 async fn start(mock: &MockJudge, dir: &tempfile::TempDir, edit: impl FnOnce(&mut Config)) -> Gavel {
     let mut cfg = mock.config(&dir.path().join("store"));

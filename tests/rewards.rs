@@ -2,27 +2,8 @@
 
 mod common;
 
-use common::{simple_traj, Behaviour, Gavel, MockJudge};
+use common::{close, floats, setup, simple_traj, Behaviour, Gavel};
 use serde_json::{json, Value};
-
-async fn setup() -> (MockJudge, Gavel, tempfile::TempDir) {
-    let mock = MockJudge::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gavel = Gavel::start(mock.config(&dir.path().join("store"))).await;
-    (mock, gavel, dir)
-}
-
-fn floats(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_f64().unwrap())
-        .collect()
-}
-
-fn close(a: &[f64], b: &[f64]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
-}
 
 fn example(name: &str) -> Value {
     let path = format!("{}/examples/groups/{name}.json", env!("CARGO_MANIFEST_DIR"));

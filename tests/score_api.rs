@@ -2,24 +2,10 @@
 
 mod common;
 
-use common::{judge_prompt, marked_group, simple_traj, Behaviour, Gavel, MockJudge, MOCK_KEY};
+use common::{
+    judge_prompt, marked_group, rewards, setup, simple_traj, Behaviour, Gavel, MockJudge, MOCK_KEY,
+};
 use serde_json::{json, Value};
-
-async fn setup() -> (MockJudge, Gavel, tempfile::TempDir) {
-    let mock = MockJudge::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let gavel = Gavel::start(mock.config(&dir.path().join("store"))).await;
-    (mock, gavel, dir)
-}
-
-fn rewards(v: &Value) -> Vec<f64> {
-    v["rewards"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_f64().unwrap())
-        .collect()
-}
 
 #[tokio::test]
 async fn scores_are_mapped_by_id_with_advantages_usage_and_versions() {

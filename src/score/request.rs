@@ -44,7 +44,8 @@ pub struct ScoreRequest {
     pub on_judge_error: OnJudgeError,
 }
 
-const REQUEST_FIELDS: &[&str] = &[
+/// Every field a scoring request may have.
+pub const REQUEST_FIELDS: &[&str] = &[
     "trajectories",
     "rubric",
     "judge",

@@ -118,16 +118,7 @@ impl Verifier {
     }
 }
 
-pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use crate::trajectory::type_name;
 
 /// A verifier spec being read: typed access to its fields with errors naming `at.field`.
 /// A field set to `null` counts as absent.

@@ -409,3 +409,30 @@ pub fn marked_group(scores: &[f64]) -> Value {
 pub fn judge_prompt(req: &Value) -> String {
     req["messages"][1]["content"].as_str().unwrap().to_string()
 }
+
+/// A mock judge and a daemon using it as the default judge `mock`, over a fresh store.
+pub async fn setup() -> (MockJudge, Gavel, tempfile::TempDir) {
+    let mock = MockJudge::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gavel = Gavel::start(mock.config(&dir.path().join("store"))).await;
+    (mock, gavel, dir)
+}
+
+/// An array of numbers as `f64`s (panics on anything else, e.g. a null reward).
+pub fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect()
+}
+
+/// A response's `rewards`.
+pub fn rewards(v: &Value) -> Vec<f64> {
+    floats(&v["rewards"])
+}
+
+/// Equal within 1e-9, element by element.
+pub fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+}
