@@ -4,6 +4,7 @@
 //! `score`, so every backend gets them alike. A judge failure is a [`JudgeError`], never a score.
 
 pub mod limits;
+pub mod local;
 pub mod parse;
 pub mod remote;
 
