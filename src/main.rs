@@ -113,9 +113,11 @@ enum CacheAction {
 fn init_logs(json: bool, default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour codes only on a terminal: piped logs stay plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if json {
         builder.json().init();
     } else {
@@ -379,15 +381,23 @@ async fn main() -> ExitCode {
         }
         Command::Lint { common, args } => {
             init_logs(common.log_json, "warn");
-            gavel::lint::run(&args).map(ExitCode::from).map_err(Into::into)
+            gavel::lint::run(&args)
+                .map(ExitCode::from)
+                .map_err(Into::into)
         }
         Command::Diff { common, args } => {
             init_logs(common.log_json, "warn");
-            gavel::diff::run(&common, &args).await.map(ExitCode::from).map_err(Into::into)
+            gavel::diff::run(&common, &args)
+                .await
+                .map(ExitCode::from)
+                .map_err(Into::into)
         }
         Command::Rescore { common, args } => {
             init_logs(common.log_json, "info");
-            gavel::rescore::run(&common, &args).await.map(ExitCode::from).map_err(Into::into)
+            gavel::rescore::run(&common, &args)
+                .await
+                .map(ExitCode::from)
+                .map_err(Into::into)
         }
         Command::Cache { common, action } => {
             init_logs(common.log_json, "warn");

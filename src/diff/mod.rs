@@ -1,0 +1,383 @@
+//! `gavel diff`: scores every group under two rubrics (or two judges) and shows what changed.
+//!
+//! Both sides go through the same [`Scorer`], so every verdict lands in the verdict store and a
+//! re-run makes no judge call. Per group the report has each trajectory's reward on both sides,
+//! the delta B − A, average ranks, rank flips, Kendall's τ-b and the biggest mover; the summary
+//! pools the groups that were scored on both sides. Output: a terminal table, one JSON
+//! document, and optionally a self-contained HTML page ([`html`]).
+
+pub mod html;
+pub mod report;
+pub mod stats;
+mod text;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::{open_scorer, CliError, Common};
+use crate::config::Config;
+use crate::rubric::RubricSet;
+use crate::score::{RubricRef, ScoreRequest, Scorer};
+
+pub use report::{
+    build_report, compare_group, outcome, Comparison, GroupError, GroupReport, Mover, Outcome,
+    PerSide, Report, SideReport, SideUsage, Sides, Summary, TopMover, TrajectoryRow,
+};
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum DiffFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DiffArgs {
+    /// The two rubrics to compare (give --rubric twice), or one rubric for both sides of a
+    /// judge comparison.
+    #[arg(long = "rubric", env = "GAVEL_DIFF_RUBRICS", value_delimiter = ',')]
+    pub rubrics: Vec<String>,
+    /// The two judges to compare (give --judge twice), or one judge for both sides of a rubric
+    /// comparison.
+    #[arg(long = "judge", env = "GAVEL_DIFF_JUDGES", value_delimiter = ',')]
+    pub judges: Vec<String>,
+    /// Terminal table or JSON on stdout.
+    #[arg(long, env = "GAVEL_DIFF_FORMAT", value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+    /// Also write a self-contained HTML report with plots here.
+    #[arg(long, env = "GAVEL_DIFF_HTML")]
+    pub html: Option<PathBuf>,
+    /// Groups scored at once (each under both sides at the same time).
+    #[arg(long, env = "GAVEL_DIFF_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+    /// Groups: a .jsonl file (one group per line) or a .json file (one group).
+    pub file: PathBuf,
+}
+
+/// What the two sides differ in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compare {
+    Rubric,
+    Judge,
+}
+
+/// One side of the comparison: the rubric and judge every group is scored with (`None` = the
+/// request's own, else the default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideSpec {
+    pub rubric: Option<String>,
+    pub judge: Option<String>,
+}
+
+/// Works out the two sides from `--rubric` and `--judge`: exactly one of them names two.
+pub fn sides(rubrics: &[String], judges: &[String]) -> Result<(Compare, [SideSpec; 2]), String> {
+    const HOW: &str = "give --rubric A --rubric B (compare rubrics) or --judge A --judge B \
+                       (compare judges)";
+    if rubrics.len() > 2 || judges.len() > 2 {
+        let (what, n) = if rubrics.len() > 2 {
+            ("rubrics", rubrics.len())
+        } else {
+            ("judges", judges.len())
+        };
+        return Err(format!("{n} {what} given; a diff has two sides: {HOW}"));
+    }
+    let side = |r: Option<&String>, j: Option<&String>| SideSpec {
+        rubric: r.cloned(),
+        judge: j.cloned(),
+    };
+    match (rubrics.len(), judges.len()) {
+        (2, 2) => Err(format!(
+            "two rubrics and two judges given; compare one thing at a time: {HOW}"
+        )),
+        (2, _) => Ok((
+            Compare::Rubric,
+            [
+                side(rubrics.first(), judges.first()),
+                side(rubrics.get(1), judges.first()),
+            ],
+        )),
+        (_, 2) => Ok((
+            Compare::Judge,
+            [
+                side(rubrics.first(), judges.first()),
+                side(rubrics.first(), judges.get(1)),
+            ],
+        )),
+        _ => Err(format!("nothing to compare: {HOW}")),
+    }
+}
+
+/// One group read from the file.
+#[derive(Debug, Clone)]
+pub struct GroupIn {
+    /// 1-based position in the file.
+    pub index: usize,
+    /// Line in a .jsonl file.
+    pub line: Option<usize>,
+    /// The group's own `group_id`, stripped before validation.
+    pub group_id: Option<String>,
+    pub label: String,
+    pub request: ScoreRequest,
+    /// Each trajectory's label: its `metadata.id` or `metadata.name`, else its 1-based position.
+    pub trajectory_labels: Vec<String>,
+}
+
+/// A label from a JSON string or number.
+fn label_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads a group file: `.jsonl`/`.ndjson` hold one group per line (blank lines skipped),
+/// anything else one group. A top-level `group_id` (string or number) is taken as the group's
+/// label and removed before the request is validated. Every problem is reported as
+/// `FILE[:LINE]: problem`.
+pub fn read_groups(path: &Path, max_group_size: usize) -> Result<Vec<GroupIn>, Vec<String>> {
+    let file = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
+    let jsonl = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("jsonl" | "ndjson")
+    );
+    let name = path
+        .file_name()
+        .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
+    let parse = |src: &str, line: Option<usize>, index: usize| -> Result<GroupIn, String> {
+        let at = match line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.clone(),
+        };
+        let mut value: Value = serde_json::from_str(src).map_err(|e| match line {
+            Some(_) => format!("{at}: not valid JSON: {e}"),
+            None => format!("{file}:{}: not valid JSON: {e}", e.line()),
+        })?;
+        let group_id = match value.as_object_mut().and_then(|o| o.remove("group_id")) {
+            None => None,
+            Some(v) => Some(
+                label_of(&v)
+                    .ok_or_else(|| format!("{at}: group_id: expected a string or a number"))?,
+            ),
+        };
+        let request =
+            ScoreRequest::from_json(&value, max_group_size).map_err(|e| format!("{at}: {e}"))?;
+        let trajectory_labels = request
+            .trajectories
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                ["id", "name"]
+                    .iter()
+                    .find_map(|k| t.metadata.get(*k).and_then(label_of))
+                    .unwrap_or_else(|| (i + 1).to_string())
+            })
+            .collect();
+        let label = group_id.clone().unwrap_or_else(|| match line {
+            Some(l) => format!("line {l}"),
+            None => name.clone(),
+        });
+        Ok(GroupIn {
+            index,
+            line,
+            group_id,
+            label,
+            request,
+            trajectory_labels,
+        })
+    };
+    let mut groups = Vec::new();
+    let mut problems = Vec::new();
+    if jsonl {
+        for (i, l) in text.lines().enumerate() {
+            if l.trim().is_empty() {
+                continue;
+            }
+            match parse(l, Some(i + 1), groups.len() + problems.len() + 1) {
+                Ok(g) => groups.push(g),
+                Err(p) => problems.push(p),
+            }
+        }
+        if groups.is_empty() && problems.is_empty() {
+            problems.push(format!("{file}: no groups (the file is empty)"));
+        }
+    } else {
+        match parse(&text, None, 1) {
+            Ok(g) => groups.push(g),
+            Err(p) => problems.push(p),
+        }
+    }
+    if problems.is_empty() {
+        Ok(groups)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The request a group is scored with on one side.
+fn side_request(g: &GroupIn, side: &SideSpec) -> ScoreRequest {
+    let mut r = g.request.clone();
+    if let Some(name) = &side.rubric {
+        r.rubric = RubricRef::Named(name.clone());
+    }
+    if let Some(j) = &side.judge {
+        r.judges = vec![j.clone()];
+    }
+    r
+}
+
+/// Checks the names a side request uses against the configuration, so a typo is a file problem
+/// (exit 2) rather than a failed group after judge calls.
+fn check_names(req: &ScoreRequest, rubrics: &RubricSet, cfg: &Config) -> Result<(), String> {
+    if let RubricRef::Named(n) = &req.rubric {
+        rubrics.get(n).map_err(|e| format!("rubric: {e}"))?;
+    }
+    for j in &req.judges {
+        if !cfg.judges.contains_key(j) {
+            return Err(format!("judge: {}", unknown_judge(j, cfg)));
+        }
+    }
+    Ok(())
+}
+
+fn unknown_judge(name: &str, cfg: &Config) -> String {
+    let known: Vec<&str> = cfg.judges.keys().map(String::as_str).collect();
+    format!("unknown judge {name:?} (configured: {})", known.join(", "))
+}
+
+/// Scores every group on both sides (the two sides of a group at once), at most `concurrency`
+/// groups at a time; the outcomes come back in file order.
+async fn score_all(
+    scorer: &Scorer,
+    requests: &[[ScoreRequest; 2]],
+    concurrency: usize,
+) -> Vec<[Outcome; 2]> {
+    futures::stream::iter(requests)
+        .map(|[a, b]| async move {
+            let (a, b) = futures::join!(scorer.score_group(a), scorer.score_group(b));
+            [outcome(a), outcome(b)]
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Returns the exit code: 0 when every group was scored under both sides, 1 when a group
+/// failed, 2 for a usage or file problem (reported on stderr, nothing scored).
+pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
+    let usage_error = |m: String| {
+        eprintln!("gavel diff: {m}");
+        Ok(2)
+    };
+    let (compare, specs) = match sides(&args.rubrics, &args.judges) {
+        Ok(s) => s,
+        Err(m) => return usage_error(m),
+    };
+    let cfg = common.load_config()?;
+    let rubrics =
+        RubricSet::load(cfg.rubrics_dir.as_deref()).map_err(crate::score::BuildError::from)?;
+    for s in &specs {
+        if let Some(r) = &s.rubric {
+            if let Err(e) = rubrics.get(r) {
+                return usage_error(format!("--rubric: {e}"));
+            }
+        }
+        if let Some(j) = &s.judge {
+            if !cfg.judges.contains_key(j) {
+                return usage_error(format!("--judge: {}", unknown_judge(j, &cfg)));
+            }
+        }
+    }
+    let groups = match read_groups(&args.file, cfg.server.max_group_size) {
+        Ok(g) => g,
+        Err(problems) => {
+            for p in problems {
+                eprintln!("{p}");
+            }
+            return Ok(2);
+        }
+    };
+    let requests: Vec<[ScoreRequest; 2]> = groups
+        .iter()
+        .map(|g| [side_request(g, &specs[0]), side_request(g, &specs[1])])
+        .collect();
+    let file = args.file.display().to_string();
+    let mut problems = Vec::new();
+    for (g, pair) in groups.iter().zip(&requests) {
+        let at = g.line.map_or(file.clone(), |l| format!("{file}:{l}"));
+        let mut seen = BTreeSet::new();
+        for r in pair {
+            if let Err(p) = check_names(r, &rubrics, &cfg) {
+                if seen.insert(p.clone()) {
+                    problems.push(format!("{at}: {p}"));
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        for p in problems {
+            eprintln!("{p}");
+        }
+        return Ok(2);
+    }
+
+    let scorer: Arc<Scorer> = open_scorer(&cfg)?;
+    let outcomes = score_all(&scorer, &requests, args.concurrency).await;
+    scorer.store().flush().await?;
+    let report = build_report(&args.file, compare, &specs, &rubrics, &groups, &outcomes);
+
+    match args.format {
+        DiffFormat::Text => print!("{}", text::render(&report)),
+        DiffFormat::Json => {
+            let doc = serde_json::to_string_pretty(&report)
+                .map_err(|e| CliError::Other(format!("cannot serialise the report: {e}")))?;
+            println!("{doc}");
+        }
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, html::render(&report))
+            .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))?;
+        eprintln!("gavel diff: wrote {}", path.display());
+    }
+    Ok(if report.failed() > 0 { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn sides_need_exactly_one_pair() {
+        let (c, [a, b]) = sides(&s(&["x", "y"]), &s(&["j"])).unwrap();
+        assert_eq!(c, Compare::Rubric);
+        assert_eq!(a.rubric.as_deref(), Some("x"));
+        assert_eq!(b.rubric.as_deref(), Some("y"));
+        assert_eq!(a.judge.as_deref(), Some("j"));
+        assert_eq!(b.judge.as_deref(), Some("j"));
+        let (c, [a, b]) = sides(&[], &s(&["p", "q"])).unwrap();
+        assert_eq!(c, Compare::Judge);
+        assert_eq!((a.rubric, b.rubric), (None, None));
+        assert_eq!(b.judge.as_deref(), Some("q"));
+        for (r, j) in [
+            (s(&["x"]), s(&[])),
+            (s(&[]), s(&[])),
+            (s(&["x"]), s(&["j"])),
+            (s(&["x", "y"]), s(&["p", "q"])),
+            (s(&["x", "y", "z"]), s(&[])),
+        ] {
+            let e = sides(&r, &j).unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+}
