@@ -1,0 +1,361 @@
+//! A loaded local model: weights, tokenizer, byte vocabulary, EOS ids and chat template, with
+//! the single-sequence forward pass that generation is built on.
+//!
+//! [`LoadedModel`] is `Send`, not `Sync`: it is meant to live on one owner thread that runs
+//! every forward pass, holding the KV cache of one sequence at a time.
+
+use std::path::PathBuf;
+
+use candle_core::{DType, Device, Tensor};
+use tokenizers::Tokenizer;
+
+use super::chat_template::{ChatTemplate, RenderOptions};
+use super::error::{one_line, LocalError};
+use super::loader::{self, Arch, ModelInfo, Weights};
+use crate::prompt::ChatMessage;
+
+/// Where a local model comes from and where it runs: the judge's `model_path` and `device`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalModelSpec {
+    /// A GGUF file or a Hugging Face model folder.
+    pub model_path: PathBuf,
+    /// `cpu` or `cuda:N` (`cuda` is `cuda:0`).
+    pub device: String,
+}
+
+impl LocalModelSpec {
+    pub fn new(model_path: impl Into<PathBuf>, device: impl Into<String>) -> LocalModelSpec {
+        LocalModelSpec {
+            model_path: model_path.into(),
+            device: device.into(),
+        }
+    }
+}
+
+/// A parsed `device` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSpec {
+    Cpu,
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    /// Parses `cpu`, `cuda` or `cuda:N`. `cuda` in a build without the `cuda` feature is an
+    /// error here, so a config check catches it before any model is read.
+    pub fn parse(s: &str) -> Result<DeviceSpec, LocalError> {
+        let t = s.trim().to_ascii_lowercase();
+        let spec = match t.as_str() {
+            "cpu" => DeviceSpec::Cpu,
+            "cuda" => DeviceSpec::Cuda(0),
+            _ => match t.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => DeviceSpec::Cuda(n),
+                _ => {
+                    return Err(LocalError::Device {
+                        device: s.to_string(),
+                        message:
+                            "expected \"cpu\" or \"cuda:N\" (N the GPU index, e.g. \"cuda:0\")"
+                                .into(),
+                    })
+                }
+            },
+        };
+        if matches!(spec, DeviceSpec::Cuda(_)) && !cfg!(feature = "cuda") {
+            return Err(LocalError::NoCuda(s.to_string()));
+        }
+        Ok(spec)
+    }
+
+    /// Opens the device.
+    pub fn open(self) -> Result<Device, LocalError> {
+        match self {
+            DeviceSpec::Cpu => Ok(Device::Cpu),
+            DeviceSpec::Cuda(n) => Device::new_cuda(n).map_err(|e| LocalError::Device {
+                device: format!("cuda:{n}"),
+                message: one_line(&e.to_string()),
+            }),
+        }
+    }
+}
+
+/// A model ready to run: see the module docs.
+pub struct LoadedModel {
+    weights: Weights,
+    tokenizer: Tokenizer,
+    vocab_bytes: Vec<Vec<u8>>,
+    eos_ids: Vec<u32>,
+    template: ChatTemplate,
+    info: ModelInfo,
+    device: Device,
+    dtype: Option<DType>,
+    /// Positions the KV cache holds.
+    cached: usize,
+}
+
+impl std::fmt::Debug for LoadedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModel")
+            .field("info", &self.info)
+            .field("cached", &self.cached)
+            .finish()
+    }
+}
+
+impl LoadedModel {
+    /// Loads and checks everything `spec` names; any problem is one [`LocalError`] line.
+    pub fn load(spec: &LocalModelSpec) -> Result<LoadedModel, LocalError> {
+        LoadedModel::load_with_dtype(spec, None)
+    }
+
+    /// [`LoadedModel::load`] with the compute dtype of full-precision weights chosen (default:
+    /// f32 on CPU, bf16 on a GPU); GGUF weights keep their own types.
+    pub fn load_with_dtype(
+        spec: &LocalModelSpec,
+        dtype: Option<DType>,
+    ) -> Result<LoadedModel, LocalError> {
+        let device = DeviceSpec::parse(&spec.device)?.open()?;
+        let l = loader::load(&spec.model_path, &device, dtype)?;
+        Ok(LoadedModel {
+            weights: l.weights,
+            tokenizer: l.tok.tokenizer,
+            vocab_bytes: l.tok.vocab_bytes,
+            eos_ids: l.tok.eos_ids,
+            template: l.template,
+            info: l.info,
+            device,
+            dtype: l.dtype,
+            cached: 0,
+        })
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn arch(&self) -> Arch {
+        self.info.arch
+    }
+
+    /// Length of every logits vector (the embedding's rows; may exceed the tokenizer's ids).
+    pub fn vocab_size(&self) -> usize {
+        self.info.vocab_size
+    }
+
+    /// Most positions (prompt plus completion) the model takes.
+    pub fn context_length(&self) -> usize {
+        self.info.context_length
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Raw bytes per token id, [`LoadedModel::vocab_size`] long, empty for special, added and
+    /// padding ids: the input of [`super::constrain::TokenMask::new`].
+    pub fn vocab_bytes(&self) -> &[Vec<u8>] {
+        &self.vocab_bytes
+    }
+
+    /// Token ids that end a completion, sorted.
+    pub fn eos_ids(&self) -> &[u32] {
+        &self.eos_ids
+    }
+
+    pub fn chat_template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    /// Token ids of `text`. Special-token text in it (`<|im_start|>`) becomes the special
+    /// token, as a rendered chat prompt needs; no BOS is added (Qwen has none).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| LocalError::Tokenizer(one_line(&e.to_string())))
+    }
+
+    /// The text of `ids`, special tokens included.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, LocalError> {
+        self.tokenizer
+            .decode(ids, false)
+            .map_err(|e| LocalError::Tokenizer(one_line(&e.to_string())))
+    }
+
+    /// The judge prompt for `messages` in the model's chat template (assistant turn opened,
+    /// thinking off), as token ids.
+    pub fn prompt_tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, LocalError> {
+        self.prompt_tokens_with(messages, &RenderOptions::default())
+    }
+
+    pub fn prompt_tokens_with(
+        &self,
+        messages: &[ChatMessage],
+        opts: &RenderOptions,
+    ) -> Result<Vec<u32>, LocalError> {
+        self.encode(&self.template.render_with(messages, opts)?)
+    }
+
+    /// Positions the KV cache holds: the `pos` the next [`LoadedModel::forward_logits`] that
+    /// continues the sequence must pass.
+    pub fn cached_len(&self) -> usize {
+        self.cached
+    }
+
+    /// Empties the KV cache (a new sequence starts at `pos` 0).
+    pub fn clear_kv_cache(&mut self) {
+        match &mut self.weights {
+            Weights::QuantQwen2(m) => m.clear_kv_cache(),
+            Weights::QuantQwen3(m) => m.clear_kv_cache(),
+            Weights::Qwen2(m) => m.clear_kv_cache(),
+            Weights::Qwen3(m) => m.clear_kv_cache(),
+        }
+        self.cached = 0;
+    }
+
+    /// Runs `tokens` at positions `pos..pos + tokens.len()` and returns the logits after the
+    /// last one ([`LoadedModel::vocab_size`] values, f32). `pos` 0 starts a new sequence (the
+    /// KV cache is emptied); any other `pos` must equal [`LoadedModel::cached_len`], i.e.
+    /// continue the cached sequence. After an error the cache is emptied.
+    pub fn forward_logits(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+        if tokens.is_empty() {
+            return Err(LocalError::Forward(
+                "forward_logits needs at least one token".into(),
+            ));
+        }
+        if pos == 0 {
+            self.clear_kv_cache();
+        } else if pos != self.cached {
+            return Err(LocalError::Forward(format!(
+                "forward at position {pos}, but the KV cache holds {} positions (start again at 0)",
+                self.cached
+            )));
+        }
+        if pos + tokens.len() > self.info.context_length {
+            return Err(LocalError::Forward(format!(
+                "{} positions exceed the model's context of {}",
+                pos + tokens.len(),
+                self.info.context_length
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.info.vocab_size) {
+            return Err(LocalError::Forward(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.info.vocab_size
+            )));
+        }
+        // candle's full-precision Qwen2 cannot build the attention mask for several new
+        // tokens after a cached prefix in a dtype other than f32 (it concatenates an f32 mask
+        // with a zero block of the model's dtype); feed such a run one token at a time.
+        let stepwise = matches!(self.weights, Weights::Qwen2(_))
+            && pos > 0
+            && tokens.len() > 1
+            && self.dtype != Some(DType::F32);
+        let result = if stepwise {
+            let mut last = Err(LocalError::Forward("no tokens".into()));
+            for (i, t) in tokens.iter().enumerate() {
+                last = self.forward_raw(&[*t], pos + i);
+                if last.is_err() {
+                    break;
+                }
+            }
+            last
+        } else {
+            self.forward_raw(tokens, pos)
+        };
+        match result {
+            Ok(logits) => {
+                self.cached = pos + tokens.len();
+                Ok(logits)
+            }
+            Err(e) => {
+                self.clear_kv_cache();
+                Err(e)
+            }
+        }
+    }
+
+    fn forward_raw(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+        let mut run = || -> candle_core::Result<Vec<f32>> {
+            let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
+            let logits = match &mut self.weights {
+                Weights::QuantQwen2(m) => m.forward(&input, pos)?,
+                Weights::QuantQwen3(m) => m.forward(&input, pos)?,
+                Weights::Qwen2(m) => m.forward(&input, pos)?,
+                Weights::Qwen3(m) => m.forward(&input, pos)?,
+            };
+            logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
+        };
+        let logits = run().map_err(|e| LocalError::Forward(one_line(&e.to_string())))?;
+        if logits.len() != self.info.vocab_size {
+            return Err(LocalError::Forward(format!(
+                "the model returned {} logits for a vocabulary of {}",
+                logits.len(),
+                self.info.vocab_size
+            )));
+        }
+        Ok(logits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_strings() {
+        assert_eq!(DeviceSpec::parse("cpu").unwrap(), DeviceSpec::Cpu);
+        assert_eq!(DeviceSpec::parse(" CPU ").unwrap(), DeviceSpec::Cpu);
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", "metal", ""] {
+            let e = DeviceSpec::parse(bad).unwrap_err();
+            assert!(matches!(e, LocalError::Device { .. }), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("expected \"cpu\" or \"cuda:N\""),
+                "{e}"
+            );
+        }
+        let cuda = DeviceSpec::parse("cuda:1");
+        if cfg!(feature = "cuda") {
+            assert_eq!(cuda.unwrap(), DeviceSpec::Cuda(1));
+        } else {
+            assert_eq!(cuda.unwrap_err(), LocalError::NoCuda("cuda:1".into()));
+            assert_eq!(
+                DeviceSpec::parse("cuda").unwrap_err(),
+                LocalError::NoCuda("cuda".into())
+            );
+        }
+    }
+
+    /// candle's bf16 Qwen2 cannot run several tokens after a cached prefix; `forward_logits`
+    /// feeds them one at a time and gets the logits of a full prefill.
+    #[test]
+    fn bf16_qwen2_continues_a_cached_prefix() {
+        use super::super::testkit::{write_folder, TinyOptions};
+        let tmp = tempfile::tempdir().unwrap();
+        write_folder(tmp.path(), &TinyOptions::new(Arch::Qwen2)).unwrap();
+        let spec = LocalModelSpec::new(tmp.path(), "cpu");
+        let mut m = LoadedModel::load_with_dtype(&spec, Some(DType::BF16)).unwrap();
+        assert_eq!(m.info().dtype, "bf16");
+        let ids = m.encode("the score is 0.5 and the id is 1").unwrap();
+        let full = m.forward_logits(&ids, 0).unwrap();
+        m.forward_logits(&ids[..3], 0).unwrap();
+        let cont = m.forward_logits(&ids[3..], 3).unwrap();
+        let d = full
+            .iter()
+            .zip(&cont)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(d < 0.1, "bf16 continuation differs by {d}");
+        assert_eq!(m.cached_len(), ids.len());
+        // The workaround is still needed: candle refuses the multi-token continuation.
+        m.forward_logits(&ids[..3], 0).unwrap();
+        assert!(
+            m.forward_raw(&ids[3..], 3).is_err(),
+            "candle fixed it: drop `stepwise`"
+        );
+    }
+
+    #[test]
+    fn loaded_model_can_move_to_an_owner_thread() {
+        fn is_send<T: Send>() {}
+        is_send::<LoadedModel>();
+    }
+}
