@@ -326,10 +326,11 @@ fn table(head: &[&str], rows: &[Vec<String>]) {
 async fn run(sizes: Sizes, full: bool) {
     let corpus = load_corpus();
     println!(
-        "# gavel load benchmark ({} corpus groups, {} CPUs, {} mode)\n",
+        "# gavel load benchmark ({} corpus groups, {} CPUs, {} mode, load average {})\n",
         corpus.len(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        if full { "full" } else { "smoke" }
+        if full { "full" } else { "smoke" },
+        loadavg()
     );
 
     println!("## 1. Latency gavel adds per group (cache misses), ms\n");
@@ -389,6 +390,14 @@ async fn run(sizes: Sizes, full: bool) {
         ],
         &rows,
     );
+}
+
+/// The machine's load average (1, 5, 15 min) from /proc/loadavg: other work on the 2 cores skews
+/// every figure, so the report states it.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "n/a".into())
 }
 
 fn main() {
