@@ -70,7 +70,10 @@ async fn requests_over_max_in_flight_get_429_at_once() {
     // Wait until both are being judged (so both hold their slot), then send a third.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while mock.calls() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the first two never reached the judge");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first two never reached the judge"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let (status, retry_after, body) = send(5).await.unwrap();

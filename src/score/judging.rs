@@ -143,7 +143,11 @@ impl Scorer {
                 .render(DEFAULT_PROMPT, &input, &all, rubric, req.tools.as_ref())?;
         // Orders are seeded by the group's content; hashing the prompt is only worth it when
         // there is more than one order to draw.
-        let seed = if permutations > 1 { content_hash(&identity.messages) } else { String::new() };
+        let seed = if permutations > 1 {
+            content_hash(&identity.messages)
+        } else {
+            String::new()
+        };
         let mut renders: HashMap<Vec<usize>, Arc<RenderedPrompt>> = HashMap::new();
         renders.insert(all.clone(), Arc::new(identity));
         let mut samples = Vec::new();
