@@ -12,7 +12,9 @@
 //!    `gavel::prompt::count_tokens` (o200k_base, OpenAI's message framing). (b) The latency each
 //!    adds: its wall time (gavel: the HTTP call to the daemon; ART: the `ruler_score_group` call
 //!    timed in Python) minus the wall time of its recorded judge request replayed to the mock with
-//!    reqwest. Medians over rounds and replays.
+//!    reqwest. Medians over rounds and replays. For attribution, the time `count_tokens` takes
+//!    on the two prompts gavel counts per cache miss (as sent, and without dedup) is measured
+//!    in-process.
 //!
 //! `ART_PYTHON` names the interpreter with openpipe-art installed (default
 //! `target/art-venv/bin/python`). Without `--bench` (as `cargo test --all-targets` runs it): one
@@ -137,39 +139,22 @@ fn counted_prompts(
     )
 }
 
-/// `count_tokens`'s formula over a tokenizer this thread owns.
-fn own_count(bpe: &tiktoken_rs::CoreBPE, messages: &[ChatMessage]) -> usize {
-    3 + messages
-        .iter()
-        .map(|m| 3 + bpe.encode_ordinary(&m.role).len() + bpe.encode_ordinary(&m.content).len())
-        .sum::<usize>()
-}
-
-/// Seconds of token counting per cache miss (both prompts), medians of 5, measured on a fresh
-/// thread: (a) with `gavel::prompt::count_tokens` (the process-wide o200k singleton, first used
-/// on another thread, as on all but one of the daemon's workers); (b) with the same count over
-/// an o200k tokenizer built on, and owned by, this thread.
-fn count_costs(pairs: Vec<(Vec<ChatMessage>, Vec<ChatMessage>)>) -> Vec<(f64, f64)> {
-    count_tokens(&pairs[0].0); // the singleton's first user is never the measuring thread
+/// Seconds of `gavel::prompt::count_tokens` per cache miss (both prompts), medians of 5,
+/// measured on a fresh thread (as a daemon worker counts: not the tokenizer's first user).
+fn count_costs(pairs: Vec<(Vec<ChatMessage>, Vec<ChatMessage>)>) -> Vec<f64> {
+    count_tokens(&pairs[0].0);
     std::thread::spawn(move || {
-        let own = tiktoken_rs::o200k_base().unwrap();
-        let time = |f: &dyn Fn() -> usize| {
-            median(
-                (0..5)
-                    .map(|_| {
-                        let t = Instant::now();
-                        std::hint::black_box(f());
-                        t.elapsed().as_secs_f64()
-                    })
-                    .collect(),
-            )
-        };
         pairs
             .iter()
             .map(|(sent, naive)| {
-                (
-                    time(&|| count_tokens(sent) + count_tokens(naive)),
-                    time(&|| own_count(&own, sent) + own_count(&own, naive)),
+                median(
+                    (0..5)
+                        .map(|_| {
+                            let t = Instant::now();
+                            std::hint::black_box(count_tokens(sent) + count_tokens(naive));
+                            t.elapsed().as_secs_f64()
+                        })
+                        .collect(),
                 )
             })
             .collect()
@@ -555,8 +540,7 @@ async fn run(full: bool) {
             let n = idx.len() as f64;
             let ga = median(idx.iter().map(|&i| g_added[i]).collect());
             let aa = median(idx.iter().map(|&i| a_added[i]).collect());
-            let cs = median(idx.iter().map(|&i| counting[i].0).collect());
-            let co = median(idx.iter().map(|&i| counting[i].1).collect());
+            let cc = median(idx.iter().map(|&i| counting[i]).collect());
             vec![
                 k.to_string(),
                 idx.len().to_string(),
@@ -566,7 +550,7 @@ async fn run(full: bool) {
                 format!("{:.0}", (at - as_) as f64 / n),
                 ratio(gt as f64, at as f64),
                 ms(ga),
-                format!("{} / {}", ms(cs), ms(co)),
+                ms(cc),
                 ms(aa),
                 ratio(ga, aa),
             ]
@@ -583,7 +567,7 @@ async fn run(full: bool) {
             "ART rest",
             "tokens gavel/ART",
             "gavel added ms",
-            "token counting ms: singleton / own",
+            "of which token counting ms",
             "ART added ms",
             "latency gavel/ART",
         ],
@@ -595,10 +579,8 @@ async fn run(full: bool) {
     println!("All groups: tokens gavel/ART {}; added latency median gavel {} ms, ART {} ms, ratio {}; raw replay median gavel's request {} ms, ART's {} ms.",
         ratio(all_g as f64, all_a as f64), ms(gm), ms(am), ratio(gm, am),
         ms(median(raw[0].clone())), ms(median(raw[1].clone())));
-    let cs = median(counting.iter().map(|c| c.0).collect());
-    let co = median(counting.iter().map(|c| c.1).collect());
-    println!("gavel's token counting per cache miss (prompt as sent + without dedup), median over groups: {} ms through count_tokens' shared tokenizer from a thread that did not use it first, {} ms with a tokenizer the thread owns; gavel's median added latency is {} ms.",
-        ms(cs), ms(co), ms(gm));
+    println!("gavel's token counting per cache miss (count_tokens of the prompt as sent and of the group without dedup, in-process): median over groups {} ms; gavel's median added latency {} ms.",
+        ms(median(counting.clone())), ms(gm));
     let rubric = rubrics.get("default").unwrap();
     let rubric_tokens = count_tokens(&[ChatMessage {
         role: String::new(),
