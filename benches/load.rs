@@ -8,7 +8,7 @@
 //! 2. Cache-hit throughput and latency: the corpus is scored once to warm the cache, then 64
 //!    client tasks send cache hits for a fixed time with keep-alive connections.
 //!
-//!     cargo bench --bench load                     # ~1 minute
+//!     cargo bench --bench load                     # about 40 s
 //!     GAVEL_BENCH_SECONDS=5 cargo bench --bench load
 //!
 //! Groups come from `benches/data/groups.jsonl` (see `benches/data/make_groups.py`). Client, daemon
@@ -29,7 +29,7 @@ use serde_json::Value;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/data/groups.jsonl");
 
-/// One corpus group: its kind label, its name, and the gavel request body (labels stripped).
+/// One corpus group: its kind label and the gavel request body (labels stripped).
 struct Group {
     kind: String,
     body: Value,
@@ -361,7 +361,7 @@ async fn run(sizes: Sizes, full: bool) {
     );
 
     println!(
-        "## 2. Cache hits, {} client tasks for {:.0} s each\n",
+        "## 2. Cache hits, {} client tasks for {:.1} s each\n",
         sizes.concurrency,
         sizes.hammer.as_secs_f64()
     );
