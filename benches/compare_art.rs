@@ -20,6 +20,10 @@
 //! `target/art-venv/bin/python`). Without `--bench` (as `cargo test --all-targets` runs it): one
 //! round, gavel only, as a smoke test.
 
+// The allocator the `gavel` binary ships with, so the figures are the daemon's.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -16,6 +16,10 @@
 //! figure includes the client's own CPU use. Without `--bench` (as `cargo test --all-targets`
 //! runs it) every phase runs briefly, as a smoke test.
 
+// The allocator the `gavel` binary ships with, so the figures are the daemon's.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -5,6 +5,10 @@
 //!
 //!     cargo bench --bench pipeline
 
+// The allocator the `gavel` binary ships with, so the figures are the daemon's.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 use std::hint::black_box;
@@ -14,6 +18,109 @@ use gavel::judge::parse::{parse_verdict, ParseOptions};
 use gavel::prompt::{count_tokens, Prompts, DEFAULT_PROMPT};
 use gavel::rubric::RubricSet;
 use gavel::trajectory::{parse_trajectories, Trajectory};
+
+/// The benchmark corpus (`benches/data/groups.jsonl`), labels stripped.
+fn corpus() -> Vec<Value> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/data/groups.jsonl"
+    ))
+    .unwrap();
+    text.lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.remove("kind");
+            o.remove("id");
+            v
+        })
+        .collect()
+}
+
+/// The whole in-process cache-hit path (no HTTP): body bytes → request → scorer (verdicts already
+/// stored) → response bytes, over every corpus group.
+fn bench_hits(c: &mut Criterion) {
+    use gavel::config::{Config, JudgeConfig};
+    use gavel::score::{ScoreRequest, Scorer};
+    use gavel::store::{SledStore, StoredScore, StoredVerdict};
+    use std::sync::Arc;
+
+    let mut cfg = Config::from_env(&|_| None);
+    cfg.judges.insert(
+        "bench".into(),
+        JudgeConfig::openai("http://127.0.0.1:9/v1", "bench-judge", None),
+    );
+    cfg.default_judge = Some("bench".into());
+    let store = Arc::new(SledStore::temporary().unwrap());
+    let scorer = Scorer::new(&cfg, store.clone()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let bodies: Vec<Vec<u8>> = corpus()
+        .iter()
+        .map(|v| serde_json::to_vec(v).unwrap())
+        .collect();
+    // Warm the store with a verdict for every group's cache key.
+    for body in &bodies {
+        let v: Value = serde_json::from_slice(body).unwrap();
+        let req = ScoreRequest::from_json(&v, 64).unwrap();
+        let r = scorer.render(&req).unwrap();
+        let verdict = StoredVerdict {
+            scores: r
+                .trajectory_ids
+                .iter()
+                .map(|id| StoredScore {
+                    id: id.clone(),
+                    score: Some(0.5),
+                    explanation: "fine".into(),
+                    items: Vec::new(),
+                })
+                .collect(),
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: 100,
+            calls: 1,
+            counted_prompt_tokens: r.prompt_tokens,
+            counted_prompt_tokens_without_dedup: r.prompt_tokens_without_dedup,
+            model: "bench-judge".into(),
+            created_unix: 0,
+            retries: Default::default(),
+        };
+        rt.block_on(gavel::store::VerdictStore::put(
+            store.as_ref(),
+            &r.cache_key,
+            &verdict,
+        ))
+        .unwrap();
+    }
+    let one = |body: &[u8]| {
+        let v: Value = serde_json::from_slice(body).unwrap();
+        let req = ScoreRequest::from_json(&v, 64).unwrap();
+        let resp = rt.block_on(scorer.score_group(&req)).unwrap();
+        assert_eq!(resp.usage.cache_hits, 1);
+        serde_json::to_vec(&resp).unwrap()
+    };
+    // For instruction counts under callgrind (wall time is useless on a loaded machine):
+    // `GAVEL_HIT_LOOPS=N valgrind --tool=callgrind target/release/deps/pipeline-* --bench hit`,
+    // once with N = 0 and once with N > 0; the difference / (27 N) is the cost of one hit.
+    if let Some(n) = std::env::var("GAVEL_HIT_LOOPS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        for _ in 0..n {
+            for body in &bodies {
+                black_box(one(body));
+            }
+        }
+        std::process::exit(0);
+    }
+    c.bench_function("hit/corpus-27-groups", |b| {
+        b.iter(|| {
+            for body in &bodies {
+                black_box(one(body));
+            }
+        })
+    });
+}
 
 /// The shipped 4-trajectory agent example, doubled to 8 with distinct tool-call ids and plans.
 fn agent_group() -> Vec<Trajectory> {
@@ -95,5 +202,5 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_hits);
 criterion_main!(benches);

@@ -195,6 +195,40 @@ impl JudgeInput {
         }
     }
 
+    /// Bytes dedup kept out of the prompt for the candidates in `order`: what their trajectories
+    /// would take sent whole (every member, the shared prefix in each, shared contents inline)
+    /// minus what the deduplicated prompt holds for them. Sizes are message contents plus tool
+    /// calls, without JSON framing: an estimate for usage reporting, in microseconds.
+    pub fn bytes_saved(&self, order: &[usize]) -> usize {
+        let prefix: usize = self.prefix.iter().map(message_bytes).sum();
+        let block = |id: &str| {
+            self.shared
+                .iter()
+                .find(|b| b.id == id)
+                .map_or(0, |b| b.content.len())
+        };
+        let mut used: Vec<&str> = Vec::new();
+        let (mut whole, mut deduped) = (0usize, prefix);
+        for &c in order {
+            let cand = &self.candidates[c];
+            let mut one = prefix;
+            for m in &cand.messages {
+                let b = message_bytes(m);
+                deduped += b;
+                one += b;
+                if let Some(r) = m.content_ref.as_deref() {
+                    one += block(r);
+                    if !used.contains(&r) {
+                        used.push(r);
+                    }
+                }
+            }
+            whole += one * cand.members.len();
+        }
+        deduped += used.iter().map(|r| block(r)).sum::<usize>();
+        whole.saturating_sub(deduped)
+    }
+
     /// For each request trajectory (0-based), the index of its candidate.
     pub fn candidate_of(&self) -> Vec<usize> {
         let mut out = vec![0; self.group_size];
@@ -205,6 +239,17 @@ impl JudgeInput {
         }
         out
     }
+}
+
+/// A message's size as [`JudgeInput::bytes_saved`] counts it (a reference counts its id only).
+fn message_bytes(m: &JudgeMessage) -> usize {
+    m.content.as_ref().map_or(0, String::len)
+        + m.content_ref.as_ref().map_or(0, String::len)
+        + m.tool_calls
+            .iter()
+            .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+            .sum::<usize>()
+        + m.tool_call_id.as_ref().map_or(0, String::len)
 }
 
 fn to_judge_message(m: &Message, map_id: impl Fn(&str) -> String) -> JudgeMessage {

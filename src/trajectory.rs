@@ -254,7 +254,7 @@ fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
             format!("unknown role {role_s:?} (expected system, user, assistant or tool)"),
         )
     })?;
-    let content = parse_content(obj.get("content"), &format!("{at}.content"))?;
+    let content = parse_content(obj.get("content"), at, "content")?;
     let mut tool_calls = Vec::new();
     match obj.get("tool_calls") {
         None | Some(Value::Null) => {}
@@ -276,8 +276,8 @@ fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
             ))
         }
     }
-    let tool_call_id = opt_string(obj.get("tool_call_id"), &format!("{at}.tool_call_id"))?;
-    let name = opt_string(obj.get("name"), &format!("{at}.name"))?;
+    let tool_call_id = opt_string(obj.get("tool_call_id"), at, "tool_call_id")?;
+    let name = opt_string(obj.get("name"), at, "name")?;
     if role == Role::Tool && tool_call_id.is_none() && role_s == "tool" {
         return Err(InputError::new(
             format!("{at}.tool_call_id"),
@@ -299,12 +299,14 @@ fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
     })
 }
 
-fn opt_string(v: Option<&Value>, at: &str) -> Result<Option<String>, InputError> {
+/// An optional string field `field` of the object at `at` (paths are built only on error: this
+/// runs for every message of every request).
+fn opt_string(v: Option<&Value>, at: &str, field: &str) -> Result<Option<String>, InputError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(other) => Err(InputError::new(
-            at,
+            format!("{at}.{field}"),
             format!("expected a string, got {}", type_name(other)),
         )),
     }
@@ -312,14 +314,15 @@ fn opt_string(v: Option<&Value>, at: &str) -> Result<Option<String>, InputError>
 
 /// `content` may be a string, null, or a list of parts; text and refusal parts are joined with
 /// newlines, anything else (images, audio) is refused — a text judge cannot see it.
-fn parse_content(v: Option<&Value>, at: &str) -> Result<Option<String>, InputError> {
+fn parse_content(v: Option<&Value>, at: &str, field: &str) -> Result<Option<String>, InputError> {
+    let at = || format!("{at}.{field}");
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(Value::Array(parts)) => {
             let mut texts = Vec::with_capacity(parts.len());
             for (k, p) in parts.iter().enumerate() {
-                let pat = format!("{at}[{k}]");
+                let pat = format!("{}[{k}]", at());
                 let kind = p.get("type").and_then(Value::as_str).ok_or_else(|| {
                     InputError::new(format!("{pat}.type"), "missing (expected \"text\")")
                 })?;
@@ -343,7 +346,7 @@ fn parse_content(v: Option<&Value>, at: &str) -> Result<Option<String>, InputErr
             Ok(Some(texts.join("\n")))
         }
         Some(other) => Err(InputError::new(
-            at,
+            at(),
             format!(
                 "expected a string, null or a list of text parts, got {}",
                 type_name(other)
@@ -356,7 +359,7 @@ fn parse_tool_call(v: &Value, at: &str) -> Result<ToolCall, InputError> {
     let obj = v
         .as_object()
         .ok_or_else(|| InputError::new(at, format!("expected an object, got {}", type_name(v))))?;
-    let id = opt_string(obj.get("id"), &format!("{at}.id"))?.unwrap_or_default();
+    let id = opt_string(obj.get("id"), at, "id")?.unwrap_or_default();
     let func_v = obj
         .get("function")
         .ok_or_else(|| InputError::new(format!("{at}.function"), "missing"))?;
@@ -366,7 +369,7 @@ fn parse_tool_call(v: &Value, at: &str) -> Result<ToolCall, InputError> {
             format!("expected an object, got {}", type_name(func_v)),
         )
     })?;
-    let name = opt_string(func.get("name"), &format!("{at}.function.name"))?
+    let name = opt_string(func.get("name"), at, "function.name")?
         .ok_or_else(|| InputError::new(format!("{at}.function.name"), "missing"))?;
     // Arguments are a JSON string in OpenAI's format; some loggers store the parsed object.
     let arguments = match func.get("arguments") {

@@ -73,15 +73,41 @@ impl KeyLocks {
     }
 }
 
-/// One prompt to one judge.
-struct Sample<'a> {
+/// One prompt to one judge, as far as the store is concerned: which candidates it shows in which
+/// order, the ids the judge sees for them, and its cache key.
+#[derive(Debug, Clone)]
+pub(super) struct SampleSpec {
     judge: usize,
     order_index: u32,
     /// Candidate indices in prompt order.
     order: Vec<usize>,
-    rendered: Arc<RenderedPrompt>,
-    judge_ref: &'a Arc<Judge>,
+    /// The ids the judge sees, in prompt order.
+    ids: Vec<String>,
     key: String,
+}
+
+/// A plan without its rendered prompts: all a request needs when every verdict is cached.
+#[derive(Debug)]
+pub(super) struct Skeleton {
+    samples: Vec<SampleSpec>,
+    chunks: usize,
+    distinct: usize,
+    /// For each request trajectory, its candidate.
+    candidate_of: Vec<usize>,
+    pub template_version: String,
+}
+
+impl Skeleton {
+    #[cfg(test)]
+    pub(super) fn empty_for_tests() -> Skeleton {
+        Skeleton {
+            samples: Vec::new(),
+            chunks: 1,
+            distinct: 0,
+            candidate_of: Vec::new(),
+            template_version: String::new(),
+        }
+    }
 }
 
 /// Everything computed before the cache lookups.
@@ -89,13 +115,14 @@ pub(super) struct Plan<'a> {
     pub rubric: &'a Rubric,
     pub judges: Vec<&'a Arc<Judge>>,
     pub input: JudgeInput,
-    samples: Vec<Sample<'a>>,
-    chunks: usize,
+    pub skeleton: Arc<Skeleton>,
+    /// The rendered prompt of each sample (parallel to `skeleton.samples`).
+    rendered: Vec<Arc<RenderedPrompt>>,
 }
 
 impl Plan<'_> {
     pub fn template_version(&self) -> String {
-        self.samples[0].rendered.template_version.clone()
+        self.skeleton.template_version.clone()
     }
 }
 
@@ -151,6 +178,7 @@ impl Scorer {
         let mut renders: HashMap<Vec<usize>, Arc<RenderedPrompt>> = HashMap::new();
         renders.insert(all.clone(), Arc::new(identity));
         let mut samples = Vec::new();
+        let mut prompts = Vec::new();
         let mut max_chunks = 1;
         for (j, judge) in judges.iter().enumerate() {
             let chunks = self.chunks_for(judge, &input, &renders[&all])?;
@@ -177,23 +205,30 @@ impl Scorer {
                         }
                     };
                     let key = cache_key(judge, &rendered, rubric, k as u32);
-                    samples.push(Sample {
+                    samples.push(SampleSpec {
                         judge: j,
                         order_index: k as u32,
                         order,
-                        rendered,
-                        judge_ref: judge,
+                        ids: rendered.ids.clone(),
                         key,
                     });
+                    prompts.push(rendered);
                 }
             }
         }
+        let skeleton = Arc::new(Skeleton {
+            samples,
+            chunks: max_chunks,
+            distinct: input.candidates.len(),
+            candidate_of: input.candidate_of(),
+            template_version: prompts[0].template_version.clone(),
+        });
         Ok(Plan {
             rubric,
             judges,
             input,
-            samples,
-            chunks: max_chunks,
+            skeleton,
+            rendered: prompts,
         })
     }
 
@@ -247,12 +282,13 @@ impl Scorer {
         let names = self.judge_names(req)?;
         let judge = self.judge(Some(&names[0]))?;
         let plan = self.plan_judging(&rubric, vec![judge], 1, req)?;
-        let s = &plan.samples[0];
-        let deduped = count_tokens(&s.rendered.messages) as u64;
+        let s = &plan.skeleton.samples[0];
+        let rendered = &plan.rendered[0];
+        let deduped = count_tokens(&rendered.messages) as u64;
         let without = self.count_without_dedup(&plan, &s.order, req)?;
         Ok(RenderResponse {
-            messages: s.rendered.messages.clone(),
-            trajectory_ids: s.rendered.ids.clone(),
+            messages: rendered.messages.clone(),
+            trajectory_ids: rendered.ids.clone(),
             prompt_tokens: deduped,
             prompt_tokens_without_dedup: without,
             tokens_saved_by_dedup: without.saturating_sub(deduped),
@@ -265,13 +301,14 @@ impl Scorer {
             },
             template: VersionInfo {
                 name: DEFAULT_PROMPT.into(),
-                version: s.rendered.template_version.clone(),
+                version: rendered.template_version.clone(),
             },
             cache_key: s.key.clone(),
         })
     }
 
-    /// Tokens of the same candidates' trajectories sent whole, with no dedup.
+    /// Tokens of the same candidates' trajectories sent whole, with no dedup (exact, for
+    /// `render`; scoring estimates it instead, see [`estimate_tokens`]).
     fn count_without_dedup(
         &self,
         plan: &Plan<'_>,
@@ -304,12 +341,12 @@ impl Scorer {
     pub(super) async fn judge_group(
         &self,
         plan: &Plan<'_>,
-        req: &ScoreRequest,
         aggregate: Aggregate,
     ) -> Result<Result<JudgeOutcome, JudgeError>, ScoreError> {
-        let results =
-            futures::future::join_all(plan.samples.iter().map(|s| self.run_sample(plan, s, req)))
-                .await;
+        let results = futures::future::join_all(
+            (0..plan.skeleton.samples.len()).map(|i| self.run_sample(plan, i)),
+        )
+        .await;
         let mut per_sample = Vec::with_capacity(results.len());
         for r in results {
             match r? {
@@ -317,106 +354,50 @@ impl Scorer {
                 Err(e) => return Ok(Err(e)),
             }
         }
-        let mut usage = Usage {
-            distinct_trajectories: plan.input.candidates.len() as u64,
-            ..Usage::default()
-        };
-        for s in &per_sample {
-            usage.add(&s.usage);
-        }
-        usage.chunks = plan.chunks as u64;
-        let m = plan.input.candidates.len();
-        let shift = plan.rubric.items.is_empty();
-        // (judge, order) → per-candidate scores, merging chunks.
-        let mut by_judge_order: BTreeMap<(usize, u32), ChunkScores> = BTreeMap::new();
-        let mut first_seen: Vec<Option<(String, Vec<ItemOut>)>> = vec![None; m];
-        for (s, r) in plan.samples.iter().zip(&per_sample) {
-            by_judge_order
-                .entry((s.judge, s.order_index))
-                .or_default()
-                .push((s.order.clone(), r.scores.iter().map(|x| x.0).collect()));
-            for (&c, (_, expl, items)) in s.order.iter().zip(&r.scores) {
-                if first_seen[c].is_none() {
-                    first_seen[c] = Some((expl.clone(), items.clone()));
-                }
-            }
-        }
-        let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; plan.judges.len()];
-        for ((j, _), chunks) in &by_judge_order {
-            // Chunks list anchors first, in their own prompt order; merge expects anchors first.
-            let normalized: ChunkScores = chunks
-                .iter()
-                .map(|(order, scores)| {
-                    let mut pairs: Vec<(usize, Option<f64>)> =
-                        order.iter().copied().zip(scores.iter().copied()).collect();
-                    pairs.sort_by_key(|(c, _)| (*c >= CHUNK_ANCHORS, *c));
-                    pairs.into_iter().unzip()
-                })
-                .collect();
-            let anchors = if normalized.len() > 1 {
-                CHUNK_ANCHORS.min(m)
-            } else {
-                0
+        Ok(Ok(aggregate_samples(
+            &plan.skeleton,
+            plan.rubric,
+            &plan.judges,
+            per_sample,
+            aggregate,
+        )))
+    }
+
+    /// The fast path of a group seen before: every sample's verdict from the store, nothing
+    /// rendered. `None` when any verdict is missing (the caller then takes the full path).
+    pub(super) async fn judge_cached(
+        &self,
+        skeleton: &Skeleton,
+        rubric: &Rubric,
+        judges: &[&Arc<Judge>],
+        aggregate: Aggregate,
+    ) -> Result<Option<JudgeOutcome>, ScoreError> {
+        let mut per_sample = Vec::with_capacity(skeleton.samples.len());
+        for s in &skeleton.samples {
+            let Some(verdict) = self.store.get(&s.key).await? else {
+                return Ok(None);
             };
-            for (c, v) in merge_chunks(m, &normalized, anchors, shift)
-                .into_iter()
-                .enumerate()
-            {
-                if let Some(v) = v {
-                    per_judge[*j][c].push(v);
-                }
-            }
+            let mut usage = Usage {
+                cache_hits: 1,
+                ..Usage::default()
+            };
+            add_counted_tokens(&mut usage, &verdict);
+            metrics::counter!("gavel_verdicts_total", "source" => "cache").increment(1);
+            per_sample.push(sample_result(rubric, &s.ids, &verdict, usage));
         }
-        let candidate_scores: Vec<JudgeScore> = (0..m)
-            .map(|c| {
-                let judge_means: Vec<f64> = per_judge
-                    .iter()
-                    .filter_map(|pj| mean_std(&pj[c]).map(|(mean, _)| mean))
-                    .collect();
-                let all: Vec<f64> = per_judge
-                    .iter()
-                    .flat_map(|pj| pj[c].iter().copied())
-                    .collect();
-                let (explanation, items) = first_seen[c].clone().unwrap_or_default();
-                JudgeScore {
-                    value: combine_judges(&judge_means, aggregate),
-                    explanation,
-                    items,
-                    disagreement: if all.len() > 1 {
-                        mean_std(&all).map(|(_, sd)| sd)
-                    } else {
-                        None
-                    },
-                    per_judge: if plan.judges.len() > 1 {
-                        plan.judges
-                            .iter()
-                            .zip(&per_judge)
-                            .map(|(jd, pj)| {
-                                (jd.info().name, mean_std(&pj[c]).map(|(mean, _)| mean))
-                            })
-                            .collect()
-                    } else {
-                        BTreeMap::new()
-                    },
-                }
-            })
-            .collect();
-        let scores = plan
-            .input
-            .candidate_of()
-            .iter()
-            .map(|&c| candidate_scores[c].clone())
-            .collect();
-        Ok(Ok(JudgeOutcome { scores, usage }))
+        Ok(Some(aggregate_samples(
+            skeleton, rubric, judges, per_sample, aggregate,
+        )))
     }
 
     /// One sample's verdict: from the store, or from the judge under the key's lock.
     async fn run_sample(
         &self,
         plan: &Plan<'_>,
-        s: &Sample<'_>,
-        req: &ScoreRequest,
+        i: usize,
     ) -> Result<Result<SampleResult, JudgeError>, ScoreError> {
+        let s = &plan.skeleton.samples[i];
+        let judge = plan.judges[s.judge];
         let mut usage = Usage::default();
         let verdict = match self.store.get(&s.key).await? {
             Some(v) => {
@@ -430,14 +411,14 @@ impl Scorer {
                         usage.cache_hits = 1;
                         v
                     }
-                    None => match self.ask_judge(plan, s, req).await {
+                    None => match self.ask_judge(plan, i).await {
                         Ok(v) => {
                             self.store.put(&s.key, &v).await?;
                             usage.judge_calls = u64::from(v.calls);
                             usage.prompt_tokens = v.prompt_tokens;
                             usage.completion_tokens = v.completion_tokens;
                             usage.retries = v.retries.clone();
-                            usage.cost = s.judge_ref.cost(v.prompt_tokens, v.completion_tokens);
+                            usage.cost = judge.cost(v.prompt_tokens, v.completion_tokens);
                             v
                         }
                         Err(e) => return Ok(Err(e)),
@@ -447,63 +428,29 @@ impl Scorer {
         };
         metrics::counter!("gavel_verdicts_total", "source" => if usage.cache_hits > 0 { "cache" } else { "judge" })
             .increment(1);
-        usage.prompt_tokens_deduped = verdict.counted_prompt_tokens;
-        usage.prompt_tokens_without_dedup = verdict.counted_prompt_tokens_without_dedup;
-        usage.tokens_saved_by_dedup = verdict
-            .counted_prompt_tokens_without_dedup
-            .saturating_sub(verdict.counted_prompt_tokens);
-        let by_id: BTreeMap<&str, &StoredScore> =
-            verdict.scores.iter().map(|x| (x.id.as_str(), x)).collect();
-        let scores = s
-            .rendered
-            .ids
-            .iter()
-            .map(|id| {
-                let x = by_id[id.as_str()];
-                let value = if plan.rubric.items.is_empty() {
-                    x.score
-                } else {
-                    let met: BTreeMap<String, bool> = x.items.iter().cloned().collect();
-                    Some(checklist_score(
-                        &plan.rubric.items,
-                        &met,
-                        plan.rubric.required_cap,
-                    ))
-                };
-                let items = x
-                    .items
-                    .iter()
-                    .map(|(id, met)| ItemOut {
-                        id: id.clone(),
-                        met: *met,
-                    })
-                    .collect();
-                (value, x.explanation.clone(), items)
-            })
-            .collect();
-        Ok(Ok(SampleResult { scores, usage }))
+        add_counted_tokens(&mut usage, &verdict);
+        Ok(Ok(sample_result(plan.rubric, &s.ids, &verdict, usage)))
     }
 
     /// Asks the judge for a verdict: one call, and one structural re-ask stating the exact
     /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline.
-    async fn ask_judge(
-        &self,
-        plan: &Plan<'_>,
-        s: &Sample<'_>,
-        req: &ScoreRequest,
-    ) -> Result<StoredVerdict, JudgeError> {
+    async fn ask_judge(&self, plan: &Plan<'_>, i: usize) -> Result<StoredVerdict, JudgeError> {
+        let s = &plan.skeleton.samples[i];
+        let rendered = &plan.rendered[i];
+        let judge = plan.judges[s.judge];
         let item_ids: Vec<String> = plan.rubric.items.iter().map(|i| i.id.clone()).collect();
-        let schema = verdict_schema(&s.rendered.ids, &item_ids);
+        let schema = verdict_schema(&rendered.ids, &item_ids);
         let opts = ParseOptions {
-            expected_ids: &s.rendered.ids,
+            expected_ids: &rendered.ids,
             allow_missing_score: !item_ids.is_empty(),
             expected_items: &item_ids,
         };
-        let JudgeInfo { name, model } = s.judge_ref.info();
-        let deadline = s.judge_ref.deadline();
+        let JudgeInfo { name, model } = judge.info();
+        let deadline = judge.deadline();
         let conversation = async {
-            let mut messages = s.rendered.messages.clone();
-            let first = s.judge_ref.complete(&messages, &schema).await?;
+            let mut messages = rendered.messages.clone();
+            let first = judge.complete(&messages, &schema).await?;
+            let first_prompt_tokens = first.prompt_tokens;
             let (mut prompt_tokens, mut completion_tokens, mut calls) =
                 (first.prompt_tokens, first.completion_tokens, 1u32);
             let mut retries = first.retries;
@@ -515,14 +462,14 @@ impl Scorer {
                         .increment(1);
                     let reask = self
                         .prompts
-                        .render_reask(&problem.to_string(), &s.rendered.ids)
+                        .render_reask(&problem.to_string(), &rendered.ids)
                         .map_err(|e| JudgeError::InvalidOutput(e.to_string()))?;
                     messages.push(ChatMessage {
                         role: "assistant".into(),
                         content: first.text,
                     });
                     messages.push(reask);
-                    let second = s.judge_ref.complete(&messages, &schema).await?;
+                    let second = judge.complete(&messages, &schema).await?;
                     prompt_tokens += second.prompt_tokens;
                     completion_tokens += second.completion_tokens;
                     calls += 1;
@@ -537,9 +484,16 @@ impl Scorer {
                     })?
                 }
             };
-            Ok::<_, JudgeError>((parsed, prompt_tokens, completion_tokens, calls, retries))
+            Ok::<_, JudgeError>((
+                parsed,
+                prompt_tokens,
+                completion_tokens,
+                calls,
+                retries,
+                first_prompt_tokens,
+            ))
         };
-        let (parsed, prompt_tokens, completion_tokens, calls, retries) =
+        let (parsed, prompt_tokens, completion_tokens, calls, retries, first_prompt_tokens) =
             tokio::time::timeout(deadline, conversation)
                 .await
                 .map_err(|_| {
@@ -548,10 +502,7 @@ impl Scorer {
                         deadline.as_secs_f64()
                     ))
                 })??;
-        let counted = count_tokens(&s.rendered.messages) as u64;
-        let without = self
-            .count_without_dedup(plan, &s.order, req)
-            .map_err(|e| JudgeError::InvalidOutput(e.to_string()))?;
+        let (counted, without) = estimate_tokens(plan, i, first_prompt_tokens);
         Ok(StoredVerdict {
             scores: parsed
                 .into_iter()
@@ -574,6 +525,166 @@ impl Scorer {
             retries,
         })
     }
+}
+
+/// The prompt's tokens and an estimate of what the same candidates would cost without dedup.
+///
+/// The judge's own count of the prompt (its reported `prompt_tokens`, in its own tokenizer) is
+/// the base; without it, the prompt is counted with `o200k_base`. The no-dedup figure scales that
+/// count by the bytes dedup kept out ([`JudgeInput::bytes_saved`]) at the prompt's own rate of
+/// tokens per byte. Exact counts of both prompts (`gavel render`) take milliseconds of BPE on
+/// large groups, which a cache miss should not pay for a usage figure.
+fn estimate_tokens(plan: &Plan<'_>, i: usize, judge_counted: u64) -> (u64, u64) {
+    let rendered = &plan.rendered[i];
+    let counted = if judge_counted > 0 {
+        judge_counted
+    } else {
+        count_tokens(&rendered.messages) as u64
+    };
+    let bytes: usize = rendered.messages.iter().map(|m| m.content.len()).sum();
+    let saved = plan.input.bytes_saved(&plan.skeleton.samples[i].order);
+    let extra = (saved as f64 * counted as f64 / bytes.max(1) as f64).round() as u64;
+    (counted, counted + extra)
+}
+
+/// Usage figures a stored verdict carries whether or not this request paid for it.
+fn add_counted_tokens(usage: &mut Usage, verdict: &StoredVerdict) {
+    usage.prompt_tokens_deduped = verdict.counted_prompt_tokens;
+    usage.prompt_tokens_without_dedup = verdict.counted_prompt_tokens_without_dedup;
+    usage.tokens_saved_by_dedup = verdict
+        .counted_prompt_tokens_without_dedup
+        .saturating_sub(verdict.counted_prompt_tokens);
+}
+
+/// A verdict's scores for the sample's candidates, in prompt order, mapped by id.
+fn sample_result(
+    rubric: &Rubric,
+    ids: &[String],
+    verdict: &StoredVerdict,
+    usage: Usage,
+) -> SampleResult {
+    let by_id: BTreeMap<&str, &StoredScore> =
+        verdict.scores.iter().map(|x| (x.id.as_str(), x)).collect();
+    let scores = ids
+        .iter()
+        .map(|id| {
+            let x = by_id[id.as_str()];
+            let value = if rubric.items.is_empty() {
+                x.score
+            } else {
+                let met: BTreeMap<String, bool> = x.items.iter().cloned().collect();
+                Some(checklist_score(&rubric.items, &met, rubric.required_cap))
+            };
+            let items = x
+                .items
+                .iter()
+                .map(|(id, met)| ItemOut {
+                    id: id.clone(),
+                    met: *met,
+                })
+                .collect();
+            (value, x.explanation.clone(), items)
+        })
+        .collect();
+    SampleResult { scores, usage }
+}
+
+/// Maps every sample's scores back to candidates, merges chunks, averages orders and judges.
+fn aggregate_samples(
+    skeleton: &Skeleton,
+    rubric: &Rubric,
+    judges: &[&Arc<Judge>],
+    per_sample: Vec<SampleResult>,
+    aggregate: Aggregate,
+) -> JudgeOutcome {
+    let mut usage = Usage {
+        distinct_trajectories: skeleton.distinct as u64,
+        ..Usage::default()
+    };
+    for s in &per_sample {
+        usage.add(&s.usage);
+    }
+    usage.chunks = skeleton.chunks as u64;
+    let m = skeleton.distinct;
+    let shift = rubric.items.is_empty();
+    // (judge, order) → per-candidate scores, merging chunks.
+    let mut by_judge_order: BTreeMap<(usize, u32), ChunkScores> = BTreeMap::new();
+    let mut first_seen: Vec<Option<(String, Vec<ItemOut>)>> = vec![None; m];
+    for (s, r) in skeleton.samples.iter().zip(&per_sample) {
+        by_judge_order
+            .entry((s.judge, s.order_index))
+            .or_default()
+            .push((s.order.clone(), r.scores.iter().map(|x| x.0).collect()));
+        for (&c, (_, expl, items)) in s.order.iter().zip(&r.scores) {
+            if first_seen[c].is_none() {
+                first_seen[c] = Some((expl.clone(), items.clone()));
+            }
+        }
+    }
+    let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; judges.len()];
+    for ((j, _), chunks) in &by_judge_order {
+        // Chunks list anchors first, in their own prompt order; merge expects anchors first.
+        let normalized: ChunkScores = chunks
+            .iter()
+            .map(|(order, scores)| {
+                let mut pairs: Vec<(usize, Option<f64>)> =
+                    order.iter().copied().zip(scores.iter().copied()).collect();
+                pairs.sort_by_key(|(c, _)| (*c >= CHUNK_ANCHORS, *c));
+                pairs.into_iter().unzip()
+            })
+            .collect();
+        let anchors = if normalized.len() > 1 {
+            CHUNK_ANCHORS.min(m)
+        } else {
+            0
+        };
+        for (c, v) in merge_chunks(m, &normalized, anchors, shift)
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(v) = v {
+                per_judge[*j][c].push(v);
+            }
+        }
+    }
+    let candidate_scores: Vec<JudgeScore> = (0..m)
+        .map(|c| {
+            let judge_means: Vec<f64> = per_judge
+                .iter()
+                .filter_map(|pj| mean_std(&pj[c]).map(|(mean, _)| mean))
+                .collect();
+            let all: Vec<f64> = per_judge
+                .iter()
+                .flat_map(|pj| pj[c].iter().copied())
+                .collect();
+            let (explanation, items) = first_seen[c].clone().unwrap_or_default();
+            JudgeScore {
+                value: combine_judges(&judge_means, aggregate),
+                explanation,
+                items,
+                disagreement: if all.len() > 1 {
+                    mean_std(&all).map(|(_, sd)| sd)
+                } else {
+                    None
+                },
+                per_judge: if judges.len() > 1 {
+                    judges
+                        .iter()
+                        .zip(&per_judge)
+                        .map(|(jd, pj)| (jd.info().name, mean_std(&pj[c]).map(|(mean, _)| mean)))
+                        .collect()
+                } else {
+                    BTreeMap::new()
+                },
+            }
+        })
+        .collect();
+    let scores = skeleton
+        .candidate_of
+        .iter()
+        .map(|&c| candidate_scores[c].clone())
+        .collect();
+    JudgeOutcome { scores, usage }
 }
 
 /// The cache key: a hash of everything that decides a verdict — cache schema, judge identity

@@ -6,6 +6,7 @@
 //! policy → rewards → advantages.
 
 mod judging;
+mod memo;
 pub mod request;
 pub mod response;
 pub mod samples;
@@ -74,6 +75,7 @@ pub struct Scorer {
     dedup: DedupConfig,
     max_group_size: usize,
     inflight: judging::KeyLocks,
+    plans: memo::PlanMemo,
 }
 
 /// Verifiers and policy resolved for one request.
@@ -100,6 +102,7 @@ impl Scorer {
             },
             max_group_size: cfg.server.max_group_size,
             inflight: judging::KeyLocks::default(),
+            plans: memo::PlanMemo::default(),
         })
     }
 
@@ -259,19 +262,45 @@ impl Scorer {
         let mut template = None;
         let mut error = None;
         if plan.policy.needs_judge() {
-            let panel = self
-                .judge_names(req)?
+            let names = self.judge_names(req)?;
+            let panel = names
                 .iter()
                 .map(|n| self.judge(Some(n)))
                 .collect::<Result<Vec<_>, _>>()?;
             judges = panel.iter().map(|j| j.info()).collect();
             let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
-            let p = self.plan_judging(&rubric, panel, permutations, req)?;
-            template = Some(VersionInfo {
-                name: DEFAULT_PROMPT.into(),
-                version: p.template_version(),
-            });
-            match self.judge_group(&p, req, req.aggregate).await? {
+            // A group seen before is answered from its remembered plan when every verdict is
+            // stored; otherwise (or the first time) it is planned and rendered in full.
+            let memo_key = memo::memo_key(&rubric, &names, permutations, req);
+            let cached = match self.plans.get(&memo_key) {
+                Some(sk) => self
+                    .judge_cached(&sk, &rubric, &panel, req.aggregate)
+                    .await?
+                    .map(|o| (o, sk.template_version.clone())),
+                None => None,
+            };
+            let judged = match cached {
+                Some((outcome, version)) => {
+                    template = Some(VersionInfo {
+                        name: DEFAULT_PROMPT.into(),
+                        version,
+                    });
+                    Ok(outcome)
+                }
+                None => {
+                    let p = self.plan_judging(&rubric, panel, permutations, req)?;
+                    template = Some(VersionInfo {
+                        name: DEFAULT_PROMPT.into(),
+                        version: p.template_version(),
+                    });
+                    let judged = self.judge_group(&p, req.aggregate).await?;
+                    if judged.is_ok() {
+                        self.plans.insert(memo_key, p.skeleton.clone());
+                    }
+                    judged
+                }
+            };
+            match judged {
                 Ok(outcome) => {
                     usage = outcome.usage;
                     for (s, j) in scores.iter_mut().zip(outcome.scores) {

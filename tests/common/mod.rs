@@ -55,6 +55,9 @@ struct MockState {
     auth: Mutex<Vec<Option<String>>>,
     queue: Mutex<VecDeque<Behaviour>>,
     fallback: Mutex<Option<Behaviour>>,
+    /// Report `usage.prompt_tokens` as an OpenAI server would (o200k_base over the messages)
+    /// instead of a fixed 100.
+    count_tokens: std::sync::atomic::AtomicBool,
 }
 
 /// A running mock judge.
@@ -91,6 +94,13 @@ impl MockJudge {
 
     pub fn requests(&self) -> Vec<Value> {
         self.state.requests.lock().unwrap().clone()
+    }
+
+    /// From now on, report real prompt token counts (o200k_base with OpenAI's framing).
+    pub fn report_token_counts(&self) {
+        self.state
+            .count_tokens
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn calls(&self) -> usize {
@@ -231,14 +241,14 @@ pub fn verdict_for(req: &Value) -> Value {
     json!({ "scores": scores })
 }
 
-fn completion(req: &Value, content: String) -> Response {
+fn completion(req: &Value, content: String, prompt_tokens: u64) -> Response {
     Json(json!({
         "id": "chatcmpl-mock",
         "object": "chat.completion",
         "created": 1_700_000_000,
         "model": req["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop", "logprobs": null}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 20, "total_tokens": prompt_tokens + 20},
     }))
     .into_response()
 }
@@ -281,6 +291,21 @@ async fn completions(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
     );
+    let prompt_tokens = if state.count_tokens.load(std::sync::atomic::Ordering::SeqCst) {
+        let msgs: Vec<gavel::prompt::ChatMessage> = req["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| gavel::prompt::ChatMessage {
+                role: m["role"].as_str().unwrap_or_default().to_string(),
+                content: m["content"].as_str().unwrap_or_default().to_string(),
+            })
+            .collect();
+        gavel::prompt::count_tokens(&msgs) as u64
+    } else {
+        100
+    };
+    let completion = |req: &Value, content: String| completion(req, content, prompt_tokens);
     let next = state.queue.lock().unwrap().pop_front();
     let behaviour = next
         .or_else(|| state.fallback.lock().unwrap().clone())
