@@ -468,6 +468,26 @@ mod tests {
         assert_eq!(cfg.default_judge_name(), Some("openai"));
         assert_eq!(cfg.judges["openai"].requests_per_minute, Some(500));
         assert_eq!(cfg.server.max_in_flight, 256);
+        assert_eq!(cfg.openrlhf.group_size, 8);
+    }
+
+    #[test]
+    fn openrlhf_section_is_checked() {
+        let e = Config::from_toml("[openrlhf]\ngroup_size = 0\n", "g.toml", &env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "g.toml: [openrlhf] group_size must be 1..=64 ([server] max_group_size)"
+        );
+        let e = Config::from_toml("[openrlhf]\njudge = \"nope\"\n", "g.toml", &env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "g.toml: [openrlhf] judge \"nope\" is not a [judges.NAME] table"
+        );
+        let cfg = Config::from_toml("[openrlhf]\nwait_ms = 50\n", "g.toml", &env).unwrap();
+        assert_eq!(
+            (cfg.openrlhf.wait_ms, cfg.openrlhf.rubric.as_str()),
+            (50, "default")
+        );
     }
 
     #[test]

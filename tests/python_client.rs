@@ -99,14 +99,26 @@ async fn concurrent_single_samples_are_assembled_by_prompt_and_each_group_is_jud
     let marks = [0.9, 0.2, 0.6, 0.4];
     let mut bodies = Vec::new();
     for (i, m) in marks.iter().enumerate() {
-        bodies.push(sample(PROMPT_A, &format!("try {i}: SCORE={m} ANSWER: 41{i}0"), ""));
-        bodies.push(sample(PROMPT_B, &format!("guess {i}: SCORE={} ANSWER: 4{i}", 1.0 - m), ""));
+        bodies.push(sample(
+            PROMPT_A,
+            &format!("try {i}: SCORE={m} ANSWER: 41{i}0"),
+            "",
+        ));
+        bodies.push(sample(
+            PROMPT_B,
+            &format!("guess {i}: SCORE={} ANSWER: 4{i}", 1.0 - m),
+            "",
+        ));
     }
     let answers = concurrently(&d, bodies).await;
     assert_eq!(mock.calls(), 2, "one judge call per prompt");
     for (k, (status, body)) in answers.iter().enumerate() {
         assert_eq!(*status, 200, "{body}");
-        let want = if k % 2 == 0 { marks[k / 2] } else { 1.0 - marks[k / 2] };
+        let want = if k % 2 == 0 {
+            marks[k / 2]
+        } else {
+            1.0 - marks[k / 2]
+        };
         assert_eq!(rewards(body), vec![want], "sample {k}: {body}");
         assert_eq!(floats(&body["scores"]), vec![want]);
         assert_eq!(body["extra_logs"]["group_size"], json!([4]));
@@ -165,7 +177,11 @@ async fn labels_feed_the_rubrics_answer_line_and_match_score_group() {
         ..openrlhf(3, 120_000)
     };
     let d = Arc::new(Daemon::start(&mock, cfg).await);
-    let responses = ["SCORE=0.2\nANSWER: 4120", "SCORE=0.9\nANSWER: 4121", "SCORE=0.8\nANSWER: 4120"];
+    let responses = [
+        "SCORE=0.2\nANSWER: 4120",
+        "SCORE=0.9\nANSWER: 4121",
+        "SCORE=0.8\nANSWER: 4120",
+    ];
     // One request carrying a whole group, as OpenRLHF sends when a worker has several samples.
     let body = json!({
         "query": responses.iter().map(|r| format!("{PROMPT_A}{r}")).collect::<Vec<_>>(),
@@ -174,9 +190,15 @@ async fn labels_feed_the_rubrics_answer_line_and_match_score_group() {
     });
     let (status, got) = d.post("/get_reward", &body).await;
     assert_eq!(status, 200, "{got}");
-    assert_eq!(floats(&got["extra_logs"]["answer_line"]), vec![1.0, 0.0, 1.0]);
+    assert_eq!(
+        floats(&got["extra_logs"]["answer_line"]),
+        vec![1.0, 0.0, 1.0]
+    );
     let r = rewards(&got);
-    assert!(r[0] > r[1] && r[2] > r[1], "a wrong answer never outranks a right one: {r:?}");
+    assert!(
+        r[0] > r[1] && r[2] > r[1],
+        "a wrong answer never outranks a right one: {r:?}"
+    );
     assert!(r[2] > r[0], "the judge breaks the tie: {r:?}");
     let trajs: Vec<Value> = responses
         .iter()
@@ -191,14 +213,22 @@ async fn labels_feed_the_rubrics_answer_line_and_match_score_group() {
         .await;
     assert_eq!(status, 200, "{direct}");
     assert_eq!(rewards(&direct), r);
-    assert_eq!(direct["usage"]["cache_hits"], 1, "the same group, the same verdict");
+    assert_eq!(
+        direct["usage"]["cache_hits"], 1,
+        "the same group, the same verdict"
+    );
 
     // This rubric needs a label: a sample without one is refused before anything is judged.
-    let (status, err) = d.post("/get_reward", &sample(PROMPT_B, "ANSWER: 42", "")).await;
+    let (status, err) = d
+        .post("/get_reward", &sample(PROMPT_B, "ANSWER: 42", ""))
+        .await;
     assert_eq!(status, 400, "{err}");
     assert_eq!(err["error"]["type"], "invalid_request");
     assert!(
-        err["error"]["message"].as_str().unwrap().starts_with("labels[0]: missing"),
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("labels[0]: missing"),
         "{err}"
     );
     assert_eq!(mock.calls(), 1);
@@ -220,7 +250,10 @@ async fn a_judge_failure_fails_every_request_of_the_group_with_a_typed_error() {
     for (status, body) in &answers {
         assert_eq!(*status, 502, "{body}");
         assert_eq!(body["error"]["type"], "judge_unavailable");
-        assert!(body.get("rewards").is_none(), "never a made-up reward: {body}");
+        assert!(
+            body.get("rewards").is_none(),
+            "never a made-up reward: {body}"
+        );
     }
     // Judged once (with its retries), not once per request.
     assert_eq!(mock.calls(), 3, "one call plus max_retries = 2");
@@ -232,8 +265,14 @@ async fn bad_bodies_get_typed_errors_naming_the_field() {
     let d = Daemon::start(&mock, openrlhf(2, 100)).await;
     for (body, message) in [
         (json!({"query": ["a"]}), "prompts: missing"),
-        (json!({"query": ["a", "b"], "prompts": ["a"]}), "prompts: 1 prompts for 2 queries"),
-        (json!({"query": ["a"], "prompts": ["a"], "extra": 1}), "extra: unknown field"),
+        (
+            json!({"query": ["a", "b"], "prompts": ["a"]}),
+            "prompts: 1 prompts for 2 queries",
+        ),
+        (
+            json!({"query": ["a"], "prompts": ["a"], "extra": 1}),
+            "extra: unknown field",
+        ),
         (json!(["a"]), "body: expected an object"),
     ] {
         let (status, err) = d.post("/get_reward", &body).await;
@@ -263,7 +302,10 @@ fn python_missing() -> Option<String> {
         Ok(o) if !o.status.success() => Some(format!(
             "{} lacks httpx or pytest ({}); `pip install ./clients/python[test]`",
             python(),
-            String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
         )),
         Ok(_) => None,
     }
@@ -293,7 +335,9 @@ async fn python_client_tests_pass_against_gavel_serve() {
     let required = std::env::var("GAVEL_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
     if let Some(why) = python_missing() {
         assert!(!required, "GAVEL_REQUIRE_PYTHON=1 but {why}");
-        eprintln!("skipping the Python client tests: {why} (set GAVEL_REQUIRE_PYTHON=1 to fail instead)");
+        eprintln!(
+            "skipping the Python client tests: {why} (set GAVEL_REQUIRE_PYTHON=1 to fail instead)"
+        );
         return;
     }
     let (mock, broken) = (MockJudge::start().await, MockJudge::start().await);

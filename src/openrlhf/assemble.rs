@@ -186,12 +186,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    type Seen = Arc<Mutex<Vec<Vec<i64>>>>;
+
     /// An assembler whose "judge" records each group and answers each sample with
     /// `sample * 10 + group size`, or fails groups containing a negative sample.
-    fn recording(
-        group_size: usize,
-        wait_ms: u64,
-    ) -> (Assembler<i64, i64, String>, Arc<Mutex<Vec<Vec<i64>>>>) {
+    fn recording(group_size: usize, wait_ms: u64) -> (Assembler<i64, i64, String>, Seen) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let a = Assembler::new(
