@@ -70,6 +70,8 @@ pub struct Config {
     pub store: StoreConfig,
     #[serde(default)]
     pub dedup: DedupSection,
+    #[serde(default)]
+    pub openrlhf: OpenRlhfConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -248,6 +250,48 @@ impl Default for DedupSection {
     }
 }
 
+/// `[openrlhf]`: how `POST /get_reward` (OpenRLHF's remote reward model protocol) assembles
+/// samples into groups and judges them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenRlhfConfig {
+    /// The rubric every group is judged with.
+    pub rubric: String,
+    /// The judge (a `[judges.NAME]`); unset = `default_judge`.
+    pub judge: Option<String>,
+    /// Samples per prompt (OpenRLHF's `n_samples_per_prompt`): a group is judged as soon as
+    /// this many samples of one prompt have arrived.
+    pub group_size: usize,
+    /// How long a group waits for its remaining samples after its first one arrived before it
+    /// is judged as it is, milliseconds.
+    pub wait_ms: u64,
+    /// The verifier a sample's label becomes the `expected` answer of: used when the rubric has
+    /// a verifier of this name, or when `label_kind` is set.
+    pub label_verifier: String,
+    /// When set, labels feed an `answer_line` verifier of this kind even if the rubric has none
+    /// (merged by name with the rubric's when it has one).
+    pub label_kind: Option<String>,
+    /// End-of-turn markers cut from the end of each response before judging (OpenRLHF decodes
+    /// queries with special tokens, and a verifier reads the response's last line).
+    pub strip_suffixes: Vec<String>,
+}
+
+impl Default for OpenRlhfConfig {
+    fn default() -> Self {
+        OpenRlhfConfig {
+            rubric: "default".into(),
+            judge: None,
+            group_size: 8,
+            wait_ms: 2000,
+            label_verifier: "answer_line".into(),
+            label_kind: None,
+            strip_suffixes: ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
 impl Config {
     /// Reads a TOML config file and resolves judge keys from the environment.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
@@ -299,6 +343,7 @@ impl Config {
             server: ServerConfig::default(),
             store: StoreConfig::default(),
             dedup: DedupSection::default(),
+            openrlhf: OpenRlhfConfig::default(),
         }
     }
 
@@ -352,6 +397,18 @@ impl Config {
         }
         if s.max_in_flight == 0 {
             return Err(invalid("[server] max_in_flight must be > 0".into()));
+        }
+        let o = &self.openrlhf;
+        if o.group_size == 0 || o.group_size > s.max_group_size {
+            return Err(invalid(format!(
+                "[openrlhf] group_size must be 1..={} ([server] max_group_size)",
+                s.max_group_size
+            )));
+        }
+        if let Some(j) = o.judge.as_ref().filter(|j| !self.judges.contains_key(*j)) {
+            return Err(invalid(format!(
+                "[openrlhf] judge {j:?} is not a [judges.NAME] table"
+            )));
         }
         Ok(())
     }
@@ -411,6 +468,26 @@ mod tests {
         assert_eq!(cfg.default_judge_name(), Some("openai"));
         assert_eq!(cfg.judges["openai"].requests_per_minute, Some(500));
         assert_eq!(cfg.server.max_in_flight, 256);
+        assert_eq!(cfg.openrlhf.group_size, 8);
+    }
+
+    #[test]
+    fn openrlhf_section_is_checked() {
+        let e = Config::from_toml("[openrlhf]\ngroup_size = 0\n", "g.toml", &env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "g.toml: [openrlhf] group_size must be 1..=64 ([server] max_group_size)"
+        );
+        let e = Config::from_toml("[openrlhf]\njudge = \"nope\"\n", "g.toml", &env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "g.toml: [openrlhf] judge \"nope\" is not a [judges.NAME] table"
+        );
+        let cfg = Config::from_toml("[openrlhf]\nwait_ms = 50\n", "g.toml", &env).unwrap();
+        assert_eq!(
+            (cfg.openrlhf.wait_ms, cfg.openrlhf.rubric.as_str()),
+            (50, "default")
+        );
     }
 
     #[test]

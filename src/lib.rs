@@ -9,6 +9,7 @@ pub mod dedup;
 pub mod diff;
 pub mod judge;
 pub mod lint;
+pub mod openrlhf;
 pub mod prompt;
 pub mod rescore;
 pub mod reward;

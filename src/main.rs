@@ -173,7 +173,7 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     tracing::info!(addr = %local, store = %cfg.store.path.display(), "gavel listening");
     println!("gavel listening on http://{local}");
-    let state = AppState::new(scorer, cfg.server.clone());
+    let state = AppState::new(scorer, cfg.server.clone()).with_openrlhf(cfg.openrlhf.clone())?;
     server::serve(listener, state, shutdown).await?;
     tracing::info!("stopped");
     Ok(())

@@ -15,7 +15,10 @@ use super::AppState;
 use crate::score::{BatchRequest, ScoreRequest};
 
 /// Reads a JSON body; every failure is a typed error.
-fn read_json(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+pub(super) fn read_json(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, ApiError> {
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge(format!(
@@ -44,7 +47,7 @@ fn parse_body(
 
 /// Admits one scoring request or refuses it at once: queueing without bound would only turn
 /// overload into timeouts.
-fn admit(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+pub(super) fn admit(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
     state.in_flight.clone().try_acquire_owned().map_err(|_| {
         metrics::counter!("gavel_overloaded_total").increment(1);
         ApiError::Overloaded(format!(
@@ -54,7 +57,7 @@ fn admit(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError
     })
 }
 
-fn request_timeout(state: &AppState) -> ApiError {
+pub(super) fn request_timeout(state: &AppState) -> ApiError {
     ApiError::Judge(crate::judge::JudgeError::Timeout(format!(
         "request took longer than request_timeout_s ({}s)",
         state.server.request_timeout_s

@@ -3,6 +3,7 @@
 pub mod error;
 pub mod handlers;
 pub mod metrics;
+pub mod openrlhf;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,7 +15,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 use tower_http::trace::TraceLayer;
 
-use crate::config::ServerConfig;
+use crate::config::{OpenRlhfConfig, ServerConfig};
 use crate::score::Scorer;
 
 #[derive(Clone)]
@@ -25,17 +26,31 @@ pub struct AppState {
     /// Scoring requests in progress; beyond `max_in_flight` the daemon answers 429 at once.
     pub in_flight: Arc<Semaphore>,
     pub metrics: PrometheusHandle,
+    /// `POST /get_reward` (OpenRLHF): its configuration and pending groups.
+    pub openrlhf: Arc<openrlhf::OpenRlhf>,
 }
 
 impl AppState {
     pub fn new(scorer: Arc<Scorer>, server: ServerConfig) -> AppState {
+        let openrlhf = openrlhf::OpenRlhf::new(scorer.clone(), OpenRlhfConfig::default())
+            .expect("the shipped rubric \"default\" is always loaded");
         AppState {
+            openrlhf: Arc::new(openrlhf),
             scorer,
             in_flight: Arc::new(Semaphore::new(server.max_in_flight)),
             server: Arc::new(server),
             started: Instant::now(),
             metrics: metrics::handle(),
         }
+    }
+
+    /// Serves `POST /get_reward` as `[openrlhf]` says; fails when it names an unknown rubric.
+    pub fn with_openrlhf(
+        mut self,
+        cfg: OpenRlhfConfig,
+    ) -> Result<AppState, crate::rubric::RubricError> {
+        self.openrlhf = Arc::new(openrlhf::OpenRlhf::new(self.scorer.clone(), cfg)?);
+        Ok(self)
     }
 }
 
@@ -55,6 +70,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/rubrics",
             get(handlers::rubrics).fallback(handlers::method_not_allowed),
+        )
+        .route(
+            "/get_reward",
+            post(openrlhf::get_reward).fallback(handlers::method_not_allowed),
         )
         .route(
             "/healthz",
