@@ -440,7 +440,12 @@ impl Scorer {
                             usage.cost = s.judge_ref.cost(v.prompt_tokens, v.completion_tokens);
                             v
                         }
-                        Err(e) => return Ok(Err(e)),
+                        Err(e) => {
+                            metrics::counter!("gavel_judge_errors_total",
+                                "judge" => s.judge_ref.info().name, "type" => e.error_type())
+                            .increment(1);
+                            return Ok(Err(e));
+                        }
                     },
                 }
             }
