@@ -55,7 +55,7 @@ async fn metrics_cover_requests_judges_queue_depth_cache_and_errors() {
         .await,
     );
     let judge = [("judge", "queued")];
-    mock.set_fallback(Behaviour::Hang(Duration::from_millis(700)));
+    mock.set_fallback(Behaviour::Hang(Duration::from_millis(1200)));
     let groups: Vec<Value> = (0..3)
         .map(|i| marked_group(&[0.1 * i as f64, 0.9]))
         .collect();
