@@ -30,7 +30,7 @@ fn kubernetes_manifests_render_and_validate() {
         .collect();
     if !missing.is_empty() {
         let why = format!(
-            "{} not installed in {} (pip install -r k8s/requirements.txt into it)",
+            "{} not installed in {} (run k8s/validate.sh --install)",
             missing.join(" and "),
             venv.display()
         );
