@@ -204,6 +204,19 @@ pub struct ServerConfig {
     pub request_timeout_s: f64,
     /// Scoring requests handled at once; beyond it the daemon answers 429 `overloaded` at once.
     pub max_in_flight: usize,
+    /// File of API keys, one a line (blank lines and `#` comments skipped). With keys from it or
+    /// from `GAVEL_API_KEYS` (comma-separated), every route outside `open_paths` needs
+    /// `Authorization: Bearer KEY`.
+    pub api_keys_file: Option<PathBuf>,
+    /// Routes served without a key when keys are set (default: the probes and `/metrics`, so
+    /// kubelet and Prometheus need no secret).
+    pub open_paths: Vec<String>,
+    /// How long `/readyz` reuses a judge reachability probe, seconds (kubelet probes every few
+    /// seconds per pod; judges should not see that traffic).
+    pub ready_cache_s: f64,
+    /// The API keys, resolved from `api_keys_file` and `GAVEL_API_KEYS` at load time.
+    #[serde(skip)]
+    pub api_keys: Vec<Secret>,
 }
 
 impl Default for ServerConfig {
@@ -214,8 +227,50 @@ impl Default for ServerConfig {
             max_group_size: crate::trajectory::MAX_GROUP_SIZE,
             request_timeout_s: 900.0,
             max_in_flight: 256,
+            api_keys_file: None,
+            open_paths: ["/healthz", "/readyz", "/metrics"]
+                .map(String::from)
+                .to_vec(),
+            ready_cache_s: 5.0,
+            api_keys: Vec::new(),
         }
     }
+}
+
+impl ServerConfig {
+    /// Reads the API keys from `api_keys_file` and `keys_env` (the value of `GAVEL_API_KEYS`).
+    /// The file's lines are keys; `#` starts a comment line. Errors never quote a key.
+    pub fn resolve_api_keys(&mut self, keys_env: Option<&str>) -> Result<(), ConfigError> {
+        let mut keys = Vec::new();
+        if let Some(path) = &self.api_keys_file {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| ConfigError::Io(path.clone(), e))?;
+            keys.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(Secret::new),
+            );
+            if keys.is_empty() {
+                return Err(ConfigError::Invalid {
+                    file: path.display().to_string(),
+                    message: "api_keys_file holds no keys".into(),
+                });
+            }
+        }
+        keys.extend(keys_env.map(key_list).unwrap_or_default());
+        self.api_keys = keys;
+        Ok(())
+    }
+}
+
+/// The keys in a comma-separated list.
+fn key_list(list: &str) -> Vec<Secret> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(Secret::new)
+        .collect()
 }
 
 /// `[store]`.
@@ -321,6 +376,8 @@ impl Config {
                 .map(Secret::new);
         }
         cfg.validate(file)?;
+        cfg.server
+            .resolve_api_keys(env("GAVEL_API_KEYS").as_deref())?;
         Ok(cfg)
     }
 
@@ -340,7 +397,13 @@ impl Config {
             prompts_dir: None,
             rubrics_dir: None,
             judges: BTreeMap::from([("default".to_string(), judge)]),
-            server: ServerConfig::default(),
+            server: ServerConfig {
+                api_keys: env("GAVEL_API_KEYS")
+                    .as_deref()
+                    .map(key_list)
+                    .unwrap_or_default(),
+                ..ServerConfig::default()
+            },
             store: StoreConfig::default(),
             dedup: DedupSection::default(),
             openrlhf: OpenRlhfConfig::default(),
@@ -409,6 +472,14 @@ impl Config {
             return Err(invalid(format!(
                 "[openrlhf] judge {j:?} is not a [judges.NAME] table"
             )));
+        }
+        if let Some(p) = s.open_paths.iter().find(|p| !p.starts_with('/')) {
+            return Err(invalid(format!(
+                "[server] open_paths: {p:?} is not a path (it must start with /)"
+            )));
+        }
+        if !(s.ready_cache_s.is_finite() && s.ready_cache_s >= 0.0) {
+            return Err(invalid("[server] ready_cache_s must be >= 0".into()));
         }
         Ok(())
     }
@@ -488,6 +559,61 @@ mod tests {
             (cfg.openrlhf.wait_ms, cfg.openrlhf.rubric.as_str()),
             (50, "default")
         );
+    }
+
+    #[test]
+    fn api_keys_come_from_the_file_and_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("keys");
+        std::fs::write(
+            &file,
+            "# operators\nkey-from-file-1\n\n  key-from-file-2  \n",
+        )
+        .unwrap();
+        let toml = format!(
+            "[server]\napi_keys_file = {:?}\n",
+            file.display().to_string()
+        );
+        let env = |k: &str| (k == "GAVEL_API_KEYS").then(|| " key-env-1, ,key-env-2".to_string());
+        let cfg = Config::from_toml(&toml, "g.toml", &env).unwrap();
+        let keys: Vec<&str> = cfg.server.api_keys.iter().map(Secret::expose).collect();
+        assert_eq!(
+            keys,
+            [
+                "key-from-file-1",
+                "key-from-file-2",
+                "key-env-1",
+                "key-env-2"
+            ]
+        );
+        assert!(
+            !format!("{cfg:?}").contains("key-"),
+            "keys are redacted in Debug"
+        );
+        let from_env = Config::from_env(&env);
+        assert_eq!(from_env.server.api_keys.len(), 2);
+        // No keys: auth stays off.
+        let cfg = Config::from_toml("", "g.toml", &|_| None).unwrap();
+        assert!(cfg.server.api_keys.is_empty());
+        assert_eq!(cfg.server.open_paths, ["/healthz", "/readyz", "/metrics"]);
+
+        std::fs::write(&file, "# only a comment\n").unwrap();
+        let e = Config::from_toml(&toml, "g.toml", &|_| None).unwrap_err();
+        assert!(
+            e.to_string().ends_with("api_keys_file holds no keys"),
+            "{e}"
+        );
+        let missing = format!(
+            "[server]\napi_keys_file = {:?}\n",
+            dir.path().join("nope").display().to_string()
+        );
+        let e = Config::from_toml(&missing, "g.toml", &|_| None).unwrap_err();
+        assert!(e.to_string().contains("nope: cannot read"), "{e}");
+        let e = Config::from_toml("[server]\nopen_paths = [\"metrics\"]\n", "g.toml", &|_| {
+            None
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("\"metrics\" is not a path"), "{e}");
     }
 
     #[test]

@@ -176,6 +176,15 @@ impl Judge {
         }
     }
 
+    /// Whether the judge can serve now (for `/readyz`); `Err` says why not, without secrets.
+    /// Costs no tokens.
+    pub async fn probe(&self) -> Result<(), String> {
+        match self {
+            Judge::Remote(r) => r.probe().await,
+            Judge::Unconfigured { reason, .. } => Err(reason.clone()),
+        }
+    }
+
     /// Completes `messages`; `schema` is the verdict's JSON schema for structured output.
     pub async fn complete(
         &self,

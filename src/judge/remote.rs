@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use async_openai::config::OpenAIConfig;
+use async_openai::config::{Config as _, OpenAIConfig};
 use async_openai::error::OpenAIError;
 use async_openai::middleware::{HttpRequestFactory, ReqwestService};
 use async_openai::types::chat::{
@@ -24,8 +24,11 @@ use serde_json::{json, Value};
 
 use super::limits::JudgeLimits;
 use super::{Completion, JudgeError};
-use crate::config::JudgeConfig;
+use crate::config::{JudgeConfig, Secret};
 use crate::prompt::{count_tokens, ChatMessage};
+
+/// The longest a `/readyz` reachability probe waits for the judge's server.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A non-2xx reply from the judge's server.
 #[derive(Debug)]
@@ -90,6 +93,10 @@ pub struct RemoteJudge {
     pub model: String,
     base_url: String,
     client: Client<OpenAIConfig>,
+    /// The transport under `client`, for the reachability probe.
+    http: reqwest::Client,
+    /// Kept only to scrub it from error text a judge server echoes back.
+    key: Option<Secret>,
     temperature: f32,
     pub(crate) max_tokens: u32,
     pub(crate) context_tokens: Option<usize>,
@@ -130,13 +137,15 @@ impl RemoteJudge {
             .build()
             .expect("a reqwest client with default TLS builds");
         let client = Client::with_config(config).with_http_service(StatusTransport {
-            inner: ReqwestService::new(http),
+            inner: ReqwestService::new(http.clone()),
         });
         RemoteJudge {
             name: name.to_string(),
             model: cfg.model.clone(),
             base_url: cfg.base_url.clone(),
             client,
+            http,
+            key: cfg.api_key.clone().filter(|k| !k.expose().is_empty()),
             temperature: cfg.temperature,
             max_tokens: cfg.max_tokens,
             context_tokens: cfg.context_tokens,
@@ -164,6 +173,47 @@ impl RemoteJudge {
             "max_tokens": self.max_tokens,
             "structured_output": self.structured_output,
         })
+    }
+
+    /// `text` with the judge's API key replaced: some servers quote the key they refused.
+    fn scrub(&self, text: String) -> String {
+        match &self.key {
+            Some(k) if text.contains(k.expose()) => text.replace(k.expose(), "[redacted]"),
+            _ => text,
+        }
+    }
+
+    /// Reachability for `/readyz`: `GET {base_url}/models` with the judge's key. Any answer
+    /// below 500 means the server is up (some OpenAI-compatible servers have no `/models` and
+    /// answer 404) except 401 and 403: the key is refused, so no verdict could be had either.
+    pub async fn probe(&self) -> Result<(), String> {
+        let config = self.client.config();
+        let resp = self
+            .http
+            .get(config.url("/models"))
+            .headers(config.headers())
+            .timeout(PROBE_TIMEOUT.min(self.timeout))
+            .send()
+            .await
+            .map_err(|e| {
+                self.scrub(format!(
+                    "judge {:?} at {} is unreachable: {}",
+                    self.name,
+                    self.base_url,
+                    error_chain(&e)
+                ))
+            })?;
+        match resp.status().as_u16() {
+            s @ (401 | 403) => Err(format!(
+                "judge {:?} at {} refuses its API key (HTTP {s})",
+                self.name, self.base_url
+            )),
+            s if s >= 500 => Err(format!(
+                "judge {:?} at {} answers HTTP {s}",
+                self.name, self.base_url
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn request(
@@ -232,6 +282,9 @@ impl RemoteJudge {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
+            let queued = GaugeGuard::raise(
+                metrics::gauge!("gavel_judge_queue_depth", "judge" => self.name.clone()),
+            );
             let admission = tokio::time::timeout(
                 self.deadline.saturating_sub(started.elapsed()),
                 self.limits.admit(estimate),
@@ -244,11 +297,16 @@ impl RemoteJudge {
                     self.deadline.as_secs_f64()
                 ))
             })?;
+            drop(queued);
             let left = self.deadline.saturating_sub(started.elapsed());
             let limit = self.timeout.min(left);
             let sent = Instant::now();
+            let calling = GaugeGuard::raise(
+                metrics::gauge!("gavel_judge_calls_in_flight", "judge" => self.name.clone()),
+            );
             let result =
                 tokio::time::timeout(limit, self.client.chat().create(request.clone())).await;
+            drop(calling);
             metrics::histogram!("gavel_judge_call_seconds", "judge" => self.name.clone())
                 .record(sent.elapsed().as_secs_f64());
             let outcome = match result {
@@ -293,6 +351,7 @@ impl RemoteJudge {
             drop(admission);
             let (message, retry_after, cause) = match outcome {
                 Failure::Fatal(message) => {
+                    let message = self.scrub(message);
                     metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => "fatal")
                         .increment(1);
                     return Err(JudgeError::Unavailable(format!(
@@ -304,7 +363,7 @@ impl RemoteJudge {
                     message,
                     retry_after,
                     cause,
-                } => (message, retry_after, cause),
+                } => (self.scrub(message), retry_after, cause),
             };
             metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => cause).increment(1);
             let timed_out = cause == "timeout";
@@ -334,6 +393,23 @@ impl RemoteJudge {
             metrics::counter!("gavel_judge_retries_total", "judge" => self.name.clone(), "cause" => cause).increment(1);
             tokio::time::sleep(wait).await;
         }
+    }
+}
+
+/// Raises a gauge while it lives, and lowers it again however the holder ends (a future
+/// dropped by a timeout included).
+struct GaugeGuard(metrics::Gauge);
+
+impl GaugeGuard {
+    fn raise(gauge: metrics::Gauge) -> GaugeGuard {
+        gauge.increment(1.0);
+        GaugeGuard(gauge)
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
     }
 }
 

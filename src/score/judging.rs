@@ -421,7 +421,12 @@ impl Scorer {
                             usage.cost = judge.cost(v.prompt_tokens, v.completion_tokens);
                             v
                         }
-                        Err(e) => return Ok(Err(e)),
+                        Err(e) => {
+                            metrics::counter!("gavel_judge_errors_total",
+                                "judge" => judge.info().name, "type" => e.error_type())
+                            .increment(1);
+                            return Ok(Err(e));
+                        }
                     },
                 }
             }

@@ -15,6 +15,8 @@ pub enum ApiError {
     #[error("{0}")]
     InvalidRequest(String),
     #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
     PayloadTooLarge(String),
     #[error("{0}")]
     NotFound(String),
@@ -24,6 +26,9 @@ pub enum ApiError {
     Overloaded(String),
     #[error(transparent)]
     Judge(JudgeError),
+    /// `/readyz`: a dependency is down (the message names it).
+    #[error("{0}")]
+    NotReady(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -33,6 +38,7 @@ impl ApiError {
     pub fn status_and_type(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
@@ -47,6 +53,7 @@ impl ApiError {
                 };
                 (status, e.error_type())
             }
+            ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -76,17 +83,37 @@ impl From<ScoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, kind) = self.status_and_type();
-        let body = Json(json!({"error": {"type": kind, "message": self.to_string()}}));
-        let mut resp = (status, body).into_response();
-        if matches!(self, ApiError::Overloaded(_)) {
-            resp.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
+impl ApiError {
+    /// The response body: `{"error": {"type", "message"}}`.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"type": self.status_and_type().1, "message": self.to_string()}})
+    }
+
+    /// The response with `body` (the error body plus details) in place of the plain one.
+    pub fn respond_with(&self, body: serde_json::Value) -> Response {
+        let mut resp = (self.status_and_type().0, Json(body)).into_response();
+        let headers = resp.headers_mut();
+        match self {
+            ApiError::Overloaded(_) => {
+                headers.insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from_static("1"),
+                );
+            }
+            ApiError::Unauthorized(_) => {
+                headers.insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer"),
+                );
+            }
+            _ => {}
         }
         resp
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.respond_with(self.body())
     }
 }

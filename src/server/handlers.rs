@@ -142,8 +142,34 @@ pub async fn method_not_allowed() -> impl IntoResponse {
     ApiError::MethodNotAllowed("method not allowed on this route".into())
 }
 
+/// Readiness: 200 when the store answers and every configured judge is reachable, else 503
+/// `not_ready` naming what is down. Both carry the checks.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let report = state.ready.check(&state.scorer).await;
+    if report.ready() {
+        let body = json!({"status": "ready", "store": report.store, "judges": report.judges});
+        return Json(body).into_response();
+    }
+    let e = ApiError::NotReady(format!("not ready: {}", report.problems()));
+    tracing::warn!(error = %e, "readiness check failed");
+    let mut body = e.body();
+    body["store"] = json!(report.store);
+    body["judges"] = json!(report.judges);
+    e.respond_with(body)
+}
+
+/// The OpenAPI document of this API (the checked-in `openapi.json`).
+pub async fn openapi() -> impl IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        super::OPENAPI,
+    )
+}
+
 /// Prometheus text format.
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let busy = state.server.max_in_flight - state.in_flight.available_permits();
+    metrics::gauge!("gavel_score_requests_in_flight").set(busy as f64);
     (
         [(
             axum::http::header::CONTENT_TYPE,

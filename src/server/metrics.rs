@@ -8,21 +8,98 @@ use std::time::Instant;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Histogram buckets for every `*_seconds` metric: from a cache hit (milliseconds) to a long
+/// judge call (minutes).
+const SECONDS_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0,
+];
+
+/// Every metric gavel exports, with its `# HELP` text (the README lists the same).
+const DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "gavel_http_requests_total",
+        "HTTP requests answered, by route, method and status",
+    ),
+    (
+        "gavel_http_request_seconds",
+        "HTTP request latency, by route",
+    ),
+    (
+        "gavel_http_requests_in_flight",
+        "HTTP requests being handled now",
+    ),
+    (
+        "gavel_score_requests_in_flight",
+        "Scoring requests holding a max_in_flight slot",
+    ),
+    (
+        "gavel_overloaded_total",
+        "Scoring requests refused with 429 (max_in_flight reached)",
+    ),
+    (
+        "gavel_judge_calls_total",
+        "Judge call attempts, by judge and outcome (ok or failure cause)",
+    ),
+    (
+        "gavel_judge_retries_total",
+        "Judge call retries, by judge and cause",
+    ),
+    (
+        "gavel_judge_errors_total",
+        "Verdicts that failed after every retry, by judge and error type",
+    ),
+    (
+        "gavel_judge_reasks_total",
+        "Structural re-asks after an unusable verdict, by judge",
+    ),
+    (
+        "gavel_judge_call_seconds",
+        "Latency of one judge call attempt, by judge",
+    ),
+    (
+        "gavel_judge_tokens_total",
+        "Tokens the judge reported, by judge and kind (prompt, completion)",
+    ),
+    (
+        "gavel_judge_queue_depth",
+        "Judge calls waiting for the judge's rate limits or concurrency cap",
+    ),
+    (
+        "gavel_judge_calls_in_flight",
+        "Judge calls sent and not yet answered, by judge",
+    ),
+    (
+        "gavel_verdicts_total",
+        "Verdicts used, by source: cache (a cache hit) or judge",
+    ),
+];
 
 /// The process's recorder (installed on first use; tests start many daemons in one process).
 pub fn handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+                .expect("the bucket list is not empty")
+                .build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed (an embedding program's); then gavel's
             // own counters still render from this handle's registry only if installed.
             let _ = metrics::set_global_recorder(recorder);
+            for (name, help) in DESCRIPTIONS {
+                metrics::describe_counter!(*name, *help);
+            }
             handle
         })
         .clone()
+}
+
+/// The names of every metric gavel exports.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    DESCRIPTIONS.iter().map(|(n, _)| *n)
 }
 
 pub async fn track(req: Request, next: Next) -> Response {

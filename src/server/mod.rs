@@ -1,22 +1,32 @@
 //! The daemon: axum over the scorer. Handlers are thin; all logic is in `score`.
 
+pub mod auth;
 pub mod error;
 pub mod handlers;
 pub mod metrics;
 pub mod openrlhf;
+pub mod ready;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::http::{Method, Request};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
-use tower_http::trace::TraceLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::config::{OpenRlhfConfig, ServerConfig};
 use crate::score::Scorer;
+
+/// The OpenAPI document of the HTTP API, served at `/openapi.json`. Hand-maintained; a test
+/// checks that it documents exactly the routes of [`routes`] and that its examples are accepted.
+pub const OPENAPI: &str = include_str!("../../openapi.json");
 
 #[derive(Clone)]
 pub struct AppState {
@@ -28,6 +38,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// `POST /get_reward` (OpenRLHF): its configuration and pending groups.
     pub openrlhf: Arc<openrlhf::OpenRlhf>,
+    pub keys: Arc<auth::ApiKeys>,
+    pub ready: Arc<ready::Readiness>,
 }
 
 impl AppState {
@@ -38,6 +50,10 @@ impl AppState {
             openrlhf: Arc::new(openrlhf),
             scorer,
             in_flight: Arc::new(Semaphore::new(server.max_in_flight)),
+            keys: Arc::new(auth::ApiKeys::new(&server.api_keys, &server.open_paths)),
+            ready: Arc::new(ready::Readiness::new(Duration::from_secs_f64(
+                server.ready_cache_s,
+            ))),
             server: Arc::new(server),
             started: Instant::now(),
             metrics: metrics::handle(),
@@ -54,39 +70,72 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState) -> Router {
-    let score = post(handlers::score_group).fallback(handlers::method_not_allowed);
-    Router::new()
-        .route("/v1/score_group", score.clone())
-        .route("/score_group", score)
-        .route(
+/// Every route the daemon serves. The router is built from this list alone, and the OpenAPI
+/// test compares it with `openapi.json`, so an undocumented route fails the tests.
+fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
+    vec![
+        (Method::POST, "/v1/score_group", post(handlers::score_group)),
+        (Method::POST, "/score_group", post(handlers::score_group)),
+        (
+            Method::POST,
             "/v1/score_groups",
-            post(handlers::score_groups).fallback(handlers::method_not_allowed),
-        )
-        .route(
-            "/v1/render",
-            post(handlers::render).fallback(handlers::method_not_allowed),
-        )
-        .route(
-            "/v1/rubrics",
-            get(handlers::rubrics).fallback(handlers::method_not_allowed),
-        )
-        .route(
-            "/get_reward",
-            post(openrlhf::get_reward).fallback(handlers::method_not_allowed),
-        )
-        .route(
-            "/healthz",
-            get(handlers::healthz).fallback(handlers::method_not_allowed),
-        )
-        .route(
-            "/metrics",
-            get(handlers::metrics).fallback(handlers::method_not_allowed),
-        )
+            post(handlers::score_groups),
+        ),
+        (Method::POST, "/v1/render", post(handlers::render)),
+        (Method::GET, "/v1/rubrics", get(handlers::rubrics)),
+        (Method::POST, "/get_reward", post(openrlhf::get_reward)),
+        (Method::GET, "/healthz", get(handlers::healthz)),
+        (Method::GET, "/readyz", get(handlers::readyz)),
+        (Method::GET, "/metrics", get(handlers::metrics)),
+        (Method::GET, "/openapi.json", get(handlers::openapi)),
+    ]
+}
+
+/// `(method, path)` of every route, for the OpenAPI test.
+pub fn route_list() -> Vec<(Method, &'static str)> {
+    routes().into_iter().map(|(m, p, _)| (m, p)).collect()
+}
+
+/// The request's span: every log line written while handling it carries its request id.
+fn request_span(req: &Request<Body>) -> tracing::Span {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+}
+
+pub fn router(state: AppState) -> Router {
+    let mut by_path: BTreeMap<&str, MethodRouter<AppState>> = BTreeMap::new();
+    for (_, path, route) in routes() {
+        let merged = match by_path.remove(path) {
+            Some(existing) => existing.merge(route),
+            None => route,
+        };
+        by_path.insert(path, merged);
+    }
+    let mut router = Router::new();
+    for (path, route) in by_path {
+        router = router.route(path, route.fallback(handlers::method_not_allowed));
+    }
+    // Layers run outside in, last added first: request id, trace span, id copied to the
+    // response, metrics (so refused requests count too), auth.
+    router
         .fallback(handlers::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.keys.clone(),
+            auth::require_key,
+        ))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(DefaultBodyLimit::max(state.server.max_body_bytes))
-        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
 }
 

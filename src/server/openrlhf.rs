@@ -77,6 +77,8 @@ fn duplicate(e: &ApiError) -> ApiError {
         ApiError::Overloaded(m) => ApiError::Overloaded(m.clone()),
         ApiError::Judge(j) => ApiError::Judge(j.clone()),
         ApiError::Internal(m) => ApiError::Internal(m.clone()),
+        ApiError::Unauthorized(m) => ApiError::Unauthorized(m.clone()),
+        ApiError::NotReady(m) => ApiError::NotReady(m.clone()),
     }
 }
 

@@ -94,4 +94,8 @@ pub trait VerdictStore: Send + Sync + std::fmt::Debug {
         units: &[String],
         offsets: (u64, u64),
     ) -> Result<(), StoreError>;
+    /// Whether the store answers (for /readyz).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

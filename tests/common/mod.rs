@@ -40,6 +40,8 @@ pub enum Behaviour {
     Reset,
     /// As `Score`, plus this much for whichever trajectory is shown first (position bias).
     FirstBias(f64),
+    /// Answer 401 quoting the Authorization header it got, as some servers quote a refused key.
+    EchoAuth,
 }
 
 #[derive(Default)]
@@ -58,6 +60,8 @@ struct MockState {
     /// Report `usage.prompt_tokens` as an OpenAI server would (o200k_base over the messages)
     /// instead of a fixed 100.
     count_tokens: std::sync::atomic::AtomicBool,
+    /// `GET /v1/models` requests (readiness probes).
+    model_lists: std::sync::atomic::AtomicUsize,
 }
 
 /// A running mock judge.
@@ -72,6 +76,7 @@ impl MockJudge {
         let state = Arc::new(MockState::default());
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
+            .route("/v1/models", axum::routing::get(models))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -129,6 +134,13 @@ impl MockJudge {
     pub fn max_concurrent(&self) -> usize {
         self.state
             .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `GET /v1/models` requests so far.
+    pub fn model_lists(&self) -> usize {
+        self.state
+            .model_lists
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
@@ -273,6 +285,19 @@ impl Drop for InFlight {
     }
 }
 
+/// The model list, for keys that are `MOCK_KEY`; 401 for any other.
+async fn models(State(state): State<Arc<MockState>>, headers: HeaderMap) -> Response {
+    state
+        .model_lists
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
+    if auth != Some(format!("Bearer {MOCK_KEY}").as_str()) {
+        return (StatusCode::UNAUTHORIZED, "invalid api key").into_response();
+    }
+    Json(json!({"object": "list", "data": [{"id": "mock-judge-1", "object": "model", "owned_by": "mock"}]}))
+        .into_response()
+}
+
 async fn completions(
     State(state): State<Arc<MockState>>,
     headers: HeaderMap,
@@ -330,6 +355,14 @@ async fn completions(
             completion(&req, verdict_for(&req).to_string())
         }
         Behaviour::Reset => panic!("mock judge drops this connection on purpose"),
+        Behaviour::EchoAuth => {
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let body = json!({"error": {"message": format!("Incorrect API key provided: {auth}")}});
+            (StatusCode::UNAUTHORIZED, body.to_string()).into_response()
+        }
         Behaviour::FirstBias(bias) => {
             let mut v = verdict_for(&req);
             if let Some(first) = v["scores"].as_array_mut().and_then(|a| a.first_mut()) {

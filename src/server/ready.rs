@@ -1,0 +1,98 @@
+//! `/readyz`: the store answers and every configured judge can be reached. Judge probes are
+//! cached for `ready_cache_s`, and concurrent callers share one probe, so kubelet probing many
+//! pods every few seconds does not become judge traffic. The store is asked every time (a ping
+//! is cheap, and a lost database should take a pod out of the Service at once).
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::score::Scorer;
+
+/// The longest `/readyz` waits for the store.
+const STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One dependency's state.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl Check {
+    fn new(name: String, result: Result<(), String>) -> Check {
+        Check {
+            name,
+            ok: result.is_ok(),
+            problem: result.err(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub store: Check,
+    pub judges: Vec<Check>,
+}
+
+impl Report {
+    pub fn ready(&self) -> bool {
+        self.store.ok && self.judges.iter().all(|j| j.ok)
+    }
+
+    /// What is down, one clause each.
+    pub fn problems(&self) -> String {
+        std::iter::once(&self.store)
+            .chain(&self.judges)
+            .filter_map(|c| c.problem.clone())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// The judge probe cache.
+pub struct Readiness {
+    ttl: Duration,
+    judges: tokio::sync::Mutex<Option<(Instant, Vec<Check>)>>,
+}
+
+impl Readiness {
+    pub fn new(ttl: Duration) -> Readiness {
+        Readiness {
+            ttl,
+            judges: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub async fn check(&self, scorer: &Scorer) -> Report {
+        let store = match tokio::time::timeout(STORE_TIMEOUT, scorer.store().ping()).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(format!(
+                "verdict store: no answer within {}s",
+                STORE_TIMEOUT.as_secs()
+            )),
+        };
+        Report {
+            store: Check::new("store".into(), store),
+            judges: self.judges(scorer).await,
+        }
+    }
+
+    async fn judges(&self, scorer: &Scorer) -> Vec<Check> {
+        // Held across the probe: callers arriving meanwhile wait for its result.
+        let mut cached = self.judges.lock().await;
+        if let Some((at, checks)) = cached.as_ref() {
+            if at.elapsed() < self.ttl {
+                return checks.clone();
+            }
+        }
+        let probes = scorer
+            .judges()
+            .map(|j| async move { Check::new(j.info().name, j.probe().await) });
+        let checks = futures::future::join_all(probes).await;
+        *cached = Some((Instant::now(), checks.clone()));
+        checks
+    }
+}

@@ -1,0 +1,152 @@
+//! The OpenAPI document against the real router, its examples and real responses.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::common::setup;
+use crate::ROOT;
+
+pub fn openapi_text() -> String {
+    std::fs::read_to_string(Path::new(ROOT).join("openapi.json")).unwrap()
+}
+
+pub fn openapi() -> Value {
+    serde_json::from_str(&openapi_text()).expect("openapi.json is JSON")
+}
+
+/// Problems of `instance` against `schema`, a schema of the document (its `$ref`s resolve in
+/// the document's components).
+pub fn schema_errors(doc: &Value, schema: &Value, instance: &Value) -> Vec<String> {
+    let root = json!({"components": doc["components"], "allOf": [schema]});
+    let validator = jsonschema::validator_for(&root).expect("a valid JSON schema");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{e} (at {})", e.instance_path()))
+        .collect()
+}
+
+pub fn assert_matches(doc: &Value, schema: &Value, instance: &Value, what: &str) {
+    let errors = schema_errors(doc, schema, instance);
+    assert!(errors.is_empty(), "{what}: {errors:#?}\n{instance:#}");
+}
+
+pub fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+/// Every `(METHOD, path)` the document describes.
+fn documented_routes(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            out.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn openapi_documents_exactly_the_routes_the_daemon_serves() {
+    let doc = openapi();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let documented = documented_routes(&doc);
+    let served: BTreeSet<(String, String)> = gavel::server::route_list()
+        .into_iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    let undocumented: Vec<_> = served.difference(&documented).collect();
+    let unserved: Vec<_> = documented.difference(&served).collect();
+    assert!(
+        undocumented.is_empty(),
+        "routes missing from openapi.json: {undocumented:?}"
+    );
+    assert!(
+        unserved.is_empty(),
+        "openapi.json documents routes that are not served: {unserved:?}"
+    );
+
+    let (_mock, gavel, _dir) = setup().await;
+    let client = reqwest::Client::new();
+    // Each documented route is really routed (a body-less request may be refused, never 404/405).
+    for (method, path) in &documented {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let status = client
+            .request(m, format!("{}{path}", gavel.url))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        assert!(status != 404 && status != 405, "{method} {path}: {status}");
+    }
+    // The served document is the checked-in file, byte for byte.
+    let resp = reqwest::get(format!("{}/openapi.json", gavel.url))
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    assert_eq!(resp.text().await.unwrap(), openapi_text());
+}
+
+#[tokio::test]
+async fn openapi_examples_validate_are_accepted_and_responses_match_the_schemas() {
+    let doc = openapi();
+    let (_mock, gavel, _dir) = setup().await;
+    let mut examples_run = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let what = format!("{} {path}", method.to_uppercase());
+            let ok = &op["responses"]["200"]["content"]["application/json"]["schema"];
+            if let Some(body) = op.get("requestBody") {
+                let media = &body["content"]["application/json"];
+                let examples = media["examples"]
+                    .as_object()
+                    .unwrap_or_else(|| panic!("{what}: no request examples"));
+                assert!(!examples.is_empty(), "{what}: no request examples");
+                for (name, example) in examples {
+                    let value = &example["value"];
+                    assert_matches(
+                        &doc,
+                        &media["schema"],
+                        value,
+                        &format!("{what} example {name}"),
+                    );
+                    assert_eq!(method, "post", "{what}: bodies are only POSTed");
+                    let (status, resp) = gavel.post(path, value).await;
+                    assert_eq!(status, 200, "{what} example {name}: {resp}");
+                    assert_matches(&doc, ok, &resp, &format!("{what} response to {name}"));
+                    examples_run += 1;
+                }
+            } else if !ok.is_null() {
+                let (status, resp) = gavel.get(path).await;
+                assert_eq!(status, 200, "{what}: {resp}");
+                assert_matches(&doc, ok, &resp, &format!("{what} response"));
+            }
+        }
+    }
+    assert!(examples_run >= 5, "only {examples_run} examples");
+
+    // The schemas are not vacuous: bodies the daemon refuses fail them too, and the refusals
+    // match the error schema.
+    let traj = json!({"messages": [{"role": "user", "content": "q"}]});
+    for bad in [
+        json!({"trajectories": "none"}),
+        json!({"trajectories": []}),
+        json!({"trajectories": [traj], "judges": "x"}),
+        json!({"trajectories": [{"messages": [{"role": "robot", "content": "q"}]}]}),
+        json!({"trajectories": [traj], "on_judge_error": "zero"}),
+    ] {
+        assert!(
+            !schema_errors(&doc, &schema_ref("ScoreRequest"), &bad).is_empty(),
+            "the schema accepts {bad}"
+        );
+        let (status, resp) = gavel.post("/v1/score_group", &bad).await;
+        assert_eq!(status, 400, "{bad}: {resp}");
+        assert_matches(&doc, &schema_ref("Error"), &resp, "a 400");
+    }
+    let (status, resp) = gavel.get("/no/such/route").await;
+    assert_eq!(status, 404);
+    assert_matches(&doc, &schema_ref("Error"), &resp, "a 404");
+}

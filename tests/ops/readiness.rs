@@ -1,0 +1,99 @@
+//! `/readyz`: store and judges, probe caching, what a 503 says.
+
+use std::collections::BTreeMap;
+
+use gavel::config::{JudgeConfig, Secret};
+use serde_json::json;
+
+use crate::common::{MockJudge, MOCK_KEY};
+use crate::openapi::{assert_matches, openapi, schema_ref};
+use crate::start;
+
+#[tokio::test]
+async fn readyz_checks_store_and_every_judge_and_caches_judge_probes() {
+    let mock = MockJudge::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gavel = start(&mock, &dir, |c| c.server.ready_cache_s = 60.0).await;
+    for _ in 0..3 {
+        let (status, body) = gavel.get("/readyz").await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "ready");
+        assert_eq!(body["store"]["ok"], true);
+        assert_eq!(body["judges"], json!([{"name": "mock", "ok": true}]));
+    }
+    assert_eq!(
+        mock.model_lists(),
+        1,
+        "probes within ready_cache_s reuse the first"
+    );
+    gavel.stop().await;
+
+    let uncached = start(&mock, &dir, |c| c.server.ready_cache_s = 0.0).await;
+    for _ in 0..3 {
+        assert_eq!(uncached.get("/readyz").await.0, 200);
+    }
+    assert_eq!(
+        mock.model_lists(),
+        4,
+        "with ready_cache_s = 0 every call probes"
+    );
+    uncached.stop().await;
+
+    // A judge whose server is gone, one without a key, one whose key is refused.
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let broken = start(&mock, &dir, |c| {
+        let key = Some(Secret::new(MOCK_KEY));
+        let mut down = JudgeConfig::openai(format!("http://{gone}/v1"), "m", key);
+        down.timeout_s = 2.0;
+        c.judges.insert("down".into(), down);
+        c.judges.insert(
+            "keyless".into(),
+            JudgeConfig::openai(mock.base_url(), "m", None),
+        );
+        let refused = Some(Secret::new("sk-refused-by-mock-9876"));
+        c.judges.insert(
+            "refused".into(),
+            JudgeConfig::openai(mock.base_url(), "m", refused),
+        );
+    })
+    .await;
+    let (status, body) = broken.get("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["type"], "not_ready");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("judge \"down\"") && message.contains("unreachable"),
+        "{message}"
+    );
+    assert!(message.contains("\"keyless\" has no API key"), "{message}");
+    assert!(
+        message.contains("judge \"refused\"") && message.contains("refuses its API key"),
+        "{message}"
+    );
+    assert!(!body.to_string().contains("sk-refused-by-mock"), "{body}");
+    let ok: BTreeMap<&str, bool> = body["judges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["name"].as_str().unwrap(), j["ok"].as_bool().unwrap()))
+        .collect();
+    let expected = [
+        ("down", false),
+        ("keyless", false),
+        ("mock", true),
+        ("refused", false),
+    ];
+    assert_eq!(ok, BTreeMap::from(expected));
+    assert_eq!(body["store"]["ok"], true);
+    assert_matches(
+        &openapi(),
+        &schema_ref("NotReady"),
+        &body,
+        "a 503 from /readyz",
+    );
+    // Liveness does not depend on the judges.
+    assert_eq!(broken.get("/healthz").await.0, 200);
+}
