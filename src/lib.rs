@@ -16,5 +16,7 @@ pub mod rubric;
 pub mod score;
 pub mod server;
 pub mod store;
+#[cfg(feature = "train")]
+pub mod train;
 pub mod trajectory;
 pub mod verify;
