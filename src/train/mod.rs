@@ -5,6 +5,7 @@
 //! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules.
 //! - [`rng`]: the one seeded generator everything random draws from.
 
+pub mod grpo;
 pub mod lora;
 pub mod model;
 pub mod rng;
