@@ -8,6 +8,7 @@
 pub mod grpo;
 pub mod lora;
 pub mod model;
+pub mod optim;
 pub mod rng;
 pub mod weights;
 
