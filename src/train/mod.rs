@@ -5,11 +5,19 @@
 //! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules.
 //! - [`rng`]: the one seeded generator everything random draws from.
 
+pub mod checkpoint;
+pub mod cli;
+pub mod config;
 pub mod grpo;
 pub mod lora;
 pub mod model;
 pub mod optim;
 pub mod rng;
+pub mod rollout;
+pub mod scoring;
+pub mod tasks;
+pub mod toy;
+pub mod trainer;
 pub mod weights;
 
 #[cfg(test)]

@@ -232,7 +232,8 @@ mod tests {
             }
         }
         for g in [g1, g2] {
-            opt.step(&HashMap::from([("p".to_string(), g)]), lr).unwrap();
+            opt.step(&HashMap::from([("p".to_string(), g)]), lr)
+                .unwrap();
         }
         let got = p.as_tensor().to_vec1::<f64>().unwrap();
         for i in 0..2 {
@@ -290,7 +291,9 @@ mod tests {
         assert_eq!(s.lr(1.0, 110, 10, 110), 0.0);
         let c = Schedule::Cosine;
         assert!((c.lr(2.0, 60, 10, 110) - 1.0).abs() < 1e-12);
-        assert!((c.lr(2.0, 35, 10, 110) - (1.0 + (std::f64::consts::PI / 4.0).cos())).abs() < 1e-12);
+        assert!(
+            (c.lr(2.0, 35, 10, 110) - (1.0 + (std::f64::consts::PI / 4.0).cos())).abs() < 1e-12
+        );
         assert_eq!(Schedule::Constant.lr(3.0, 1000, 0, 10), 3.0);
         assert_eq!(Schedule::Constant.lr(3.0, 1, 2, 10), 1.5);
     }
