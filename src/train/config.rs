@@ -17,10 +17,8 @@ pub struct TrainConfig {
     pub model: PathBuf,
     /// `cpu` or `cuda:N`.
     pub device: String,
-    /// Prompts and their scoring (JSONL); not needed with `offline`.
+    /// Prompts and their scoring (JSONL).
     pub tasks: Option<PathBuf>,
-    /// Train on already-scored groups instead of sampling (JSONL, see `offline`).
-    pub offline: Option<PathBuf>,
     /// Score over HTTP against a running daemon instead of in-process.
     pub scorer_url: Option<String>,
     /// Checkpoints and metrics.jsonl go here.
@@ -51,7 +49,6 @@ impl Default for TrainConfig {
             model: PathBuf::new(),
             device: "cpu".into(),
             tasks: None,
-            offline: None,
             scorer_url: None,
             output_dir: PathBuf::from("gavel-train"),
             steps: 100,
@@ -78,7 +75,7 @@ impl TrainConfig {
         toml::from_str(&text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| text[..s.start].lines().count().max(1))
+                .map(|s| text[..s.start].matches('\n').count() + 1)
                 .unwrap_or(1);
             TrainError::Config(format!(
                 "{}:{line}: {}",
@@ -94,12 +91,8 @@ impl TrainConfig {
         if self.model.as_os_str().is_empty() {
             return err("no model: set `model` (a model folder or a GGUF file)".into());
         }
-        match (&self.tasks, &self.offline) {
-            (None, None) => {
-                return err("no tasks: set `tasks` (JSONL of prompts) or `offline`".into())
-            }
-            (Some(_), Some(_)) => return err("`tasks` and `offline` exclude each other".into()),
-            _ => {}
+        if self.tasks.is_none() {
+            return err("no tasks: set `tasks` (a JSONL file of prompts)".into());
         }
         if self.prompts_per_step == 0 || self.group_size < 2 {
             return err("prompts_per_step must be >= 1 and group_size >= 2".into());
@@ -114,5 +107,25 @@ impl TrainConfig {
         self.lora.validate().map_err(TrainError::Config)?;
         self.grpo.validate().map_err(TrainError::Config)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_and_bad_keys_name_the_line() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/train.toml");
+        let c = TrainConfig::from_file(Path::new(path)).unwrap();
+        assert_eq!(c.lora.r, 16);
+        assert_eq!(c.grpo.epsilon_high, Some(0.28));
+        assert_eq!(c.schedule, Schedule::Cosine);
+        c.validate().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("t.toml");
+        std::fs::write(&bad, "steps = 3\nlearning_rat = 1.0\n").unwrap();
+        let e = TrainConfig::from_file(&bad).unwrap_err().to_string();
+        assert!(e.contains("t.toml:2: unknown field `learning_rat`"), "{e}");
     }
 }

@@ -127,11 +127,11 @@ impl GrpoConfig {
         if !(self.epsilon >= 0.0 && self.epsilon < 1.0) {
             return Err(format!("epsilon must be in [0, 1), got {}", self.epsilon));
         }
-        if !(self.epsilon_high() >= 0.0) {
+        if self.epsilon_high().is_nan() || self.epsilon_high() < 0.0 {
             return Err("epsilon_high must be >= 0".into());
         }
         if let Some(d) = self.delta {
-            if !(d > 1.0 + self.epsilon_high()) {
+            if d.is_nan() || d <= 1.0 + self.epsilon_high() {
                 return Err(format!("delta must exceed 1 + epsilon_high, got {d}"));
             }
         }
@@ -142,7 +142,7 @@ impl GrpoConfig {
             ));
         }
         if let Some(c) = self.tis_cap {
-            if !(c > 0.0) {
+            if c.is_nan() || c <= 0.0 {
                 return Err(format!("tis_cap must be > 0, got {c}"));
             }
         }

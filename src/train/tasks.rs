@@ -101,6 +101,12 @@ fn parse_task(line: &str, at: &str) -> Result<Task, String> {
         messages,
         scoring: obj,
     };
+    if let Some(Value::Array(vs)) = task.scoring.get("verifiers") {
+        for (k, v) in vs.iter().enumerate() {
+            crate::verify::Verifier::from_json(v, &format!("verifiers[{k}]"))
+                .map_err(|e| e.to_string())?;
+        }
+    }
     // The scoring fields must make a valid request: check with a placeholder completion.
     ScoreRequest::from_json(&task.request(&["x".into(), "y".into()]), usize::MAX)
         .map_err(|e| e.to_string())?;

@@ -1,5 +1,5 @@
 //! The GRPO loop: per step, sample a group per prompt with the current policy (or take scored
-//! groups from a file, offline), score each group with the gavel pipeline, skip groups whose
+//! groups given in memory), score each group with the gavel pipeline, skip groups whose
 //! rewards all tie, and take one AdamW step on the LoRA adapters from the accumulated gradient.
 
 use std::collections::HashMap;
