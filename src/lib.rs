@@ -17,5 +17,7 @@ pub mod rubric;
 pub mod score;
 pub mod server;
 pub mod store;
+#[cfg(feature = "train")]
+pub mod train;
 pub mod trajectory;
 pub mod verify;

@@ -29,6 +29,7 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once; boxing would only add noise
 enum Command {
     /// Run the daemon (POST /v1/score_group and friends).
     Serve {
@@ -81,6 +82,12 @@ enum Command {
         common: Common,
         #[command(flatten)]
         args: gavel::rescore::RescoreArgs,
+    },
+    /// Train a Qwen's LoRA adapters with GRPO on rewards from this scorer (`train toy` first).
+    #[cfg(feature = "train")]
+    Train {
+        #[command(flatten)]
+        args: gavel::train::cli::TrainArgs,
     },
     /// Inspect or empty the verdict store.
     Cache {
@@ -400,6 +407,14 @@ async fn main() -> ExitCode {
         Command::Rescore { common, args } => {
             init_logs(common.log_json, "info");
             gavel::rescore::run(&common, &args)
+                .await
+                .map(ExitCode::from)
+                .map_err(Into::into)
+        }
+        #[cfg(feature = "train")]
+        Command::Train { args } => {
+            init_logs(false, "warn");
+            gavel::train::cli::run(args)
                 .await
                 .map(ExitCode::from)
                 .map_err(Into::into)

@@ -247,7 +247,7 @@ fn folder_arch(config_path: &Path, config: &Value) -> Result<Arch, LocalError> {
 
 /// config.json with the defaults `transformers` would apply filled in, so candle's strict
 /// configs accept every released Qwen2/Qwen3 config (`sliding_window: null`, no `head_dim`, ...).
-fn normalized_config(path: &Path, arch: Arch, raw: &Value) -> Result<Value, LocalError> {
+pub(crate) fn normalized_config(path: &Path, arch: Arch, raw: &Value) -> Result<Value, LocalError> {
     let mut c = raw.clone();
     let need = |k: &str| {
         raw[k]
@@ -313,7 +313,7 @@ fn normalized_config(path: &Path, arch: Arch, raw: &Value) -> Result<Value, Loca
 
 /// The safetensors files of a folder: those its index lists, else `model.safetensors`, else
 /// every `*.safetensors`.
-fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, LocalError> {
+pub(crate) fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, LocalError> {
     let index = dir.join("model.safetensors.index.json");
     if index.exists() {
         let json = read_json(&index)?;

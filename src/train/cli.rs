@@ -1,0 +1,312 @@
+//! `gavel train`: flags over `train.toml` (a flag wins), `gavel train toy` (the toy run) and
+//! `gavel train merge` (adapters folded into the base weights).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+
+use super::checkpoint;
+use super::config::TrainConfig;
+use super::grpo::{IsLevel, LossType, TisMode};
+use super::lora::LoraConfig;
+use super::optim::Schedule;
+use super::rng::Rng;
+use super::rollout::Policy;
+use super::scoring::Rewarder;
+use super::tasks::read_tasks;
+use super::toy;
+use super::trainer::{Source, Trainer};
+use super::TrainError;
+use crate::cli::{open_scorer, Common};
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TrainAction {
+    /// Train the tiny random model on the toy digit task (writes it under --output-dir).
+    Toy,
+    /// Write the base weights with the adapters of a checkpoint merged in (model folders only).
+    Merge {
+        /// The checkpoint directory (adapter_model.safetensors, adapter_config.json).
+        #[arg(long, env = "GAVEL_TRAIN_ADAPTER")]
+        adapter: PathBuf,
+        /// Where the merged model folder is written.
+        #[arg(long, env = "GAVEL_TRAIN_MERGED")]
+        out: PathBuf,
+    },
+}
+
+/// Options of `gavel train`; each overrides the same key of `--config train.toml`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TrainArgs {
+    #[command(subcommand)]
+    pub action: Option<TrainAction>,
+    /// The training config (TOML; see examples/train.toml).
+    #[arg(long, env = "GAVEL_TRAIN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The scorer's gavel.toml (judges, rubrics, store), for in-process scoring.
+    #[arg(long, env = "GAVEL_CONFIG")]
+    pub scorer_config: Option<PathBuf>,
+    /// Verdict store directory for in-process scoring.
+    #[arg(long, env = "GAVEL_STORE")]
+    pub store: Option<PathBuf>,
+    /// Continue from this checkpoint directory.
+    #[arg(long, env = "GAVEL_TRAIN_RESUME")]
+    pub resume: Option<PathBuf>,
+    /// No progress bar (metrics still go to metrics.jsonl).
+    #[arg(long, env = "GAVEL_TRAIN_QUIET", default_value_t = false)]
+    pub quiet: bool,
+    /// Base model: a model folder or a GGUF file.
+    #[arg(long, env = "GAVEL_TRAIN_MODEL")]
+    pub model: Option<PathBuf>,
+    /// `cpu` or `cuda:N`.
+    #[arg(long, env = "GAVEL_TRAIN_DEVICE")]
+    pub device: Option<String>,
+    /// Prompts JSONL (messages + scoring fields per line).
+    #[arg(long, env = "GAVEL_TRAIN_TASKS")]
+    pub tasks: Option<PathBuf>,
+    /// Score against a running daemon (its base URL) instead of in-process.
+    #[arg(long, env = "GAVEL_SCORER_URL")]
+    pub scorer_url: Option<String>,
+    /// Checkpoints and metrics.jsonl go here.
+    #[arg(long, env = "GAVEL_TRAIN_OUTPUT_DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Optimizer steps in all.
+    #[arg(long, env = "GAVEL_TRAIN_STEPS")]
+    pub steps: Option<u64>,
+    /// Prompts (groups) per step.
+    #[arg(long, env = "GAVEL_TRAIN_PROMPTS_PER_STEP")]
+    pub prompts_per_step: Option<usize>,
+    /// Completions per prompt.
+    #[arg(long, env = "GAVEL_TRAIN_GROUP_SIZE")]
+    pub group_size: Option<usize>,
+    #[arg(long, env = "GAVEL_TRAIN_LEARNING_RATE")]
+    pub learning_rate: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_SCHEDULE", value_enum)]
+    pub schedule: Option<Schedule>,
+    #[arg(long, env = "GAVEL_TRAIN_WARMUP_STEPS")]
+    pub warmup_steps: Option<u64>,
+    /// Clip the global gradient norm (0 = off).
+    #[arg(long, env = "GAVEL_TRAIN_MAX_GRAD_NORM")]
+    pub max_grad_norm: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_SEED")]
+    pub seed: Option<u64>,
+    /// Checkpoint every N steps (0 = at the end only).
+    #[arg(long, env = "GAVEL_TRAIN_SAVE_EVERY")]
+    pub save_every: Option<u64>,
+    #[arg(long, env = "GAVEL_TRAIN_TEMPERATURE")]
+    pub temperature: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_TOP_P")]
+    pub top_p: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_MAX_TOKENS")]
+    pub max_tokens: Option<usize>,
+    /// A stop string (repeatable).
+    #[arg(long, env = "GAVEL_TRAIN_STOP")]
+    pub stop: Vec<String>,
+    #[arg(long, env = "GAVEL_TRAIN_LORA_R")]
+    pub lora_r: Option<usize>,
+    #[arg(long, env = "GAVEL_TRAIN_LORA_ALPHA")]
+    pub lora_alpha: Option<f64>,
+    /// Comma-separated subset of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj.
+    #[arg(long, env = "GAVEL_TRAIN_LORA_TARGETS", value_delimiter = ',')]
+    pub lora_targets: Option<Vec<String>>,
+    #[arg(long, env = "GAVEL_TRAIN_USE_RSLORA")]
+    pub use_rslora: Option<bool>,
+    #[arg(long, env = "GAVEL_TRAIN_LOSS_TYPE", value_enum)]
+    pub loss_type: Option<LossType>,
+    #[arg(long, env = "GAVEL_TRAIN_IS_LEVEL", value_enum)]
+    pub importance_sampling_level: Option<IsLevel>,
+    #[arg(long, env = "GAVEL_TRAIN_EPSILON")]
+    pub epsilon: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_EPSILON_HIGH")]
+    pub epsilon_high: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_DELTA")]
+    pub delta: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_BETA")]
+    pub beta: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_TIS_CAP")]
+    pub tis_cap: Option<f64>,
+    #[arg(long, env = "GAVEL_TRAIN_TIS_MODE", value_enum)]
+    pub tis_mode: Option<TisMode>,
+    #[arg(long, env = "GAVEL_TRAIN_WEIGHT_DECAY")]
+    pub weight_decay: Option<f64>,
+}
+
+fn set<T: Clone>(slot: &mut T, v: &Option<T>) {
+    if let Some(v) = v {
+        *slot = v.clone();
+    }
+}
+
+impl TrainArgs {
+    /// The config file (or defaults) with every given flag applied.
+    pub fn config(&self) -> Result<TrainConfig, TrainError> {
+        let mut c = match &self.config {
+            Some(p) => TrainConfig::from_file(p)?,
+            None => TrainConfig::default(),
+        };
+        set(&mut c.model, &self.model);
+        set(&mut c.device, &self.device);
+        if self.tasks.is_some() {
+            c.tasks = self.tasks.clone();
+        }
+        if self.scorer_url.is_some() {
+            c.scorer_url = self.scorer_url.clone();
+        }
+        set(&mut c.output_dir, &self.output_dir);
+        set(&mut c.steps, &self.steps);
+        set(&mut c.prompts_per_step, &self.prompts_per_step);
+        set(&mut c.group_size, &self.group_size);
+        set(&mut c.learning_rate, &self.learning_rate);
+        set(&mut c.schedule, &self.schedule);
+        set(&mut c.warmup_steps, &self.warmup_steps);
+        set(&mut c.max_grad_norm, &self.max_grad_norm);
+        set(&mut c.seed, &self.seed);
+        set(&mut c.save_every, &self.save_every);
+        set(&mut c.sampling.temperature, &self.temperature);
+        set(&mut c.sampling.top_p, &self.top_p);
+        set(&mut c.sampling.max_tokens, &self.max_tokens);
+        if !self.stop.is_empty() {
+            c.sampling.stop = self.stop.clone();
+        }
+        set(&mut c.lora.r, &self.lora_r);
+        set(&mut c.lora.alpha, &self.lora_alpha);
+        set(&mut c.lora.target_modules, &self.lora_targets);
+        set(&mut c.lora.use_rslora, &self.use_rslora);
+        set(&mut c.grpo.loss_type, &self.loss_type);
+        set(
+            &mut c.grpo.importance_sampling_level,
+            &self.importance_sampling_level,
+        );
+        set(&mut c.grpo.epsilon, &self.epsilon);
+        if self.epsilon_high.is_some() {
+            c.grpo.epsilon_high = self.epsilon_high;
+        }
+        if self.delta.is_some() {
+            c.grpo.delta = self.delta;
+        }
+        set(&mut c.grpo.beta, &self.beta);
+        if self.tis_cap.is_some() {
+            c.grpo.tis_cap = self.tis_cap;
+        }
+        set(&mut c.grpo.tis_mode, &self.tis_mode);
+        set(&mut c.adamw.weight_decay, &self.weight_decay);
+        Ok(c)
+    }
+}
+
+/// Runs `gavel train` (from a blocking thread: sampling and backward passes are CPU work).
+pub async fn run(args: TrainArgs) -> Result<u8, TrainError> {
+    let rt = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || run_blocking(args, rt))
+        .await
+        .map_err(|e| TrainError::Io(format!("the training thread failed: {e}")))?
+}
+
+fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, TrainError> {
+    let mut cfg = args.config()?;
+    match &args.action {
+        Some(TrainAction::Merge { adapter, out }) => return merge(&cfg, adapter, out).map(|()| 0),
+        Some(TrainAction::Toy) => {
+            std::fs::create_dir_all(&cfg.output_dir)
+                .map_err(|e| TrainError::Io(format!("{}: {e}", cfg.output_dir.display())))?;
+            let (model, tasks) = toy::write_toy(&cfg.output_dir)?;
+            let mut t = toy::toy_config(model, tasks, cfg.output_dir.join("run"));
+            if args.steps.is_some() {
+                t.steps = cfg.steps;
+            }
+            cfg = t;
+        }
+        None => {}
+    }
+    cfg.validate()?;
+    let tasks_path = cfg.tasks.clone().expect("validated");
+    let tasks = read_tasks(&tasks_path)?;
+    let rewarder = match &cfg.scorer_url {
+        Some(url) => Rewarder::http(url),
+        None => {
+            let common = Common {
+                config: args.scorer_config.clone(),
+                store: args.store.clone(),
+                log_json: false,
+            };
+            let scfg = common
+                .load_config()
+                .map_err(|e| TrainError::Config(e.to_string()))?;
+            let _guard = rt.enter();
+            Rewarder::InProcess(open_scorer(&scfg).map_err(|e| TrainError::Config(e.to_string()))?)
+        }
+    };
+    let source = Source::Online {
+        tasks,
+        rewarder,
+        rt: rt.clone(),
+    };
+    let mut trainer = Trainer::new(cfg, source)?;
+    if let Some(dir) = &args.resume {
+        trainer.resume(dir)?;
+    }
+    let metrics = trainer.run(!args.quiet)?;
+    if let Some(last) = metrics.last() {
+        println!(
+            "trained to step {} (reward {:.3}); adapters in {}",
+            last.step,
+            last.reward_mean,
+            checkpoint::checkpoint_dir(&trainer.cfg.output_dir, trainer.step).display()
+        );
+    }
+    if let Source::Online {
+        rewarder: Rewarder::InProcess(s),
+        ..
+    } = &trainer.source
+    {
+        let s: &Arc<crate::score::Scorer> = s;
+        rt.block_on(s.store().flush())
+            .map_err(|e| TrainError::Io(e.to_string()))?;
+    }
+    Ok(0)
+}
+
+/// Folds the adapters of `adapter` into the base model folder `cfg.model`, written to `out`.
+pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainError> {
+    if !cfg.model.is_dir() {
+        return Err(TrainError::Config(format!(
+            "{}: merge needs the base model as a folder (config.json + safetensors)",
+            cfg.model.display()
+        )));
+    }
+    let acfg_path = adapter.join(checkpoint::ADAPTER_CONFIG);
+    let text = std::fs::read_to_string(&acfg_path)
+        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", acfg_path.display())))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", acfg_path.display())))?;
+    let lora = LoraConfig {
+        r: v["r"].as_u64().unwrap_or(0) as usize,
+        alpha: v["lora_alpha"].as_f64().unwrap_or(0.0),
+        target_modules: serde_json::from_value(v["target_modules"].clone()).unwrap_or_default(),
+        use_rslora: v["use_rslora"].as_bool().unwrap_or(false),
+    };
+    lora.validate()
+        .map_err(|m| TrainError::Checkpoint(format!("{}: {m}", acfg_path.display())))?;
+    let policy = Policy::load(&cfg.model, &cfg.device, &lora, &mut Rng::new(0))?;
+    checkpoint::load_adapters(adapter, &policy.model.lora_vars())?;
+    std::fs::create_dir_all(out).map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
+    let tensors: std::collections::HashMap<String, candle_core::Tensor> =
+        policy.model.merged_tensors()?.into_iter().collect();
+    let file = out.join("model.safetensors");
+    candle_core::safetensors::save(&tensors, &file)
+        .map_err(|e| TrainError::Io(format!("{}: {e}", file.display())))?;
+    for name in [
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "chat_template.jinja",
+    ] {
+        let src = cfg.model.join(name);
+        if src.is_file() {
+            std::fs::copy(&src, out.join(name))
+                .map_err(|e| TrainError::Io(format!("{}: {e}", src.display())))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! `train.toml`: every option of `gavel train` (each is also a flag; see `cli`).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::grpo::GrpoConfig;
+use super::lora::LoraConfig;
+use super::optim::{AdamWConfig, Schedule};
+use super::rollout::SamplingConfig;
+use super::TrainError;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// The policy's base weights: a model folder or a GGUF file.
+    pub model: PathBuf,
+    /// `cpu` or `cuda:N`.
+    pub device: String,
+    /// Prompts and their scoring (JSONL).
+    pub tasks: Option<PathBuf>,
+    /// Score over HTTP against a running daemon instead of in-process.
+    pub scorer_url: Option<String>,
+    /// Checkpoints and metrics.jsonl go here.
+    pub output_dir: PathBuf,
+    /// Optimizer steps in all.
+    pub steps: u64,
+    /// Prompts per step (each one group, one micro-batch).
+    pub prompts_per_step: usize,
+    /// Completions per prompt (TRL's num_generations).
+    pub group_size: usize,
+    pub learning_rate: f64,
+    pub schedule: Schedule,
+    pub warmup_steps: u64,
+    /// Clip the global gradient norm to this (0 = off).
+    pub max_grad_norm: f64,
+    pub seed: u64,
+    /// Save a checkpoint every N steps (0 = only at the end).
+    pub save_every: u64,
+    pub sampling: SamplingConfig,
+    pub lora: LoraConfig,
+    pub grpo: GrpoConfig,
+    pub adamw: AdamWConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            model: PathBuf::new(),
+            device: "cpu".into(),
+            tasks: None,
+            scorer_url: None,
+            output_dir: PathBuf::from("gavel-train"),
+            steps: 100,
+            prompts_per_step: 4,
+            group_size: 8,
+            learning_rate: 1e-5,
+            schedule: Schedule::Constant,
+            warmup_steps: 0,
+            max_grad_norm: 1.0,
+            seed: 0,
+            save_every: 0,
+            sampling: SamplingConfig::default(),
+            lora: LoraConfig::default(),
+            grpo: GrpoConfig::default(),
+            adamw: AdamWConfig::default(),
+        }
+    }
+}
+
+impl TrainConfig {
+    pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TrainError::Config(format!("{}: cannot read: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start].matches('\n').count() + 1)
+                .unwrap_or(1);
+            TrainError::Config(format!(
+                "{}:{line}: {}",
+                path.display(),
+                e.message().lines().next().unwrap_or("invalid")
+            ))
+        })
+    }
+
+    /// Checks every number and that the inputs are named.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let err = |m: String| Err(TrainError::Config(m));
+        if self.model.as_os_str().is_empty() {
+            return err("no model: set `model` (a model folder or a GGUF file)".into());
+        }
+        if self.tasks.is_none() {
+            return err("no tasks: set `tasks` (a JSONL file of prompts)".into());
+        }
+        if self.prompts_per_step == 0 || self.group_size < 2 {
+            return err("prompts_per_step must be >= 1 and group_size >= 2".into());
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
+            return err(format!(
+                "learning_rate must be > 0, got {}",
+                self.learning_rate
+            ));
+        }
+        self.sampling.validate().map_err(TrainError::Config)?;
+        self.lora.validate().map_err(TrainError::Config)?;
+        self.grpo.validate().map_err(TrainError::Config)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_and_bad_keys_name_the_line() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/train.toml");
+        let c = TrainConfig::from_file(Path::new(path)).unwrap();
+        assert_eq!(c.lora.r, 16);
+        assert_eq!(c.grpo.epsilon_high, Some(0.28));
+        assert_eq!(c.schedule, Schedule::Cosine);
+        c.validate().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("t.toml");
+        std::fs::write(&bad, "steps = 3\nlearning_rat = 1.0\n").unwrap();
+        let e = TrainConfig::from_file(&bad).unwrap_err().to_string();
+        assert!(e.contains("t.toml:2: unknown field `learning_rat`"), "{e}");
+    }
+}

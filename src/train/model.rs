@@ -1,0 +1,375 @@
+//! A differentiable Qwen2/Qwen3 with LoRA adapters, returning logits at every position.
+//!
+//! candle's stock models use fused `rms_norm`, `rope` and `softmax_last_dim`, which have no
+//! backward pass, and expose no way to add adapters; this one is written with the composed ops
+//! (`rms_norm_slow`, `rope_slow`, `softmax`) so gradients flow to every LoRA `Var`. Sequences in
+//! a batch are right-padded: a causal mask is all they need, and padded positions are masked out
+//! of the loss.
+
+use candle_core::{DType, Device, Module, Result, Tensor, Var, D};
+use candle_nn::ops::{rms_norm_slow, softmax};
+use candle_nn::rotary_emb::rope_slow;
+
+use super::lora::{Linear, LoraConfig};
+use super::rng::Rng;
+use super::weights::{BaseWeights, ModelConfig};
+use crate::judge::local::loader::Arch;
+
+struct Attention {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    /// Qwen3's per-head RMSNorm of queries and keys.
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+}
+
+struct Mlp {
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+struct Layer {
+    attn: Attention,
+    mlp: Mlp,
+    ln1: Tensor,
+    ln2: Tensor,
+}
+
+/// Keys and values of the positions seen so far, per layer (for sampling).
+#[derive(Default)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    /// Positions cached.
+    pub fn len(&self) -> usize {
+        match self.layers.first() {
+            Some(Some((k, _))) => k.dim(2).unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The model: base tensors (constants) plus LoRA `Var`s.
+pub struct Qwen {
+    cfg: ModelConfig,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    lm_head: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    device: Device,
+}
+
+/// The PEFT name of a projection's adapter tensor (`lora_A` / `lora_B`).
+pub fn peft_name(layer: usize, module: &str, ab: &str) -> String {
+    let group = if module.ends_with("_proj") && ["q", "k", "v", "o"].contains(&&module[..1]) {
+        "self_attn"
+    } else {
+        "mlp"
+    };
+    format!("base_model.model.model.layers.{layer}.{group}.{module}.lora_{ab}.weight")
+}
+
+impl Qwen {
+    /// Builds the model from base weights, with no adapters.
+    pub fn new(w: BaseWeights) -> Result<Qwen> {
+        let BaseWeights {
+            config: cfg,
+            mut tensors,
+        } = w;
+        let mut take = |name: &str| {
+            tensors
+                .remove(name)
+                .ok_or_else(|| candle_core::Error::Msg(format!("no tensor {name} in the weights")))
+        };
+        let embed = take("model.embed_tokens.weight")?;
+        let device = embed.device().clone();
+        let dtype = embed.dtype();
+        let mut layers = Vec::with_capacity(cfg.num_layers);
+        for l in 0..cfg.num_layers {
+            let p = format!("model.layers.{l}");
+            let qwen2 = cfg.arch == Arch::Qwen2;
+            let mut lin = |m: &str, bias: bool| -> Result<Linear> {
+                let w = take(&format!("{p}.{m}.weight"))?;
+                let b = if bias {
+                    Some(take(&format!("{p}.{m}.bias"))?)
+                } else {
+                    None
+                };
+                Ok(Linear::new(w, b))
+            };
+            let attn = Attention {
+                q: lin("self_attn.q_proj", qwen2)?,
+                k: lin("self_attn.k_proj", qwen2)?,
+                v: lin("self_attn.v_proj", qwen2)?,
+                o: lin("self_attn.o_proj", false)?,
+                q_norm: None,
+                k_norm: None,
+            };
+            let mlp = Mlp {
+                gate: lin("mlp.gate_proj", false)?,
+                up: lin("mlp.up_proj", false)?,
+                down: lin("mlp.down_proj", false)?,
+            };
+            let mut attn = attn;
+            if !qwen2 {
+                attn.q_norm = Some(take(&format!("{p}.self_attn.q_norm.weight"))?);
+                attn.k_norm = Some(take(&format!("{p}.self_attn.k_norm.weight"))?);
+            }
+            layers.push(Layer {
+                attn,
+                mlp,
+                ln1: take(&format!("{p}.input_layernorm.weight"))?,
+                ln2: take(&format!("{p}.post_attention_layernorm.weight"))?,
+            });
+        }
+        let norm = take("model.norm.weight")?;
+        let lm_head = if cfg.tie_word_embeddings {
+            embed.clone()
+        } else {
+            take("lm_head.weight")?
+        };
+        let half = cfg.head_dim / 2;
+        let inv: Vec<f32> = (0..half)
+            .map(|i| 1.0 / cfg.rope_theta.powf(2.0 * i as f64 / cfg.head_dim as f64) as f32)
+            .collect();
+        let inv = Tensor::from_vec(inv, (1, half), &device)?;
+        let t = Tensor::arange(0u32, cfg.max_position_embeddings as u32, &device)?
+            .to_dtype(DType::F32)?
+            .reshape((cfg.max_position_embeddings, 1))?;
+        let freqs = t.matmul(&inv)?;
+        Ok(Qwen {
+            cos: freqs.cos()?.to_dtype(dtype)?,
+            sin: freqs.sin()?.to_dtype(dtype)?,
+            cfg,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            device,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn linears_mut(&mut self) -> Vec<(usize, &'static str, &mut Linear)> {
+        let mut out = Vec::new();
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            out.push((i, "q_proj", &mut l.attn.q));
+            out.push((i, "k_proj", &mut l.attn.k));
+            out.push((i, "v_proj", &mut l.attn.v));
+            out.push((i, "o_proj", &mut l.attn.o));
+            out.push((i, "gate_proj", &mut l.mlp.gate));
+            out.push((i, "up_proj", &mut l.mlp.up));
+            out.push((i, "down_proj", &mut l.mlp.down));
+        }
+        out
+    }
+
+    /// Adds fresh adapters to every targeted projection, drawing A from `rng` in layer order.
+    pub fn add_lora(&mut self, cfg: &LoraConfig, rng: &mut Rng) -> Result<()> {
+        for (_, name, lin) in self.linears_mut() {
+            if cfg.targets(name) {
+                lin.add_lora(cfg, rng)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every adapter tensor under its PEFT name, sorted by name.
+    pub fn lora_vars(&self) -> Vec<(String, Var)> {
+        let mut out = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            let all = [
+                ("q_proj", &l.attn.q),
+                ("k_proj", &l.attn.k),
+                ("v_proj", &l.attn.v),
+                ("o_proj", &l.attn.o),
+                ("gate_proj", &l.mlp.gate),
+                ("up_proj", &l.mlp.up),
+                ("down_proj", &l.mlp.down),
+            ];
+            for (m, lin) in all {
+                if let Some(lora) = &lin.lora {
+                    out.push((peft_name(i, m, "A"), lora.a.clone()));
+                    out.push((peft_name(i, m, "B"), lora.b.clone()));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Base tensors with the adapters merged in, under Hugging Face names (for `train merge`).
+    pub fn merged_tensors(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = vec![
+            ("model.embed_tokens.weight".to_string(), self.embed.clone()),
+            ("model.norm.weight".to_string(), self.norm.clone()),
+        ];
+        if !self.cfg.tie_word_embeddings {
+            out.push(("lm_head.weight".into(), self.lm_head.clone()));
+        }
+        for (i, l) in self.layers.iter().enumerate() {
+            let p = format!("model.layers.{i}");
+            let all = [
+                ("self_attn.q_proj", &l.attn.q),
+                ("self_attn.k_proj", &l.attn.k),
+                ("self_attn.v_proj", &l.attn.v),
+                ("self_attn.o_proj", &l.attn.o),
+                ("mlp.gate_proj", &l.mlp.gate),
+                ("mlp.up_proj", &l.mlp.up),
+                ("mlp.down_proj", &l.mlp.down),
+            ];
+            for (m, lin) in all {
+                out.push((format!("{p}.{m}.weight"), lin.merged_weight()?));
+                if let Some(b) = &lin.bias {
+                    out.push((format!("{p}.{m}.bias"), b.clone()));
+                }
+            }
+            if let (Some(q), Some(k)) = (&l.attn.q_norm, &l.attn.k_norm) {
+                out.push((format!("{p}.self_attn.q_norm.weight"), q.clone()));
+                out.push((format!("{p}.self_attn.k_norm.weight"), k.clone()));
+            }
+            out.push((format!("{p}.input_layernorm.weight"), l.ln1.clone()));
+            out.push((
+                format!("{p}.post_attention_layernorm.weight"),
+                l.ln2.clone(),
+            ));
+        }
+        Ok(out)
+    }
+
+    fn attention(
+        &self,
+        a: &Attention,
+        x: &Tensor,
+        offset: usize,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        adapters: bool,
+    ) -> Result<Tensor> {
+        let c = &self.cfg;
+        let (b, t, _) = x.dims3()?;
+        let eps = c.rms_norm_eps as f32;
+        let heads = |y: Tensor, n: usize| -> Result<Tensor> {
+            y.reshape((b, t, n, c.head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let mut q = heads(a.q.forward(x, adapters)?, c.num_heads)?;
+        let mut k = heads(a.k.forward(x, adapters)?, c.num_kv_heads)?;
+        let mut v = heads(a.v.forward(x, adapters)?, c.num_kv_heads)?;
+        if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
+            q = rms_norm_slow(&q, qn, eps)?;
+            k = rms_norm_slow(&k, kn, eps)?;
+        }
+        let cos = self.cos.narrow(0, offset, t)?;
+        let sin = self.sin.narrow(0, offset, t)?;
+        q = rope_slow(&q, &cos, &sin)?;
+        k = rope_slow(&k, &cos, &sin)?;
+        if let Some(slot) = cache {
+            if let Some((pk, pv)) = slot.as_ref() {
+                k = Tensor::cat(&[pk, &k], 2)?;
+                v = Tensor::cat(&[pv, &v], 2)?;
+            }
+            *slot = Some((k.clone(), v.clone()));
+        }
+        let rep = c.num_heads / c.num_kv_heads;
+        let k = candle_transformers::utils::repeat_kv(k, rep)?.contiguous()?;
+        let v = candle_transformers::utils::repeat_kv(v, rep)?.contiguous()?;
+        let s = k.dim(2)?;
+        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        let mut scores = (q.matmul(&k.t()?)? * scale)?;
+        if t > 1 {
+            let mask: Vec<f32> = (0..t)
+                .flat_map(|i| {
+                    (0..s).map(move |j| {
+                        if j <= i + offset {
+                            0.0
+                        } else {
+                            f32::NEG_INFINITY
+                        }
+                    })
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, (t, s), &self.device)?.to_dtype(scores.dtype())?;
+            scores = scores.broadcast_add(&mask)?;
+        }
+        let probs = softmax(&scores, D::Minus1)?;
+        let ctx = probs
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .reshape((b, t, c.num_heads * c.head_dim))?;
+        a.o.forward(&ctx, adapters)
+    }
+
+    /// Hidden states after the final norm, `[B, T, hidden]`, for `ids` `[B, T]` at positions
+    /// `offset..offset + T`. With a cache, keys and values are appended to it (and `offset` must
+    /// be its length).
+    pub fn hidden(
+        &self,
+        ids: &Tensor,
+        offset: usize,
+        mut cache: Option<&mut KvCache>,
+        adapters: bool,
+    ) -> Result<Tensor> {
+        let eps = self.cfg.rms_norm_eps as f32;
+        let (b, t) = ids.dims2()?;
+        let mut h = self.embed.embedding_rows(ids, b, t)?;
+        if let Some(c) = cache.as_deref_mut() {
+            if c.layers.len() != self.layers.len() {
+                c.layers = vec![None; self.layers.len()];
+            }
+        }
+        for (i, l) in self.layers.iter().enumerate() {
+            let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
+            let x = rms_norm_slow(&h, &l.ln1, eps)?;
+            h = (h + self.attention(&l.attn, &x, offset, slot, adapters)?)?;
+            let x = rms_norm_slow(&h, &l.ln2, eps)?;
+            let gate = l.mlp.gate.forward(&x, adapters)?.silu()?;
+            let up = l.mlp.up.forward(&x, adapters)?;
+            h = (h + l.mlp.down.forward(&(gate * up)?, adapters)?)?;
+        }
+        rms_norm_slow(&h, &self.norm, eps)
+    }
+
+    /// Logits `[..., vocab]` of hidden states `[..., hidden]`.
+    pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
+        let lm = Linear::new(self.lm_head.clone(), None);
+        lm.forward(hidden, false)
+    }
+
+    /// Logits at every position, `[B, T, vocab]`.
+    pub fn forward(&self, ids: &Tensor, adapters: bool) -> Result<Tensor> {
+        self.logits(&self.hidden(ids, 0, None, adapters)?)
+    }
+}
+
+/// Row lookup of an embedding matrix (`index_select`, which has a backward pass).
+trait EmbeddingRows {
+    fn embedding_rows(&self, ids: &Tensor, b: usize, t: usize) -> Result<Tensor>;
+}
+
+impl EmbeddingRows for Tensor {
+    fn embedding_rows(&self, ids: &Tensor, b: usize, t: usize) -> Result<Tensor> {
+        let hidden = self.dim(1)?;
+        candle_nn::Embedding::new(self.clone(), hidden)
+            .forward(&ids.flatten_all()?)?
+            .reshape((b, t, hidden))
+    }
+}

@@ -1,0 +1,206 @@
+//! The trainer's model against candle's stock Qwen2/Qwen3 on the tiny random models.
+
+use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::{qwen2, qwen3};
+
+use super::lora::LoraConfig;
+use super::model::Qwen;
+use super::rng::Rng;
+use super::weights;
+use crate::judge::local::loader::{normalized_config, Arch};
+use crate::judge::local::testkit::{self, TinyOptions};
+
+const IDS: [[u32; 7]; 2] = [[5, 17, 290, 3, 99, 42, 7], [250, 1, 60, 61, 62, 300, 11]];
+
+fn ids() -> Tensor {
+    Tensor::new(&IDS, &Device::Cpu).unwrap()
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+/// candle's stock model's logits at every position: its base `Model` returns the normed
+/// hidden states of all positions; the output projection is applied here.
+fn stock_logits(arch: Arch, dir: &std::path::Path, tied: bool) -> Tensor {
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let cfg = normalized_config(&dir.join("config.json"), arch, &raw).unwrap();
+    let vb = unsafe {
+        VarBuilder::from_mmaped_safetensors(
+            &[dir.join("model.safetensors")],
+            DType::F32,
+            &Device::Cpu,
+        )
+        .unwrap()
+    };
+    let head_name = if tied {
+        "model.embed_tokens.weight"
+    } else {
+        "lm_head.weight"
+    };
+    let head = vb
+        .get((testkit::VOCAB, testkit::HIDDEN), head_name)
+        .unwrap();
+    let ids = ids();
+    let hidden = match arch {
+        Arch::Qwen2 => {
+            let c: qwen2::Config = serde_json::from_value(cfg).unwrap();
+            let mut m = qwen2::Model::new(&c, vb).unwrap();
+            m.forward(&ids, 0, None).unwrap()
+        }
+        Arch::Qwen3 => {
+            let c: qwen3::Config = serde_json::from_value(cfg).unwrap();
+            let mut m = qwen3::Model::new(&c, vb).unwrap();
+            m.forward(&ids, 0).unwrap()
+        }
+    };
+    hidden.broadcast_matmul(&head.t().unwrap()).unwrap()
+}
+
+fn ours(arch: Arch, dir: &std::path::Path) -> Qwen {
+    let w = weights::load(dir, arch, &Device::Cpu, DType::F32).unwrap();
+    Qwen::new(w).unwrap()
+}
+
+#[test]
+fn logits_match_candle_stock_models_at_every_position() {
+    for (arch, tied) in [
+        (Arch::Qwen2, false),
+        (Arch::Qwen3, false),
+        (Arch::Qwen2, true),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut o = TinyOptions::new(arch);
+        o.tied = tied;
+        testkit::write_folder(tmp.path(), &o).unwrap();
+        let expected = stock_logits(arch, tmp.path(), tied);
+        let m = ours(arch, tmp.path());
+        let got = m.forward(&ids(), true).unwrap();
+        assert_eq!(got.dims(), &[2, 7, testkit::VOCAB]);
+        let d = max_diff(&got, &expected);
+        assert!(d < 1e-5, "{arch:?} tied={tied}: max |Δlogit| = {d}");
+        // The logits are not trivially small: the comparison means something.
+        let scale = expected
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(scale > 0.5, "{scale}");
+        eprintln!("{arch:?} tied={tied}: max |Δ| {d:e} over logits up to {scale}");
+    }
+}
+
+#[test]
+fn gguf_weights_give_the_same_logits_as_safetensors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = TinyOptions::new(Arch::Qwen3);
+    testkit::write_folder(tmp.path(), &o).unwrap();
+    let gguf = tmp.path().join("tiny.gguf");
+    testkit::write_gguf(&gguf, &o, &[]).unwrap();
+    let a = ours(Arch::Qwen3, tmp.path()).forward(&ids(), true).unwrap();
+    let b = ours(Arch::Qwen3, &gguf).forward(&ids(), true).unwrap();
+    assert!(max_diff(&a, &b) < 1e-5);
+}
+
+#[test]
+fn zero_b_adapters_equal_the_base_model_and_gradients_reach_only_adapters() {
+    let tmp = tempfile::tempdir().unwrap();
+    testkit::write_folder(tmp.path(), &TinyOptions::new(Arch::Qwen2)).unwrap();
+    let mut m = ours(Arch::Qwen2, tmp.path());
+    let base = m.forward(&ids(), true).unwrap();
+    let cfg = LoraConfig {
+        r: 4,
+        alpha: 8.0,
+        ..LoraConfig::default()
+    };
+    m.add_lora(&cfg, &mut Rng::new(5)).unwrap();
+    let vars = m.lora_vars();
+    assert_eq!(vars.len(), 2 * 7 * testkit::LAYERS);
+    assert_eq!(
+        vars[0].0,
+        "base_model.model.model.layers.0.mlp.down_proj.lora_A.weight"
+    );
+    let with = m.forward(&ids(), true).unwrap();
+    assert_eq!(max_diff(&base, &with), 0.0);
+
+    // Make B non-zero so A gets gradients too, then check every adapter gets one.
+    for (name, v) in &vars {
+        if name.contains("lora_B") {
+            let (o, r) = v.as_tensor().dims2().unwrap();
+            let vals: Vec<f32> = (0..o * r).map(|i| ((i % 7) as f32 - 3.0) * 0.01).collect();
+            v.set(&Tensor::from_vec(vals, (o, r), &Device::Cpu).unwrap())
+                .unwrap();
+        }
+    }
+    let logits = m.forward(&ids(), true).unwrap();
+    assert!(
+        max_diff(&base, &logits) > 1e-4,
+        "adapters change the output"
+    );
+    let lsm = candle_nn::ops::log_softmax(&logits, candle_core::D::Minus1).unwrap();
+    let loss = lsm.i((.., .., 42)).unwrap().sum_all().unwrap();
+    let grads = loss.backward().unwrap();
+    for (name, v) in &vars {
+        let g = grads
+            .get(v.as_tensor())
+            .unwrap_or_else(|| panic!("no grad for {name}"));
+        let n = g
+            .abs()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(n > 0.0, "zero grad for {name}");
+    }
+    // Adapters off: the base model again, and no gradient path into base weights.
+    let off = m.forward(&ids(), false).unwrap();
+    assert_eq!(max_diff(&base, &off), 0.0);
+    let tracked = m
+        .merged_tensors()
+        .unwrap()
+        .into_iter()
+        .filter(|(n, _)| !n.ends_with("proj.weight"))
+        .filter(|(_, t)| grads.get(t).is_some())
+        .count();
+    assert_eq!(tracked, 0, "base tensors got gradients");
+}
+
+#[test]
+fn cached_decoding_matches_the_full_forward() {
+    let tmp = tempfile::tempdir().unwrap();
+    testkit::write_folder(tmp.path(), &TinyOptions::new(Arch::Qwen3)).unwrap();
+    let m = ours(Arch::Qwen3, tmp.path());
+    let full = m.forward(&ids(), true).unwrap();
+    let mut cache = super::model::KvCache::default();
+    let ids = ids();
+    let h = m
+        .hidden(&ids.narrow(1, 0, 4).unwrap(), 0, Some(&mut cache), true)
+        .unwrap();
+    assert_eq!(cache.len(), 4);
+    let first = m.logits(&h).unwrap();
+    assert!(max_diff(&first, &full.narrow(1, 0, 4).unwrap()) < 1e-5);
+    for p in 4..7 {
+        let h = m
+            .hidden(&ids.narrow(1, p, 1).unwrap(), p, Some(&mut cache), true)
+            .unwrap();
+        let step = m.logits(&h).unwrap();
+        assert!(
+            max_diff(&step, &full.narrow(1, p, 1).unwrap()) < 1e-5,
+            "position {p}"
+        );
+    }
+}

@@ -1,0 +1,312 @@
+//! The policy (model + tokenizer) and sampling: a group of completions for one prompt, drawn
+//! together with a KV cache, with temperature, top-p, stop strings and a token budget; the
+//! sampler's per-token log-probs are kept (of the temperature-scaled distribution, which is also
+//! what the loss scores, as TRL does).
+
+use std::path::Path;
+
+use candle_core::{DType, Tensor, D};
+use serde::{Deserialize, Serialize};
+
+use super::lora::LoraConfig;
+use super::model::{KvCache, Qwen};
+use super::rng::Rng;
+use super::weights;
+use super::TrainError;
+use crate::judge::local::{LoadedModel, LocalModelSpec};
+use crate::prompt::ChatMessage;
+
+/// The model being trained and its tokenizer and chat template (from the local judge's loader).
+pub struct Policy {
+    pub model: Qwen,
+    tok: LoadedModel,
+    /// Ids the tokenizer knows; the rest of the embedding rows (padding) are never sampled.
+    pub n_valid: usize,
+}
+
+impl Policy {
+    /// Loads `path` (model folder or GGUF, dequantized to f32 on CPU) and adds fresh adapters.
+    pub fn load(
+        path: &Path,
+        device: &str,
+        lora: &LoraConfig,
+        rng: &mut Rng,
+    ) -> Result<Policy, TrainError> {
+        let spec = LocalModelSpec::new(path, device);
+        let tok = LoadedModel::load(&spec).map_err(|e| TrainError::Model(e.to_string()))?;
+        let dev = crate::judge::local::DeviceSpec::parse(device)
+            .and_then(|d| d.open())
+            .map_err(|e| TrainError::Model(e.to_string()))?;
+        let dtype = DType::F32;
+        let w = weights::load(path, tok.arch(), &dev, dtype)?;
+        let mut model = Qwen::new(w)?;
+        model.add_lora(lora, rng)?;
+        let n_valid = tok
+            .tokenizer()
+            .get_vocab_size(true)
+            .min(model.config().vocab_size);
+        Ok(Policy {
+            model,
+            tok,
+            n_valid,
+        })
+    }
+
+    /// The prompt's token ids: the chat template with the assistant turn opened.
+    pub fn prompt_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, TrainError> {
+        self.tok
+            .prompt_tokens(messages)
+            .map_err(|e| TrainError::Model(e.to_string()))
+    }
+
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TrainError> {
+        self.tok
+            .encode(text)
+            .map_err(|e| TrainError::Model(e.to_string()))
+    }
+
+    /// The text of `ids` without special tokens.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TrainError> {
+        self.tok
+            .tokenizer()
+            .decode(ids, true)
+            .map_err(|e| TrainError::Model(e.to_string()))
+    }
+
+    pub fn eos_ids(&self) -> &[u32] {
+        self.tok.eos_ids()
+    }
+
+    /// Scaled log-softmax over the valid vocabulary of logits `[..., vocab]`.
+    pub fn log_probs(&self, logits: &Tensor, temperature: f64) -> candle_core::Result<Tensor> {
+        let l = logits.narrow(D::Minus1, 0, self.n_valid)?;
+        let t = if temperature > 0.0 { temperature } else { 1.0 };
+        candle_nn::ops::log_softmax(&(l / t)?, D::Minus1)
+    }
+}
+
+/// How completions are drawn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SamplingConfig {
+    /// 0 = greedy.
+    pub temperature: f64,
+    /// Nucleus: the smallest set of tokens whose probability reaches `top_p`.
+    pub top_p: f64,
+    pub max_tokens: usize,
+    /// Generation ends at the first of these; the text is cut before it.
+    pub stop: Vec<String>,
+}
+
+impl Default for SamplingConfig {
+    fn default() -> Self {
+        SamplingConfig {
+            temperature: 1.0,
+            top_p: 1.0,
+            max_tokens: 256,
+            stop: Vec::new(),
+        }
+    }
+}
+
+impl SamplingConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(format!(
+                "temperature must be >= 0, got {}",
+                self.temperature
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if self.max_tokens == 0 {
+            return Err("max_tokens must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Why a completion ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Finish {
+    Eos,
+    Stop,
+    Length,
+}
+
+/// One sampled completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The generated ids (an ending EOS included: the policy chose it).
+    pub tokens: Vec<u32>,
+    /// The sampler's log-prob of each token.
+    pub logp: Vec<f32>,
+    pub text: String,
+    pub finish: Finish,
+}
+
+/// Draws one token from a row of log-probs.
+fn draw(lp: &[f32], cfg: &SamplingConfig, rng: &mut Rng) -> usize {
+    if cfg.temperature == 0.0 {
+        return lp
+            .iter()
+            .enumerate()
+            .fold(
+                (0, f32::NEG_INFINITY),
+                |b, (i, &v)| if v > b.1 { (i, v) } else { b },
+            )
+            .0;
+    }
+    let u = rng.uniform();
+    if cfg.top_p >= 1.0 {
+        let mut acc = 0.0f64;
+        for (i, &v) in lp.iter().enumerate() {
+            acc += (v as f64).exp();
+            if acc > u {
+                return i;
+            }
+        }
+        return lp.len() - 1;
+    }
+    let mut idx: Vec<usize> = (0..lp.len()).collect();
+    idx.sort_by(|&a, &b| lp[b].total_cmp(&lp[a]).then(a.cmp(&b)));
+    let mut kept = 0.0f64;
+    let mut n = 0;
+    for &i in &idx {
+        kept += (lp[i] as f64).exp();
+        n += 1;
+        if kept >= cfg.top_p {
+            break;
+        }
+    }
+    let target = u * kept;
+    let mut acc = 0.0;
+    for &i in &idx[..n] {
+        acc += (lp[i] as f64).exp();
+        if acc > target {
+            return i;
+        }
+    }
+    idx[n - 1]
+}
+
+/// Samples `n` completions of `prompt` together.
+pub fn sample_group(
+    policy: &Policy,
+    prompt: &[u32],
+    n: usize,
+    cfg: &SamplingConfig,
+    rng: &mut Rng,
+) -> Result<Vec<Completion>, TrainError> {
+    let m = &policy.model;
+    let dev = m.device().clone();
+    let p = prompt.len();
+    if p == 0 {
+        return Err(TrainError::Input("empty prompt".into()));
+    }
+    let room = m.config().max_position_embeddings.saturating_sub(p);
+    let max_tokens = cfg.max_tokens.min(room);
+    if max_tokens == 0 {
+        return Err(TrainError::Input(format!(
+            "the prompt has {p} tokens: no room left in the model's context"
+        )));
+    }
+    let eos = policy.eos_ids();
+    let mut out: Vec<Completion> = (0..n)
+        .map(|_| Completion {
+            tokens: Vec::new(),
+            logp: Vec::new(),
+            text: String::new(),
+            finish: Finish::Length,
+        })
+        .collect();
+    let mut done = vec![false; n];
+    let mut cache = KvCache::default();
+    let row: Vec<u32> = prompt.iter().copied().cycle().take(n * p).collect();
+    let mut input = Tensor::from_vec(row, (n, p), &dev)?;
+    let mut offset = 0;
+    for _ in 0..max_tokens {
+        let t = input.dim(1)?;
+        let h = m.hidden(&input, offset, Some(&mut cache), true)?;
+        offset += t;
+        let logits = m.logits(&h.narrow(1, t - 1, 1)?)?.squeeze(1)?;
+        let lp = policy
+            .log_probs(&logits, cfg.temperature)?
+            .to_dtype(DType::F32)?
+            .to_vec2::<f32>()?;
+        let mut next = vec![0u32; n];
+        for i in 0..n {
+            if done[i] {
+                continue;
+            }
+            let tok = draw(&lp[i], cfg, rng);
+            next[i] = tok as u32;
+            let c = &mut out[i];
+            c.tokens.push(tok as u32);
+            c.logp.push(lp[i][tok]);
+            if eos.contains(&(tok as u32)) {
+                c.finish = Finish::Eos;
+                done[i] = true;
+                continue;
+            }
+            if !cfg.stop.is_empty() {
+                let text = policy.decode(&c.tokens)?;
+                if let Some(cut) = cfg.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
+                    c.text = text[..cut].to_string();
+                    c.finish = Finish::Stop;
+                    done[i] = true;
+                }
+            }
+        }
+        if done.iter().all(|&d| d) {
+            break;
+        }
+        input = Tensor::from_vec(next, (n, 1), &dev)?;
+    }
+    for c in &mut out {
+        if c.finish != Finish::Stop {
+            let body = match c.finish {
+                Finish::Eos => &c.tokens[..c.tokens.len() - 1],
+                _ => &c.tokens[..],
+            };
+            c.text = policy.decode(body)?;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_p_keeps_the_nucleus() {
+        let lp: Vec<f32> = [0.5f32, 0.3, 0.15, 0.05].iter().map(|p| p.ln()).collect();
+        let cfg = SamplingConfig {
+            top_p: 0.75,
+            ..SamplingConfig::default()
+        };
+        let mut rng = Rng::new(9);
+        let mut counts = [0usize; 4];
+        for _ in 0..4000 {
+            counts[draw(&lp, &cfg, &mut rng)] += 1;
+        }
+        // Nucleus {0, 1} (0.8 ≥ 0.75), renormalised to 0.625 / 0.375.
+        assert_eq!(counts[2] + counts[3], 0, "{counts:?}");
+        let f = counts[0] as f64 / 4000.0;
+        assert!((f - 0.625).abs() < 0.03, "{f}");
+        let greedy = SamplingConfig {
+            temperature: 0.0,
+            ..SamplingConfig::default()
+        };
+        assert_eq!(draw(&lp, &greedy, &mut rng), 0);
+        let full = SamplingConfig::default();
+        let mut c3 = 0;
+        for _ in 0..4000 {
+            c3 += (draw(&lp, &full, &mut rng) == 3) as usize;
+        }
+        assert!((c3 as f64 / 4000.0 - 0.05).abs() < 0.015, "{c3}");
+    }
+}

@@ -1,0 +1,149 @@
+//! Training tasks: a JSONL file, one prompt per line — `messages` (system and user turns) plus
+//! any fields of a scoring request but `trajectories` (`verifiers`, `rubric`, `policy`, `judge`,
+//! ...), which say how the completions of that prompt are scored. Every line is checked when the
+//! file is read, so a bad line stops training before the first step.
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use super::TrainError;
+use crate::prompt::ChatMessage;
+use crate::score::ScoreRequest;
+
+/// One prompt and how to score its completions.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// `FILE:LINE`, for messages.
+    pub at: String,
+    pub messages: Vec<ChatMessage>,
+    /// The line without `messages`: the scoring request's other fields.
+    pub scoring: Map<String, Value>,
+}
+
+impl Task {
+    /// The scoring request body for `completions` of this task.
+    pub fn request(&self, completions: &[String]) -> Value {
+        let mut body = self.scoring.clone();
+        let trajectories: Vec<Value> = completions
+            .iter()
+            .map(|c| {
+                let mut msgs: Vec<Value> = self
+                    .messages
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect();
+                msgs.push(json!({"role": "assistant", "content": c}));
+                json!({ "messages": msgs })
+            })
+            .collect();
+        body.insert("trajectories".into(), Value::Array(trajectories));
+        Value::Object(body)
+    }
+}
+
+/// Reads and checks a task file.
+pub fn read_tasks(path: &Path) -> Result<Vec<Task>, TrainError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| TrainError::Input(format!("{file}: cannot read: {e}")))?;
+    let mut tasks = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{file}:{}", i + 1);
+        tasks.push(parse_task(line, &at).map_err(|m| TrainError::Input(format!("{at}: {m}")))?);
+    }
+    if tasks.is_empty() {
+        return Err(TrainError::Input(format!(
+            "{file}: no tasks (the file is empty)"
+        )));
+    }
+    Ok(tasks)
+}
+
+fn parse_task(line: &str, at: &str) -> Result<Task, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let Value::Object(mut obj) = v else {
+        return Err("expected a JSON object with \"messages\"".into());
+    };
+    if obj.contains_key("trajectories") {
+        return Err("trajectories: not allowed in a task (the policy writes them)".into());
+    }
+    let msgs = obj
+        .remove("messages")
+        .ok_or("messages: missing (the system and user turns of the prompt)")?;
+    let arr = msgs.as_array().ok_or("messages: expected an array")?;
+    if arr.is_empty() {
+        return Err("messages: empty".into());
+    }
+    let mut messages = Vec::new();
+    for (k, m) in arr.iter().enumerate() {
+        let role = m["role"]
+            .as_str()
+            .ok_or(format!("messages[{k}].role: missing or not a string"))?;
+        if !matches!(role, "system" | "user" | "assistant") {
+            return Err(format!(
+                "messages[{k}].role: {role:?} (expected system, user or assistant)"
+            ));
+        }
+        let content = m["content"]
+            .as_str()
+            .ok_or(format!("messages[{k}].content: missing or not a string"))?;
+        messages.push(ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        });
+    }
+    let task = Task {
+        at: at.to_string(),
+        messages,
+        scoring: obj,
+    };
+    if let Some(Value::Array(vs)) = task.scoring.get("verifiers") {
+        for (k, v) in vs.iter().enumerate() {
+            crate::verify::Verifier::from_json(v, &format!("verifiers[{k}]"))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    // The scoring fields must make a valid request: check with a placeholder completion.
+    ScoreRequest::from_json(&task.request(&["x".into(), "y".into()]), usize::MAX)
+        .map_err(|e| e.to_string())?;
+    Ok(task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_lines_name_file_line_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.jsonl");
+        let good = r#"{"messages": [{"role": "user", "content": "1 2 3"}], "verifiers": [{"type": "regex", "pattern": "^4"}]}"#;
+        std::fs::write(&p, format!("{good}\n\n{good}\n")).unwrap();
+        let tasks = read_tasks(&p).unwrap();
+        assert_eq!(tasks.len(), 2);
+        assert!(tasks[1].at.ends_with("t.jsonl:3"));
+        let req = tasks[0].request(&["4".into()]);
+        assert_eq!(req["trajectories"][0]["messages"][1]["content"], "4");
+        for (line, want) in [
+            (r#"{"verifiers": []}"#, ":1: messages: missing"),
+            (
+                r#"{"messages": [{"role": "tool", "content": "x"}]}"#,
+                "messages[0].role",
+            ),
+            (
+                r#"{"messages": [{"role": "user", "content": "x"}], "verifiers": [{"type": "nope"}]}"#,
+                "unknown verifier type",
+            ),
+            ("{", ":1: not valid JSON"),
+        ] {
+            std::fs::write(&p, line).unwrap();
+            let e = read_tasks(&p).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+            assert!(e.starts_with(&p.display().to_string()), "{e}");
+        }
+    }
+}

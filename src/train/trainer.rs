@@ -1,0 +1,397 @@
+//! The GRPO loop: per step, sample a group per prompt with the current policy (or take scored
+//! groups given in memory), score each group with the gavel pipeline, skip groups whose
+//! rewards all tie, and take one AdamW step on the LoRA adapters from the accumulated gradient.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::{DType, Tensor, D};
+use serde::Serialize;
+
+use super::checkpoint::{self, TrainerState};
+use super::config::TrainConfig;
+use super::grpo::GrpoInputs;
+use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
+use super::rng::Rng;
+use super::rollout::{sample_group, Completion, Policy};
+use super::scoring::Rewarder;
+use super::tasks::Task;
+use super::TrainError;
+
+/// One prompt's completions with their scores: a micro-batch.
+#[derive(Debug, Clone)]
+pub struct GroupData {
+    pub prompt: Vec<u32>,
+    pub completions: Vec<Completion>,
+    pub rewards: Vec<Option<f64>>,
+    pub advantages: Vec<f64>,
+    /// Whether `completions[i].logp` came from the sampler (for truncated IS).
+    pub has_sampler_logp: bool,
+}
+
+impl GroupData {
+    /// Rewards all equal (or fewer than two scored): no learning signal.
+    pub fn ties(&self) -> bool {
+        let r: Vec<f64> = self.rewards.iter().flatten().copied().collect();
+        r.len() < 2 || r.iter().all(|&x| x == r[0])
+    }
+}
+
+/// What one step did (one JSON line of `metrics.jsonl`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StepMetrics {
+    pub step: u64,
+    pub reward_mean: f64,
+    pub reward_std: f64,
+    pub frac_reward_zero_std: f64,
+    pub skipped_groups: usize,
+    pub loss: f64,
+    pub kl: f64,
+    pub clip_ratio_low: f64,
+    pub clip_ratio_high: f64,
+    pub clip_ratio_region: f64,
+    pub tis_clipped: f64,
+    pub entropy: f64,
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+    pub completion_length_mean: f64,
+    pub completion_length_max: usize,
+    pub tokens_per_s: f64,
+    pub seconds: f64,
+    /// Time spent sampling, scoring and in forward/backward passes.
+    pub sample_seconds: f64,
+    pub score_seconds: f64,
+    pub train_seconds: f64,
+}
+
+/// Where a step's groups come from.
+pub enum Source {
+    /// Sample from the policy on these tasks and score in `rewarder`.
+    Online {
+        tasks: Vec<Task>,
+        rewarder: Rewarder,
+        rt: tokio::runtime::Handle,
+    },
+    /// Scored groups from a file, taken in order (cycling).
+    Offline(Vec<GroupData>),
+}
+
+pub struct Trainer {
+    pub cfg: TrainConfig,
+    pub policy: Policy,
+    pub opt: AdamW,
+    pub rng: Rng,
+    /// Optimizer steps done.
+    pub step: u64,
+    pub source: Source,
+}
+
+fn mean_std(x: &[f64]) -> (f64, f64) {
+    if x.is_empty() {
+        return (0.0, 0.0);
+    }
+    let m = x.iter().sum::<f64>() / x.len() as f64;
+    let var = x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / x.len() as f64;
+    (m, var.sqrt())
+}
+
+impl Trainer {
+    /// Loads the policy (adapters drawn from the seeded RNG) and the optimizer.
+    pub fn new(cfg: TrainConfig, source: Source) -> Result<Trainer, TrainError> {
+        cfg.validate()?;
+        let mut rng = Rng::new(cfg.seed);
+        let policy = Policy::load(&cfg.model, &cfg.device, &cfg.lora, &mut rng)?;
+        let opt = AdamW::new(policy.model.lora_vars(), cfg.adamw.clone())?;
+        Ok(Trainer {
+            cfg,
+            policy,
+            opt,
+            rng,
+            step: 0,
+            source,
+        })
+    }
+
+    /// Continues from a checkpoint directory: adapters, optimizer, RNG and step.
+    pub fn resume(&mut self, dir: &Path) -> Result<(), TrainError> {
+        checkpoint::load_adapters(dir, self.opt.vars())?;
+        let (state, opt) = checkpoint::load_state(dir)?;
+        if state.seed != self.cfg.seed {
+            return Err(TrainError::Checkpoint(format!(
+                "{}: saved with seed {}, this run has seed {}",
+                dir.display(),
+                state.seed,
+                self.cfg.seed
+            )));
+        }
+        self.opt
+            .load_state(&opt, state.adam_t)
+            .map_err(|m| TrainError::Checkpoint(format!("{}: {m}", dir.display())))?;
+        self.rng = Rng::from_state(state.rng_state);
+        self.step = state.step;
+        Ok(())
+    }
+
+    /// Writes `output_dir/checkpoint-STEP` and returns its path.
+    pub fn save(&self) -> Result<std::path::PathBuf, TrainError> {
+        let dir = checkpoint::checkpoint_dir(&self.cfg.output_dir, self.step);
+        checkpoint::save_adapters(&dir, self.opt.vars(), &self.cfg.lora, &self.cfg.model)?;
+        let state = TrainerState {
+            step: self.step,
+            adam_t: self.opt.t,
+            rng_state: self.rng.state(),
+            seed: self.cfg.seed,
+        };
+        checkpoint::save_state(&dir, &state, self.opt.state_tensors())?;
+        Ok(dir)
+    }
+
+    fn collect_groups(&mut self, m: &mut StepMetrics) -> Result<Vec<GroupData>, TrainError> {
+        let n = self.cfg.prompts_per_step;
+        match &self.source {
+            Source::Offline(groups) => {
+                let start = (self.step as usize * n) % groups.len();
+                Ok((0..n)
+                    .map(|i| groups[(start + i) % groups.len()].clone())
+                    .collect())
+            }
+            Source::Online {
+                tasks,
+                rewarder,
+                rt,
+            } => {
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let task = &tasks[self.rng.below(tasks.len())];
+                    let t0 = Instant::now();
+                    let prompt = self.policy.prompt_ids(&task.messages)?;
+                    let completions = sample_group(
+                        &self.policy,
+                        &prompt,
+                        self.cfg.group_size,
+                        &self.cfg.sampling,
+                        &mut self.rng,
+                    )?;
+                    let t1 = Instant::now();
+                    m.sample_seconds += (t1 - t0).as_secs_f64();
+                    let texts: Vec<String> = completions.iter().map(|c| c.text.clone()).collect();
+                    let scored = rt
+                        .block_on(rewarder.score(&task.request(&texts)))
+                        .map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
+                    m.score_seconds += t1.elapsed().as_secs_f64();
+                    out.push(GroupData {
+                        prompt,
+                        completions,
+                        rewards: scored.rewards,
+                        advantages: scored.advantages,
+                        has_sampler_logp: true,
+                    });
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// One optimizer step.
+    pub fn train_step(&mut self) -> Result<StepMetrics, TrainError> {
+        let started = Instant::now();
+        let mut m = StepMetrics {
+            step: self.step + 1,
+            ..StepMetrics::default()
+        };
+        let groups = self.collect_groups(&mut m)?;
+        let t_train = Instant::now();
+        let rewards: Vec<f64> = groups
+            .iter()
+            .flat_map(|g| g.rewards.iter().flatten().copied())
+            .collect();
+        (m.reward_mean, m.reward_std) = mean_std(&rewards);
+        let lens: Vec<usize> = groups
+            .iter()
+            .flat_map(|g| g.completions.iter().map(|c| c.tokens.len()))
+            .collect();
+        m.completion_length_mean = lens.iter().sum::<usize>() as f64 / lens.len().max(1) as f64;
+        m.completion_length_max = lens.iter().copied().max().unwrap_or(0);
+        let active: Vec<&GroupData> = groups.iter().filter(|g| !g.ties()).collect();
+        m.skipped_groups = groups.len() - active.len();
+        m.frac_reward_zero_std = m.skipped_groups as f64 / groups.len().max(1) as f64;
+        let total_steps = self.cfg.steps;
+        m.learning_rate = self.cfg.schedule.lr(
+            self.cfg.learning_rate,
+            self.step,
+            self.cfg.warmup_steps,
+            total_steps,
+        );
+        if !active.is_empty() {
+            let num_items: f64 = active
+                .iter()
+                .map(|g| g.completions.iter().map(|c| c.tokens.len()).sum::<usize>() as f64)
+                .sum();
+            let mut grads: HashMap<String, Tensor> = HashMap::new();
+            let k = active.len() as f64;
+            for g in &active {
+                let r = self.micro_batch(g, active.len(), num_items)?;
+                m.loss += r.loss;
+                m.kl += r.kl / k;
+                m.clip_ratio_low += r.clip_low / k;
+                m.clip_ratio_high += r.clip_high / k;
+                m.clip_ratio_region += r.clip_region / k;
+                m.tis_clipped += r.tis_clipped / k;
+                m.entropy += r.entropy / k;
+                accumulate(&mut grads, r.grads)?;
+            }
+            m.grad_norm = clip_grad_norm(&mut grads, self.cfg.max_grad_norm)?;
+            self.opt.step(&grads, m.learning_rate)?;
+        }
+        self.step += 1;
+        m.train_seconds = t_train.elapsed().as_secs_f64();
+        m.seconds = started.elapsed().as_secs_f64();
+        m.tokens_per_s = lens.iter().sum::<usize>() as f64 / m.seconds.max(1e-9);
+        Ok(m)
+    }
+
+    fn micro_batch(
+        &self,
+        g: &GroupData,
+        grad_accum: usize,
+        num_items: f64,
+    ) -> Result<MicroResult, TrainError> {
+        let model = &self.policy.model;
+        let dev = model.device().clone();
+        let n = g.completions.len();
+        let p = g.prompt.len();
+        let l = g
+            .completions
+            .iter()
+            .map(|c| c.tokens.len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut ids = Vec::with_capacity(n * (p + l));
+        let mut targets = Vec::with_capacity(n * l);
+        let mut mask = Vec::with_capacity(n * l);
+        let mut sampler = Vec::with_capacity(n * l);
+        for c in &g.completions {
+            ids.extend_from_slice(&g.prompt);
+            for j in 0..l {
+                let t = c.tokens.get(j).copied();
+                ids.push(t.unwrap_or(0));
+                targets.push(t.unwrap_or(0));
+                mask.push(if t.is_some() { 1f32 } else { 0.0 });
+                sampler.push(c.logp.get(j).copied().unwrap_or(0.0));
+            }
+        }
+        let ids = Tensor::from_vec(ids, (n, p + l), &dev)?;
+        let targets = Tensor::from_vec(targets, (n, l, 1), &dev)?;
+        let mask = Tensor::from_vec(mask, (n, l), &dev)?;
+        let sampler = Tensor::from_vec(sampler, (n, l), &dev)?;
+        let adv: Vec<f32> = g.advantages.iter().map(|&a| a as f32).collect();
+        let adv = Tensor::from_vec(adv, n, &dev)?;
+        let temp = self.cfg.sampling.temperature;
+        // Position p−1+j predicts completion token j; the last position predicts nothing.
+        let logp_of = |adapters: bool| -> candle_core::Result<(Tensor, Tensor)> {
+            let h = model.hidden(&ids, 0, None, adapters)?.narrow(1, p - 1, l)?;
+            let lsm = self.policy.log_probs(&model.logits(&h)?, temp)?;
+            Ok((lsm.gather(&targets, D::Minus1)?.squeeze(D::Minus1)?, lsm))
+        };
+        let (logp, lsm) = logp_of(true)?;
+        let ref_logp = if self.cfg.grpo.beta != 0.0 {
+            Some(logp_of(false)?.0.detach())
+        } else {
+            None
+        };
+        let lsm = lsm.detach();
+        let ent = (lsm.exp()? * &lsm)?.sum(D::Minus1)?.neg()?;
+        let tokens = mask.sum_all()?.to_scalar::<f32>()?.max(1.0);
+        let entropy = (ent * &mask)?.sum_all()?.to_scalar::<f32>()? / tokens;
+        let out = self.cfg.grpo.loss(&GrpoInputs {
+            logp: &logp,
+            old_logp: None,
+            ref_logp: ref_logp.as_ref(),
+            sampler_logp: g.has_sampler_logp.then_some(&sampler),
+            mask: &mask,
+            advantages: &adv,
+            grad_accum,
+            num_items_in_batch: num_items,
+        })?;
+        let store = out.loss.backward()?;
+        let grads = named_grads(self.opt.vars(), &store)?;
+        Ok(MicroResult {
+            loss: out.loss.to_dtype(DType::F64)?.to_scalar::<f64>()?,
+            kl: out.kl,
+            clip_low: out.clip_low,
+            clip_high: out.clip_high,
+            clip_region: out.clip_region,
+            tis_clipped: out.tis_clipped,
+            entropy: entropy as f64,
+            grads,
+        })
+    }
+
+    /// Runs until `cfg.steps`, writing metrics.jsonl and checkpoints; `progress` shows a bar.
+    pub fn run(&mut self, progress: bool) -> Result<Vec<StepMetrics>, TrainError> {
+        let out = &self.cfg.output_dir;
+        std::fs::create_dir_all(out)
+            .map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
+        let path = out.join("metrics.jsonl");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+        let bar = if progress {
+            let b = indicatif::ProgressBar::new(self.cfg.steps);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
+                )
+                .expect("template"),
+            );
+            b.set_position(self.step);
+            b
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        let mut all = Vec::new();
+        while self.step < self.cfg.steps {
+            let m = self.train_step()?;
+            let line = serde_json::to_string(&m).expect("json");
+            writeln!(file, "{line}")
+                .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+            bar.set_position(self.step);
+            bar.set_message(format!(
+                "reward {:.3}±{:.3} loss {:+.4} kl {:.4} ent {:.2} |g| {:.3} lr {:.1e} len {:.1} skip {} {:.0} tok/s",
+                m.reward_mean,
+                m.reward_std,
+                m.loss,
+                m.kl,
+                m.entropy,
+                m.grad_norm,
+                m.learning_rate,
+                m.completion_length_mean,
+                m.skipped_groups,
+                m.tokens_per_s
+            ));
+            all.push(m);
+            let every = self.cfg.save_every;
+            if (every > 0 && self.step % every == 0) || self.step == self.cfg.steps {
+                self.save()?;
+            }
+        }
+        bar.finish();
+        Ok(all)
+    }
+}
+
+struct MicroResult {
+    loss: f64,
+    kl: f64,
+    clip_low: f64,
+    clip_high: f64,
+    clip_region: f64,
+    tis_clipped: f64,
+    entropy: f64,
+    grads: HashMap<String, Tensor>,
+}
