@@ -33,10 +33,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{Gavel, MockJudge};
-use gavel::dedup::{DedupConfig, JudgeInput};
-use gavel::prompt::{count_tokens, ChatMessage, Prompts, DEFAULT_PROMPT};
+use gavel::prompt::{count_tokens, ChatMessage};
 use gavel::rubric::RubricSet;
-use gavel::trajectory::parse_trajectories;
 use serde_json::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -118,53 +116,6 @@ fn schema_tokens(req: &Value) -> usize {
     let bpe = tiktoken_rs::o200k_base_singleton();
     bpe.encode_ordinary(&req["response_format"].to_string())
         .len()
-}
-
-/// The two prompts gavel counts on a cache miss: as sent, and the same group without dedup
-/// (default rubric and dedup settings, as the daemon renders them).
-fn counted_prompts(
-    body: &Value,
-    prompts: &Prompts,
-    rubrics: &RubricSet,
-) -> (Vec<ChatMessage>, Vec<ChatMessage>) {
-    let rubric = rubrics.get("default").unwrap();
-    let trajs = parse_trajectories(&body["trajectories"], 64).unwrap();
-    let tools = body.get("tools");
-    let render = |input: &JudgeInput| {
-        let order: Vec<usize> = (0..input.candidates.len()).collect();
-        prompts
-            .render(DEFAULT_PROMPT, input, &order, rubric, tools)
-            .unwrap()
-            .messages
-    };
-    (
-        render(&JudgeInput::build(&trajs, &DedupConfig::default())),
-        render(&JudgeInput::without_dedup(&trajs)),
-    )
-}
-
-/// Seconds of `gavel::prompt::count_tokens` per cache miss (both prompts), medians of 5,
-/// measured on a fresh thread (as a daemon worker counts: not the tokenizer's first user).
-fn count_costs(pairs: Vec<(Vec<ChatMessage>, Vec<ChatMessage>)>) -> Vec<f64> {
-    count_tokens(&pairs[0].0);
-    std::thread::spawn(move || {
-        pairs
-            .iter()
-            .map(|(sent, naive)| {
-                median(
-                    (0..5)
-                        .map(|_| {
-                            let t = Instant::now();
-                            std::hint::black_box(count_tokens(sent) + count_tokens(naive));
-                            t.elapsed().as_secs_f64()
-                        })
-                        .collect(),
-                )
-            })
-            .collect()
-    })
-    .join()
-    .unwrap()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -325,6 +276,48 @@ async fn gavel_side(
     (walls, reqs, usage)
 }
 
+/// How close the usage figures of a real `/v1/score_group` are to the exact counts of
+/// `/v1/render`: with the mock reporting real token counts (as OpenAI does), a fresh daemon scores
+/// every group once; `prompt_tokens_deduped` is the judge's count, `prompt_tokens_without_dedup`
+/// gavel's estimate from it.
+async fn usage_accuracy(mock: &MockJudge, groups: &[Group], renders: &[Value], sent: &[Value]) {
+    mock.report_token_counts(true);
+    let c = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let gavel = Gavel::start(mock.config(dir.path())).await;
+    let url = format!("{}/v1/score_group", gavel.url);
+    let (mut mismatches, mut errors) = (Vec::new(), Vec::new());
+    for (i, g) in groups.iter().enumerate() {
+        let (status, v, _) = post(&c, &url, &g.body).await;
+        assert_eq!(status, 200, "{}: {v}", g.id);
+        let deduped = v["usage"]["prompt_tokens_deduped"].as_u64().unwrap();
+        let exact = renders[i]["prompt_tokens"].as_u64().unwrap();
+        let recount = tokens(&sent[i]).total as u64;
+        if deduped != exact || deduped != recount {
+            mismatches.push(format!(
+                "{}: usage {deduped} render {exact} recount {recount}",
+                g.id
+            ));
+        }
+        let estimate = v["usage"]["prompt_tokens_without_dedup"].as_f64().unwrap();
+        let exact = renders[i]["prompt_tokens_without_dedup"].as_f64().unwrap();
+        errors.push((estimate - exact) / exact);
+    }
+    gavel.stop().await;
+    mock.report_token_counts(false);
+    if mismatches.is_empty() {
+        println!("usage.prompt_tokens_deduped (the judge's count), /v1/render's count and a recount of the request gavel sent agree on every group.");
+    } else {
+        println!("Token count mismatches: {}", mismatches.join("; "));
+    }
+    let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    println!(
+        "usage.prompt_tokens_without_dedup (estimated) vs /v1/render's exact count: median |error| {:.1} %, worst {:+.1} %.\n",
+        100.0 * median(abs.clone()),
+        100.0 * errors.iter().copied().fold(0.0, |w: f64, e| if e.abs() > w.abs() { e } else { w })
+    );
+}
+
 /// Every group through ART's RULER in a child Python process. Returns per group the wall times
 /// of `ruler_score_group` and its judge request of the first round.
 async fn art_side(
@@ -434,7 +427,7 @@ async fn run(full: bool) {
     let mock = MockJudge::start().await;
     let renders = dedup_tokens(&mock, &groups).await;
 
-    let (g_walls, g_reqs, g_usage) = gavel_side(&mock, &groups, rounds).await;
+    let (g_walls, g_reqs, _) = gavel_side(&mock, &groups, rounds).await;
     let python = std::env::var_os("ART_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(format!("{ROOT}/target/art-venv/bin/python")));
@@ -450,21 +443,7 @@ async fn run(full: bool) {
     };
 
     println!("## 4. gavel vs ART RULER on the same groups and mock judge\n");
-    let mut mismatches = Vec::new();
-    for (i, g) in groups.iter().enumerate() {
-        let counted = tokens(&g_reqs[i]).total as u64;
-        if counted != g_usage[i] || counted != renders[i]["prompt_tokens"].as_u64().unwrap() {
-            mismatches.push(format!(
-                "{}: usage {} render {} recount {counted}",
-                g.id, g_usage[i], renders[i]["prompt_tokens"]
-            ));
-        }
-    }
-    if mismatches.is_empty() {
-        println!("gavel's usage.prompt_tokens_deduped and /v1/render match a recount of the request it sent, on every group.\n");
-    } else {
-        println!("Token count mismatches: {}\n", mismatches.join("; "));
-    }
+    usage_accuracy(&mock, &groups, &renders, &g_reqs).await;
     let (a_walls, a_reqs) = match art {
         Ok(a) => a,
         Err(why) => {
@@ -482,13 +461,7 @@ async fn run(full: bool) {
         }
     };
     let raw = replays(&mock, &[&g_reqs, &a_reqs]).await;
-    let (prompts, rubrics) = (Prompts::load(None).unwrap(), RubricSet::load(None).unwrap());
-    let counting = count_costs(
-        groups
-            .iter()
-            .map(|g| counted_prompts(&g.body, &prompts, &rubrics))
-            .collect(),
-    );
+    let rubrics = RubricSet::load(None).unwrap();
     let mut rows = Vec::new();
     let mut per_kind: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     let (mut g_added, mut a_added) = (Vec::new(), Vec::new());
@@ -544,7 +517,6 @@ async fn run(full: bool) {
             let n = idx.len() as f64;
             let ga = median(idx.iter().map(|&i| g_added[i]).collect());
             let aa = median(idx.iter().map(|&i| a_added[i]).collect());
-            let cc = median(idx.iter().map(|&i| counting[i]).collect());
             vec![
                 k.to_string(),
                 idx.len().to_string(),
@@ -554,7 +526,6 @@ async fn run(full: bool) {
                 format!("{:.0}", (at - as_) as f64 / n),
                 ratio(gt as f64, at as f64),
                 ms(ga),
-                ms(cc),
                 ms(aa),
                 ratio(ga, aa),
             ]
@@ -571,7 +542,6 @@ async fn run(full: bool) {
             "ART rest",
             "tokens gavel/ART",
             "gavel added ms",
-            "of which token counting ms",
             "ART added ms",
             "latency gavel/ART",
         ],
@@ -583,8 +553,6 @@ async fn run(full: bool) {
     println!("All groups: tokens gavel/ART {}; added latency median gavel {} ms, ART {} ms, ratio {}; raw replay median gavel's request {} ms, ART's {} ms.",
         ratio(all_g as f64, all_a as f64), ms(gm), ms(am), ratio(gm, am),
         ms(median(raw[0].clone())), ms(median(raw[1].clone())));
-    println!("gavel's token counting per cache miss (count_tokens of the prompt as sent and of the group without dedup, in-process): median over groups {} ms; gavel's median added latency {} ms.",
-        ms(median(counting.clone())), ms(gm));
     let rubric = rubrics.get("default").unwrap();
     let rubric_tokens = count_tokens(&[ChatMessage {
         role: String::new(),

@@ -101,11 +101,12 @@ impl MockJudge {
         self.state.requests.lock().unwrap().clone()
     }
 
-    /// From now on, report real prompt token counts (o200k_base with OpenAI's framing).
-    pub fn report_token_counts(&self) {
+    /// Report real prompt token counts (o200k_base with OpenAI's framing) from now on, or the
+    /// fixed 100 again.
+    pub fn report_token_counts(&self, on: bool) {
         self.state
             .count_tokens
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+            .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn calls(&self) -> usize {
