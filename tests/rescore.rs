@@ -49,6 +49,7 @@ impl Job {
         for k in [
             "GAVEL_CONFIG",
             "GAVEL_STORE",
+            "GAVEL_STORE_URL",
             "OPENAI_API_KEY",
             "GAVEL_RUBRIC",
             "GAVEL_JUDGE",
