@@ -460,6 +460,36 @@ mod tests {
         assert_eq!(cfg.default_judge_name(), Some("openai"));
         assert_eq!(cfg.judges["openai"].requests_per_minute, Some(500));
         assert_eq!(cfg.server.max_in_flight, 256);
+        assert_eq!(cfg.store.pool_size, 16);
+        assert!(cfg.store.url.is_none());
+        // The commented Postgres line, switched on, is valid too.
+        let on = text.replace("# url = \"postgres://", "url = \"postgres://");
+        let cfg = Config::from_toml(&on, "examples/gavel.toml", &|_| None).unwrap();
+        assert_eq!(
+            cfg.store.url.as_ref().map(Secret::expose),
+            Some("postgres://gavel@postgres:5432/gavel")
+        );
+    }
+
+    #[test]
+    fn store_urls_are_checked_and_redacted() {
+        let cfg = Config::from_toml(
+            "[store]\nurl = \"postgres://gavel:hunter2@db/gavel\"\nclaim_ttl_s = 5\n",
+            "g.toml",
+            &env,
+        )
+        .unwrap();
+        assert_eq!(cfg.store.describe(), "postgres://gavel:***@db/gavel");
+        assert!(!format!("{cfg:?}").contains("hunter2"));
+        let e = Config::from_toml("[store]\nurl = \"mysql://u:pw@db/x\"\n", "g.toml", &env)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "g.toml: [store] url \"mysql://u:***@db/x\" is not a postgres:// or postgresql:// URL"
+        );
+        let e = Config::from_toml("[store]\nclaim_ttl_s = 0\n", "g.toml", &env).unwrap_err();
+        assert!(e.to_string().contains("claim_ttl_s"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tokio::process::Command;
 
 use common::{close, marked_group, rewards, simple_traj, Behaviour, Gavel, MockJudge, MOCK_KEY};
 use gavel::score::ScoreRequest;
-use gavel::store::{LogFilter, PgOptions, PgStore, VerdictStore};
+use gavel::store::{LogFilter, PgOptions, PgStore};
 use gavel::trajectory::content_hash;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gavel");

@@ -148,4 +148,20 @@ mod tests {
         }
         assert_eq!(latest_version(), MIGRATIONS.len() as i32);
     }
+
+    #[test]
+    fn every_file_in_migrations_is_listed() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|m| format!("{}.sql", m.name))
+            .collect();
+        assert_eq!(files, listed);
+    }
 }
