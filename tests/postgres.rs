@@ -101,9 +101,18 @@ fn start_cluster() -> Result<Cluster, String> {
         .subsec_nanos();
     let dir = std::env::temp_dir().join(format!("gavel-pg-{}-{nanos:x}", std::process::id()));
     std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let started = start_in(&dir, &bin, user);
+    if started.is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    started
+}
+
+/// Creates and starts a cluster in `dir`, owned by `user` (when running as root).
+fn start_in(dir: &Path, bin: &Path, user: Option<&str>) -> Result<Cluster, String> {
     if let Some(u) = user {
         let (uid, gid) = (id_of(&["-u", u]), id_of(&["-g", u]));
-        std::os::unix::fs::chown(&dir, uid, gid).map_err(|e| format!("chown: {e}"))?;
+        std::os::unix::fs::chown(dir, uid, gid).map_err(|e| format!("chown: {e}"))?;
     }
     let as_user = |program: &str| {
         let mut c = match user {
@@ -146,8 +155,8 @@ fn start_cluster() -> Result<Cluster, String> {
     let mut watchdog = as_user("sh")
         .args(["-c", script, "sh"])
         .arg(&data)
-        .arg(&dir)
-        .arg(&bin)
+        .arg(dir)
+        .arg(bin)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -158,7 +167,7 @@ fn start_cluster() -> Result<Cluster, String> {
         let ok = std::process::Command::new(bin.join("pg_isready"))
             .arg("-q")
             .arg("-h")
-            .arg(&dir)
+            .arg(dir)
             .args(["-U", "gavel", "-d", "postgres"])
             .status()
             .is_ok_and(|s| s.success());
