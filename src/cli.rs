@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Secret};
 use crate::score::{BuildError, Scorer};
 use crate::store::StoreError;
 
@@ -23,7 +23,7 @@ pub struct Common {
     /// A shared Postgres verdict store, `postgres://user:password@host/db` (overrides
     /// `[store] url`; when set, `--store` is not used).
     #[arg(long, env = "GAVEL_STORE_URL", global = true, hide_env_values = true)]
-    pub store_url: Option<String>,
+    pub store_url: Option<Secret>,
     /// Write logs as JSON lines instead of text.
     #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
     pub log_json: bool,
@@ -54,8 +54,8 @@ impl Common {
         if let Some(store) = &self.store {
             cfg.store.path = store.clone();
         }
-        if let Some(url) = self.store_url.as_ref().filter(|u| !u.is_empty()) {
-            cfg.store.url = Some(crate::config::Secret::new(url.clone()));
+        if let Some(url) = self.store_url.as_ref().filter(|u| !u.expose().is_empty()) {
+            cfg.store.url = Some(url.clone());
             cfg.store.validate().map_err(CliError::Other)?;
         }
         Ok(cfg)

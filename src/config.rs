@@ -37,6 +37,13 @@ impl Secret {
     }
 }
 
+/// For clap: a secret given on the command line or in an environment variable.
+impl From<String> for Secret {
+    fn from(s: String) -> Secret {
+        Secret(s)
+    }
+}
+
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("[redacted]")

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
 use crate::cli::{open_scorer, CliError, Common};
+use crate::config::Secret;
 use crate::score::request::REQUEST_FIELDS;
 use crate::score::{RubricRef, ScoreError, ScoreRequest, Scorer, Usage};
 use crate::store::{LogFilter, PgOptions, PgStore, VerdictStore};
@@ -68,7 +69,7 @@ pub struct RescoreArgs {
     /// Read the groups from the scoring log of this Postgres store (`postgres://...`) instead
     /// of a file: every logged group (oldest first), narrowed by the `--log-*` filters.
     #[arg(long, env = "GAVEL_RESCORE_FROM_LOG", hide_env_values = true)]
-    pub from_log: Option<String>,
+    pub from_log: Option<Secret>,
     /// With --from-log: only groups scored with this rubric (by name).
     #[arg(long, env = "GAVEL_RESCORE_LOG_RUBRIC", requires = "from_log")]
     pub log_rubric: Option<String>,
@@ -130,7 +131,7 @@ enum Outcome {
 /// `--log-*` filters, one request body per line with `group_id` = `log:ID`.
 async fn read_input(args: &RescoreArgs) -> Result<(String, String), CliError> {
     if let Some(url) = &args.from_log {
-        let store = PgStore::connect(url, &PgOptions::default()).await?;
+        let store = PgStore::connect(url.expose(), &PgOptions::default()).await?;
         let filter = LogFilter {
             rubric: args.log_rubric.clone(),
             since: args.log_since.clone(),

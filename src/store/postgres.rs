@@ -134,6 +134,30 @@ impl PgStore {
         Ok((row.get(0), row.get(1)))
     }
 
+    /// Runs `units_cte` (a `WITH` clause over `$1` = job and `$2` = units) and records the
+    /// output files' lengths, in one statement.
+    async fn set_offsets(
+        &self,
+        units_cte: &str,
+        job: &str,
+        units: &[String],
+        (out, rej): (u64, u64),
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "{units_cte}
+             INSERT INTO gavel_job_offsets (job, output_len, rejects_len) VALUES ($1, $3, $4)
+             ON CONFLICT (job) DO UPDATE
+                 SET output_len = EXCLUDED.output_len, rejects_len = EXCLUDED.rejects_len"
+        );
+        self.pool
+            .get()
+            .await?
+            .execute(&sql, &[&job, &units, &to_i64(out), &to_i64(rej)])
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
     /// The guard for a claim we hold: renews it while alive, deletes it when dropped.
     fn hold(&self, key: &str, owner: String) -> Claim {
         let pool = self.pool.clone();
@@ -314,17 +338,17 @@ impl VerdictStore for PgStore {
         units: &[String],
         offsets: (u64, u64),
     ) -> Result<(), StoreError> {
-        let mut conn = self.pool.get().await?;
-        let tx = conn.transaction().await.map_err(db)?;
-        tx.execute(
-            "INSERT INTO gavel_job_units (job, unit) SELECT $1, u FROM unnest($2::text[]) AS u
-             ON CONFLICT DO NOTHING",
-            &[&job, &units],
+        // One statement, so atomic without a transaction a cancelled caller could leave open.
+        self.set_offsets(
+            "WITH done AS (
+                 INSERT INTO gavel_job_units (job, unit)
+                 SELECT $1, u FROM unnest($2::text[]) AS u
+                 ON CONFLICT DO NOTHING)",
+            job,
+            units,
+            offsets,
         )
         .await
-        .map_err(db)?;
-        set_offsets(&tx, job, offsets).await?;
-        tx.commit().await.map_err(db)
     }
 
     async fn job_reopen(
@@ -333,16 +357,14 @@ impl VerdictStore for PgStore {
         units: &[String],
         offsets: (u64, u64),
     ) -> Result<(), StoreError> {
-        let mut conn = self.pool.get().await?;
-        let tx = conn.transaction().await.map_err(db)?;
-        tx.execute(
-            "DELETE FROM gavel_job_units WHERE job = $1 AND unit = ANY($2::text[])",
-            &[&job, &units],
+        self.set_offsets(
+            "WITH reopened AS (
+                 DELETE FROM gavel_job_units WHERE job = $1 AND unit = ANY($2::text[]))",
+            job,
+            units,
+            offsets,
         )
         .await
-        .map_err(db)?;
-        set_offsets(&tx, job, offsets).await?;
-        tx.commit().await.map_err(db)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -452,20 +474,4 @@ impl VerdictStore for PgStore {
             })
             .collect())
     }
-}
-
-async fn set_offsets(
-    tx: &tokio_postgres::Transaction<'_>,
-    job: &str,
-    (out, rej): (u64, u64),
-) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO gavel_job_offsets (job, output_len, rejects_len) VALUES ($1, $2, $3)
-         ON CONFLICT (job) DO UPDATE
-             SET output_len = EXCLUDED.output_len, rejects_len = EXCLUDED.rejects_len",
-        &[&job, &to_i64(out), &to_i64(rej)],
-    )
-    .await
-    .map_err(db)?;
-    Ok(())
 }
