@@ -384,15 +384,21 @@ impl VerdictStore for PgStore {
             self.claims.fetch_add(1, Ordering::Relaxed)
         );
         let mut wait = POLL_FIRST;
+        let mut waited = false;
         loop {
-            match self.try_claim(key, &owner).await? {
-                (true, _) => return Ok(Claim::empty()),
-                (false, true) => return Ok(self.hold(key, owner)),
+            let (outcome, claim) = match self.try_claim(key, &owner).await? {
+                (true, _) => ("verdict_stored", Claim::empty()),
+                (false, true) if waited => ("claimed_after_wait", self.hold(key, owner)),
+                (false, true) => ("claimed", self.hold(key, owner)),
                 (false, false) => {
+                    waited = true;
                     tokio::time::sleep(wait).await;
                     wait = (wait * 3 / 2).min(POLL_MAX);
+                    continue;
                 }
-            }
+            };
+            metrics::counter!("gavel_store_claims_total", "outcome" => outcome).increment(1);
+            return Ok(claim);
         }
     }
 

@@ -193,6 +193,16 @@ async fn two_replicas_scoring_the_same_group_at_once_make_one_judge_call() {
         .collect();
     assert_eq!(replicas.len(), 2, "{replicas:?}");
     assert!(a.scorer.store().ping().await.is_ok());
+    let metrics = reqwest::get(format!("{}/metrics", a.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("gavel_store_claims_total{outcome=\"verdict_stored\"}"),
+        "{metrics}"
+    );
     a.stop().await;
     b.stop().await;
     db.drop_db().await;
