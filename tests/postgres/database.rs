@@ -81,7 +81,14 @@ fn start_cluster() -> Result<Cluster, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!("gavel-pg-{}-{nanos:x}", std::process::id()));
+    // The cluster's user must reach the directory: under root, a TMPDIR inside /root would not
+    // do, /tmp does.
+    let base = if user.is_some() {
+        PathBuf::from("/tmp")
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = base.join(format!("gavel-pg-{}-{nanos:x}", std::process::id()));
     std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let started = start_in(&dir, &bin, user);
     if started.is_err() {
