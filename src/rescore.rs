@@ -71,17 +71,17 @@ pub struct RescoreArgs {
     #[arg(long, env = "GAVEL_RESCORE_FROM_LOG", hide_env_values = true)]
     pub from_log: Option<Secret>,
     /// With --from-log: only groups scored with this rubric (by name).
-    #[arg(long, env = "GAVEL_RESCORE_LOG_RUBRIC", requires = "from_log")]
+    #[arg(long, env = "GAVEL_RESCORE_LOG_RUBRIC")]
     pub log_rubric: Option<String>,
     /// With --from-log: only groups scored at or after this time (e.g. 2025-06-01 or
     /// 2025-06-01T12:00:00Z).
-    #[arg(long, env = "GAVEL_RESCORE_LOG_SINCE", requires = "from_log")]
+    #[arg(long, env = "GAVEL_RESCORE_LOG_SINCE")]
     pub log_since: Option<String>,
     /// With --from-log: only groups scored before this time.
-    #[arg(long, env = "GAVEL_RESCORE_LOG_UNTIL", requires = "from_log")]
+    #[arg(long, env = "GAVEL_RESCORE_LOG_UNTIL")]
     pub log_until: Option<String>,
     /// With --from-log: at most this many groups (the oldest that match).
-    #[arg(long, env = "GAVEL_RESCORE_LOG_LIMIT", requires = "from_log")]
+    #[arg(long, env = "GAVEL_RESCORE_LOG_LIMIT")]
     pub log_limit: Option<u64>,
     /// Output file: one JSON line per input group.
     #[arg(short = 'o', long, env = "GAVEL_RESCORE_OUTPUT")]
@@ -148,6 +148,17 @@ async fn read_input(args: &RescoreArgs) -> Result<(String, String), CliError> {
             text.push('\n');
         }
         return Ok((text, store.location().to_string()));
+    }
+    if args.log_rubric.is_some()
+        || args.log_since.is_some()
+        || args.log_until.is_some()
+        || args.log_limit.is_some()
+    {
+        return Err(CliError::Other(
+            "--log-rubric, --log-since, --log-until and --log-limit filter --from-log; \
+             there is no --from-log"
+                .into(),
+        ));
     }
     let path = args
         .input
