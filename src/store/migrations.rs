@@ -62,16 +62,27 @@ pub(super) async fn migrate(
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(db)?;
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS gavel_schema_migrations (
-             version    integer PRIMARY KEY,
-             name       text NOT NULL,
-             checksum   text NOT NULL,
-             applied_at timestamptz NOT NULL DEFAULT now()
-         )",
-    )
-    .await
-    .map_err(db)?;
+    // Only DDL when something is missing: a role without CREATE can open a migrated database.
+    let known: bool = tx
+        .query_one(
+            "SELECT to_regclass('gavel_schema_migrations') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(db)?
+        .get(0);
+    if !known {
+        tx.batch_execute(
+            "CREATE TABLE gavel_schema_migrations (
+                 version    integer PRIMARY KEY,
+                 name       text NOT NULL,
+                 checksum   text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             )",
+        )
+        .await
+        .map_err(db)?;
+    }
     let rows = tx
         .query(
             "SELECT version, name, checksum FROM gavel_schema_migrations ORDER BY version",

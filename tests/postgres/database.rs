@@ -178,7 +178,7 @@ fn start_in(dir: &Path, bin: &Path, user: Option<&str>) -> Result<Cluster, Strin
 /// A fresh, empty database for one test.
 pub struct TestDb {
     pub url: String,
-    name: String,
+    pub name: String,
     admin_url: String,
 }
 
@@ -204,6 +204,14 @@ fn with_database(admin: &str, db: &str) -> String {
         url.push_str(query);
     }
     url
+}
+
+/// The URL of the server's `postgres` database (after [`test_db`] found a server).
+pub fn admin_url() -> String {
+    match CLUSTER.get() {
+        Some(Ok(c)) => c.admin_url.clone(),
+        _ => panic!("no PostgreSQL started"),
+    }
 }
 
 /// A new database, or `None` (after printing why) when no PostgreSQL can be had here.

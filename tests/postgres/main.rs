@@ -12,13 +12,14 @@ mod database;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use common::{close, marked_group, rewards, simple_traj, Behaviour, MockJudge, MOCK_KEY};
+use common::{close, marked_group, rewards, simple_traj, Behaviour, Gavel, MockJudge, MOCK_KEY};
 use database::test_db;
 use gavel::score::ScoreRequest;
 use gavel::store::{LogFilter, PgOptions, PgStore};
@@ -114,6 +115,30 @@ async fn migrations_apply_from_empty_once_and_refuse_a_newer_schema() {
     );
     assert!(out.contains("(0 migration(s) applied)"), "{out}");
 
+    // A role that may not change the schema opens the migrated database and scores.
+    let role = format!("{}_app", db.name);
+    db.sql()
+        .await
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN PASSWORD 'app-pw';
+             REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+             GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};"
+        ))
+        .await
+        .unwrap();
+    let sep = if db.url.contains('?') { '&' } else { '?' };
+    let app_url = format!("{}{sep}user={role}&password=app-pw", db.url);
+    let mock = MockJudge::start().await;
+    let app = PgStore::connect(&app_url, &PgOptions::default()).await;
+    let app = Arc::new(app.unwrap_or_else(|e| panic!("the app role opens the store: {e}")));
+    let daemon = Gavel::start_with_store(mock.config(Path::new("unused")), app).await;
+    let (s, r) = daemon
+        .post("/v1/score_group", &marked_group(&[0.5, 0.25]))
+        .await;
+    assert_eq!(s, 200, "{r}");
+    daemon.stop().await;
+
     // Replicas starting at once on an empty database: each migration runs exactly once.
     let fresh = test_db().await.unwrap();
     let reports = futures::future::join_all((0..4).map(|_| PgStore::migrate(&fresh.url))).await;
@@ -153,6 +178,11 @@ async fn migrations_apply_from_empty_once_and_refuse_a_newer_schema() {
     assert!(err.contains("no Postgres store configured"), "{err}");
     db.drop_db().await;
     fresh.drop_db().await;
+    database::connect(&database::admin_url())
+        .await
+        .batch_execute(&format!("DROP ROLE {role}"))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
