@@ -190,10 +190,10 @@ async fn two_replicas_scoring_the_same_group_at_once_make_one_judge_call() {
     let Some(db) = test_db().await else { return };
     let mock = MockJudge::start().await;
     // The first judge call is slow, so the second replica arrives while it is in flight; it
-    // outlasts the 1 s claim TTL, so only the holder's renewals keep the claim.
-    mock.push(Behaviour::Hang(secs(2.5)));
-    let a = db.replica(&mock, 1.0).await;
-    let b = db.replica(&mock, 1.0).await;
+    // outlasts the 2 s claim TTL, so only the holder's renewals keep the claim.
+    mock.push(Behaviour::Hang(secs(3.5)));
+    let a = db.replica(&mock, 2.0).await;
+    let b = db.replica(&mock, 2.0).await;
     let group = marked_group(&[0.9, 0.2, 0.6]);
     let ((sa, ra), (sb, rb)) = tokio::join!(
         a.post("/v1/score_group", &group),
