@@ -53,10 +53,15 @@ async fn main() {
     let common = Common {
         config: Some(cfg),
         store: Some(dir.path().join("store")),
-        log_json: false,
+        ..Default::default()
     };
     let args = RescoreArgs {
-        input,
+        input: Some(input),
+        from_log: None,
+        log_rubric: None,
+        log_since: None,
+        log_until: None,
+        log_limit: None,
         output: dir.path().join("out.jsonl"),
         rubric: None,
         judge: None,

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Secret};
 use crate::score::{BuildError, Scorer};
-use crate::store::{SledStore, StoreError, VerdictStore};
+use crate::store::StoreError;
 
 #[derive(Args, Clone, Debug, Default)]
 pub struct Common {
@@ -20,6 +20,10 @@ pub struct Common {
     /// Directory of the verdict store (overrides `[store] path`; default ./gavel-store).
     #[arg(long, env = "GAVEL_STORE", global = true)]
     pub store: Option<PathBuf>,
+    /// A shared Postgres verdict store, `postgres://user:password@host/db` (overrides
+    /// `[store] url`; when set, `--store` is not used).
+    #[arg(long, env = "GAVEL_STORE_URL", global = true, hide_env_values = true)]
+    pub store_url: Option<Secret>,
     /// Write logs as JSON lines instead of text.
     #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
     pub log_json: bool,
@@ -50,12 +54,16 @@ impl Common {
         if let Some(store) = &self.store {
             cfg.store.path = store.clone();
         }
+        if let Some(url) = self.store_url.as_ref().filter(|u| !u.expose().is_empty()) {
+            cfg.store.url = Some(url.clone());
+            cfg.store.validate().map_err(CliError::Other)?;
+        }
         Ok(cfg)
     }
 }
 
-/// A scorer over the configured sled store.
-pub fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
-    let store: Arc<dyn VerdictStore> = Arc::new(SledStore::open(&cfg.store.path)?);
+/// A scorer over the configured store (Postgres when `[store] url` is set, else sled).
+pub async fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
+    let store = crate::store::open(&cfg.store).await?;
     Ok(Arc::new(Scorer::new(cfg, store)?))
 }

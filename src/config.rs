@@ -37,6 +37,13 @@ impl Secret {
     }
 }
 
+/// For clap: a secret given on the command line or in an environment variable.
+impl From<String> for Secret {
+    fn from(s: String) -> Secret {
+        Secret(s)
+    }
+}
+
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("[redacted]")
@@ -277,16 +284,65 @@ fn key_list(list: &str) -> Vec<Secret> {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
-    /// Directory of the embedded sled verdict store.
+    /// Directory of the embedded sled verdict store (used when `url` is unset).
     pub path: PathBuf,
+    /// A shared Postgres store, `postgres://user:password@host:5432/db`: verdicts, cross-replica
+    /// single-flight and the scoring log for many replicas. Redacted in logs; prefer passing it
+    /// as `GAVEL_STORE_URL` from a secret over writing a password here.
+    #[serde(deserialize_with = "secret_url")]
+    pub url: Option<Secret>,
+    /// Postgres connections one process keeps at most.
+    pub pool_size: usize,
+    /// Seconds a judge-call claim outlives its holder's last renewal (renewed every third of
+    /// it): how long a replica that died mid-call delays others asking for the same verdict.
+    pub claim_ttl_s: f64,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             path: PathBuf::from("gavel-store"),
+            url: None,
+            pool_size: 16,
+            claim_ttl_s: 30.0,
         }
     }
+}
+
+impl StoreConfig {
+    /// Where verdicts go, for logs: the Postgres URL without its password, or the sled path.
+    pub fn describe(&self) -> String {
+        match &self.url {
+            Some(u) => crate::store::redact_url(u.expose()),
+            None => self.path.display().to_string(),
+        }
+    }
+
+    /// Checks the store settings (also after `--store-url` replaced the file's).
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(u) = &self.url {
+            let u = u.expose();
+            if !(u.starts_with("postgres://") || u.starts_with("postgresql://")) {
+                return Err(format!(
+                    "[store] url {:?} is not a postgres:// or postgresql:// URL",
+                    crate::store::redact_url(u)
+                ));
+            }
+        }
+        if self.pool_size == 0 {
+            return Err("[store] pool_size must be > 0".into());
+        }
+        if !(self.claim_ttl_s.is_finite() && self.claim_ttl_s >= 0.5) {
+            return Err("[store] claim_ttl_s must be at least 0.5".into());
+        }
+        Ok(())
+    }
+}
+
+fn secret_url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?
+        .filter(|u| !u.is_empty())
+        .map(Secret::new))
 }
 
 /// `[dedup]`.
@@ -481,7 +537,7 @@ impl Config {
         if !(s.ready_cache_s.is_finite() && s.ready_cache_s >= 0.0) {
             return Err(invalid("[server] ready_cache_s must be >= 0".into()));
         }
-        Ok(())
+        self.store.validate().map_err(invalid)
     }
 
     /// The judge used when a request names none: `default_judge`, else the only judge.
@@ -540,6 +596,15 @@ mod tests {
         assert_eq!(cfg.judges["openai"].requests_per_minute, Some(500));
         assert_eq!(cfg.server.max_in_flight, 256);
         assert_eq!(cfg.openrlhf.group_size, 8);
+        assert_eq!(cfg.store.pool_size, 16);
+        assert!(cfg.store.url.is_none());
+        // The commented Postgres line, switched on, is valid too.
+        let on = text.replace("# url = \"postgres://", "url = \"postgres://");
+        let cfg = Config::from_toml(&on, "examples/gavel.toml", &|_| None).unwrap();
+        assert_eq!(
+            cfg.store.url.as_ref().map(Secret::expose),
+            Some("postgres://gavel@postgres:5432/gavel")
+        );
     }
 
     #[test]
@@ -614,6 +679,27 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("\"metrics\" is not a path"), "{e}");
+    }
+
+    #[test]
+    fn store_urls_are_checked_and_redacted() {
+        let cfg = Config::from_toml(
+            "[store]\nurl = \"postgres://gavel:hunter2@db/gavel\"\nclaim_ttl_s = 5\n",
+            "g.toml",
+            &env,
+        )
+        .unwrap();
+        assert_eq!(cfg.store.describe(), "postgres://gavel:***@db/gavel");
+        assert!(!format!("{cfg:?}").contains("hunter2"));
+        let e = Config::from_toml("[store]\nurl = \"mysql://u:pw@db/x\"\n", "g.toml", &env)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "g.toml: [store] url \"mysql://u:***@db/x\" is not a postgres:// or postgresql:// URL"
+        );
+        let e = Config::from_toml("[store]\nclaim_ttl_s = 0\n", "g.toml", &env).unwrap_err();
+        assert!(e.to_string().contains("claim_ttl_s"), "{e}");
     }
 
     #[test]

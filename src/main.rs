@@ -1,4 +1,4 @@
-//! The `gavel` command line: serve | score | render | cache.
+//! The `gavel` command line: serve | score | render | lint | diff | rescore | migrate | cache.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -17,7 +17,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use gavel::config::Config;
 use gavel::score::{RubricRef, ScoreRequest, Scorer};
 use gavel::server::{self, AppState};
-use gavel::store::{SledStore, VerdictStore};
+use gavel::store::{PgStore, SledStore, VerdictStore};
 
 /// A reward service for RL of LLM agents: relative group judging, verifiable rewards, cached
 /// verdicts.
@@ -89,6 +89,12 @@ enum Command {
         #[command(flatten)]
         args: gavel::train::cli::TrainArgs,
     },
+    /// Apply pending Postgres schema migrations (`migrations/`) to the `[store] url` database and
+    /// print what was applied; daemons also apply them at start-up.
+    Migrate {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Inspect or empty the verdict store.
     Cache {
         #[command(flatten)]
@@ -141,8 +147,8 @@ fn load_config(common: &Common) -> anyhow::Result<Config> {
     Ok(common.load_config()?)
 }
 
-fn build_scorer(cfg: &Config) -> anyhow::Result<Arc<Scorer>> {
-    Ok(open_scorer(cfg)?)
+async fn build_scorer(cfg: &Config) -> anyhow::Result<Arc<Scorer>> {
+    Ok(open_scorer(cfg).await?)
 }
 
 /// Installs the SIGTERM and SIGINT handlers now (before the daemon announces itself, so a
@@ -167,7 +173,7 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
         cfg.server.addr = addr;
     }
     let shutdown = shutdown_signal()?;
-    let scorer = build_scorer(&cfg)?;
+    let scorer = build_scorer(&cfg).await?;
     for j in scorer.judges() {
         match j.unconfigured_reason() {
             None => tracing::info!(judge = %j.info().name, model = %j.info().model, "judge ready"),
@@ -178,7 +184,7 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", cfg.server.addr))?;
     let local = listener.local_addr()?;
-    tracing::info!(addr = %local, store = %cfg.store.path.display(), "gavel listening");
+    tracing::info!(addr = %local, store = %cfg.store.describe(), "gavel listening");
     println!("gavel listening on http://{local}");
     let state = AppState::new(scorer, cfg.server.clone()).with_openrlhf(cfg.openrlhf.clone())?;
     server::serve(listener, state, shutdown).await?;
@@ -266,7 +272,7 @@ async fn score(common: Common, overrides: Overrides, file: PathBuf) -> anyhow::R
         Ok(g) => g,
         Err(problems) => return Ok(report(&problems)),
     };
-    let scorer = build_scorer(&cfg)?;
+    let scorer = build_scorer(&cfg).await?;
     let mut failed = 0usize;
     for g in groups {
         match scorer.score_group(&g.request).await {
@@ -355,14 +361,35 @@ async fn render(
 
 async fn cache(common: Common, action: CacheAction) -> anyhow::Result<ExitCode> {
     let cfg = load_config(&common)?;
-    let store = SledStore::open(&cfg.store.path)?;
+    let store = gavel::store::open(&cfg.store).await?;
     match action {
         CacheAction::Stats => println!("{}", serde_json::to_string(&store.stats().await?)?),
         CacheAction::Clear => {
             let n = store.clear().await?;
-            println!("cleared {n} verdicts from {}", cfg.store.path.display());
+            println!("cleared {n} verdicts from {}", cfg.store.describe());
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn migrate(common: Common) -> anyhow::Result<ExitCode> {
+    let cfg = load_config(&common)?;
+    let Some(url) = &cfg.store.url else {
+        anyhow::bail!(
+            "no Postgres store configured ([store] url, --store-url or GAVEL_STORE_URL); \
+             the embedded sled store needs no migrations"
+        );
+    };
+    let report = PgStore::migrate(url.expose()).await?;
+    for name in &report.applied {
+        println!("applied {name}");
+    }
+    println!(
+        "{}: schema version {} ({} migration(s) applied)",
+        cfg.store.describe(),
+        report.version,
+        report.applied.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -418,6 +445,10 @@ async fn main() -> ExitCode {
                 .await
                 .map(ExitCode::from)
                 .map_err(Into::into)
+        }
+        Command::Migrate { common } => {
+            init_logs(common.log_json, "warn");
+            migrate(common).await
         }
         Command::Cache { common, action } => {
             init_logs(common.log_json, "warn");

@@ -18,8 +18,10 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
 use crate::cli::{open_scorer, CliError, Common};
+use crate::config::Secret;
 use crate::score::request::REQUEST_FIELDS;
 use crate::score::{RubricRef, ScoreError, ScoreRequest, Scorer, Usage};
+use crate::store::{LogFilter, PgOptions, PgStore, VerdictStore};
 use crate::trajectory::content_hash;
 
 /// Trajectory fields in the one-trajectory-per-line form.
@@ -61,8 +63,26 @@ impl std::str::FromStr for Shard {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RescoreArgs {
-    /// Logged groups, one JSON object per line.
-    pub input: PathBuf,
+    /// Logged groups, one JSON object per line (or `--from-log`).
+    #[arg(required_unless_present = "from_log", conflicts_with = "from_log")]
+    pub input: Option<PathBuf>,
+    /// Read the groups from the scoring log of this Postgres store (`postgres://...`) instead
+    /// of a file: every logged group (oldest first), narrowed by the `--log-*` filters.
+    #[arg(long, env = "GAVEL_RESCORE_FROM_LOG", hide_env_values = true)]
+    pub from_log: Option<Secret>,
+    /// With --from-log: only groups scored with this rubric (by name).
+    #[arg(long, env = "GAVEL_RESCORE_LOG_RUBRIC")]
+    pub log_rubric: Option<String>,
+    /// With --from-log: only groups scored at or after this time (e.g. 2025-06-01 or
+    /// 2025-06-01T12:00:00Z).
+    #[arg(long, env = "GAVEL_RESCORE_LOG_SINCE")]
+    pub log_since: Option<String>,
+    /// With --from-log: only groups scored before this time.
+    #[arg(long, env = "GAVEL_RESCORE_LOG_UNTIL")]
+    pub log_until: Option<String>,
+    /// With --from-log: at most this many groups (the oldest that match).
+    #[arg(long, env = "GAVEL_RESCORE_LOG_LIMIT")]
+    pub log_limit: Option<u64>,
     /// Output file: one JSON line per input group.
     #[arg(short = 'o', long, env = "GAVEL_RESCORE_OUTPUT")]
     pub output: PathBuf,
@@ -107,16 +127,56 @@ enum Outcome {
     Rejected(Value),
 }
 
-/// Reads the input into units, in input order. Lines that are not JSON objects become units
-/// that are rejected with their reason.
-fn read_units(
-    path: &Path,
-    max_group_size: usize,
-    args: &RescoreArgs,
-) -> Result<Vec<Unit>, CliError> {
+/// The input as JSONL text and its name: the file, or the scoring-log rows that match the
+/// `--log-*` filters, one request body per line with `group_id` = `log:ID`.
+async fn read_input(args: &RescoreArgs) -> Result<(String, String), CliError> {
+    if let Some(url) = &args.from_log {
+        let store = PgStore::connect(url.expose(), &PgOptions::default()).await?;
+        let filter = LogFilter {
+            rubric: args.log_rubric.clone(),
+            since: args.log_since.clone(),
+            until: args.log_until.clone(),
+            limit: args.log_limit,
+        };
+        let mut text = String::new();
+        for row in store.read_scoring_log(&filter).await? {
+            let mut body = row.entry.request;
+            if let Some(o) = body.as_object_mut() {
+                o.insert("group_id".into(), json!(format!("log:{}", row.id)));
+            }
+            text.push_str(&body.to_string());
+            text.push('\n');
+        }
+        return Ok((text, store.location().to_string()));
+    }
+    if args.log_rubric.is_some()
+        || args.log_since.is_some()
+        || args.log_until.is_some()
+        || args.log_limit.is_some()
+    {
+        return Err(CliError::Other(
+            "--log-rubric, --log-since, --log-until and --log-limit filter --from-log; \
+             there is no --from-log"
+                .into(),
+        ));
+    }
+    let path = args
+        .input
+        .as_deref()
+        .expect("clap requires INPUT without --from-log");
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::Io(format!("{file}: cannot read: {e}")))?;
+    Ok((text, file))
+}
+
+/// Reads the input into units, in input order. Lines that are not JSON objects become units
+/// that are rejected with their reason.
+fn read_units(
+    text: &str,
+    max_group_size: usize,
+    args: &RescoreArgs,
+) -> Result<Vec<Unit>, CliError> {
     let mut units = Vec::new();
     // group_id → (lines, trajectory values, per-line extras) for the per-trajectory form.
     let mut grouped: BTreeMap<String, (Value, Vec<usize>, Vec<Value>, Vec<Value>, String)> =
@@ -355,14 +415,15 @@ async fn reopen_rejects(
 pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
     let started = Instant::now();
     let cfg = common.load_config()?;
-    let file = args.input.display().to_string();
+    let (text, file) = read_input(args).await?;
     let rejects_path = args.rejects.clone().unwrap_or_else(|| {
         let mut p = args.output.clone().into_os_string();
         p.push(".rejects.jsonl");
         PathBuf::from(p)
     });
-    let units = read_units(&args.input, cfg.server.max_group_size, args)?;
-    let scorer = open_scorer(&cfg)?;
+    let units = read_units(&text, cfg.server.max_group_size, args)?;
+    drop(text);
+    let scorer = open_scorer(&cfg).await?;
     let abs = |p: &Path| {
         std::fs::canonicalize(p)
             .unwrap_or_else(|_| p.to_path_buf())
@@ -371,7 +432,18 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
     };
     let job = content_hash(&(
         "rescore",
-        abs(&args.input),
+        match &args.input {
+            Some(p) => abs(p),
+            None => format!(
+                "log {file} {:?}",
+                (
+                    &args.log_rubric,
+                    &args.log_since,
+                    &args.log_until,
+                    args.log_limit
+                )
+            ),
+        },
         abs(&args.output),
         &args.rubric,
         &args.judge,

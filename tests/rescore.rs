@@ -49,6 +49,7 @@ impl Job {
         for k in [
             "GAVEL_CONFIG",
             "GAVEL_STORE",
+            "GAVEL_STORE_URL",
             "OPENAI_API_KEY",
             "GAVEL_RUBRIC",
             "GAVEL_JUDGE",
@@ -311,6 +312,18 @@ async fn an_output_file_of_another_job_is_not_overwritten() {
         std::fs::read_to_string(job.path("out.jsonl")).unwrap(),
         "precious\n"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn log_filters_without_from_log_are_refused() {
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    let input = job.write_lines("in.jsonl", &groups(1));
+    let (code, stderr) = job.run(&input, &["--log-limit", "2"]).await;
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("there is no --from-log"), "{stderr}");
+    assert!(!job.path("out.jsonl").exists(), "nothing was scored");
+    assert_eq!(mock.calls(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -328,7 +328,7 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
         return Ok(2);
     }
 
-    let scorer: Arc<Scorer> = open_scorer(&cfg)?;
+    let scorer: Arc<Scorer> = open_scorer(&cfg).await?;
     let outcomes = score_all(&scorer, &requests, args.concurrency).await;
     scorer.store().flush().await?;
     let report = build_report(&args.file, compare, &specs, &rubrics, &groups, &outcomes);

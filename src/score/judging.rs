@@ -406,6 +406,8 @@ impl Scorer {
             }
             None => {
                 let _guard = self.inflight.lock(&s.key).await;
+                // Other replicas on a shared store: wait for theirs, or claim the judge call.
+                let _claim = self.store.claim(&s.key).await?;
                 match self.store.get(&s.key).await? {
                     Some(v) => {
                         usage.cache_hits = 1;

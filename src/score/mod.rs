@@ -6,6 +6,7 @@
 //! policy → rewards → advantages.
 
 mod judging;
+pub mod log;
 mod memo;
 pub mod request;
 pub mod response;
@@ -226,8 +227,8 @@ impl Scorer {
         Ok(RewardPlan { verifiers, policy })
     }
 
-    /// Scores one group.
-    pub async fn score_group(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
+    /// Scores one group (`score_group`, in log.rs, wraps this and writes the scoring log).
+    async fn score_group_unlogged(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
         let plan = self.plan(&rubric, req)?;
         let n = req.trajectories.len();

@@ -1,14 +1,27 @@
 //! Verdict stores: every judge verdict, kept under a key that covers everything that decided it.
 //!
-//! The scorer sees only the [`VerdictStore`] trait, so a shared store can stand beside the
-//! embedded sled one.
+//! The scorer sees only the [`VerdictStore`] trait, so the shared Postgres store
+//! ([`PgStore`], many replicas on one database) stands beside the embedded sled one.
 
+pub mod claim;
+pub mod migrations;
+mod pg_pool;
+pub mod postgres;
 pub mod sled_store;
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+pub use claim::Claim;
+pub use migrations::MigrationReport;
+pub use pg_pool::redact as redact_url;
+pub use postgres::{PgOptions, PgStore};
 pub use sled_store::SledStore;
+
+use crate::config::StoreConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -18,6 +31,12 @@ pub enum StoreError {
     Io(String),
     #[error("verdict store: corrupt record under {key}: {message}")]
     Corrupt { key: String, message: String },
+    /// The database's schema is not one this gavel can use.
+    #[error("verdict store at {location}: {message}")]
+    Schema { location: String, message: String },
+    /// The store cannot do this at all (e.g. the sled store keeps no scoring log).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// One trajectory's verdict, by the id the judge saw in the prompt.
@@ -68,6 +87,48 @@ pub struct JobProgress {
     pub offsets: Option<(u64, u64)>,
 }
 
+/// One scored group, as the scoring log keeps it (see `migrations/` for the columns).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScoringLogEntry {
+    /// `sha256:` of `request`.
+    pub request_hash: String,
+    /// The canonical request body; scoring it again reproduces the group.
+    pub request: Value,
+    pub rubric_name: String,
+    pub rubric_version: String,
+    pub template_name: Option<String>,
+    pub template_version: Option<String>,
+    pub judges: Value,
+    pub rewards: Value,
+    pub scores: Value,
+    pub usage: Value,
+    pub error: Option<Value>,
+    pub latency_ms: f64,
+}
+
+/// A scoring-log row read back, with where and when it was written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoggedGroup {
+    pub id: i64,
+    /// RFC 3339, UTC.
+    pub scored_at: String,
+    pub replica: String,
+    pub entry: ScoringLogEntry,
+}
+
+/// Which scoring-log rows to read (all conditions must hold), oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogFilter {
+    /// Rows scored with this rubric (by name).
+    pub rubric: Option<String>,
+    /// Rows scored at or after this time (anything Postgres reads as a `timestamptz`).
+    pub since: Option<String>,
+    /// Rows scored before this time.
+    pub until: Option<String>,
+    /// At most this many rows.
+    pub limit: Option<u64>,
+}
+
 #[async_trait]
 pub trait VerdictStore: Send + Sync + std::fmt::Debug {
     async fn get(&self, key: &str) -> Result<Option<StoredVerdict>, StoreError>;
@@ -94,8 +155,47 @@ pub trait VerdictStore: Send + Sync + std::fmt::Debug {
         units: &[String],
         offsets: (u64, u64),
     ) -> Result<(), StoreError>;
+
     /// Whether the store answers (for /readyz).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Single-flight across processes sharing this store. Returns once the caller may ask the
+    /// judge for `key` (holding the claim until the returned guard drops), or once another
+    /// process has stored the verdict (the guard is then empty); the caller looks the verdict up
+    /// again either way. A claim whose holder died expires, so a dead process blocks no one for
+    /// long. The default suits a store one process owns, where the scorer's in-process locks
+    /// already single-flight.
+    async fn claim(&self, _key: &str) -> Result<Claim, StoreError> {
+        Ok(Claim::empty())
+    }
+
+    /// Whether [`VerdictStore::log_scored`] keeps anything, so the scorer only builds log
+    /// entries for a store that keeps them.
+    fn keeps_scoring_log(&self) -> bool {
+        false
+    }
+
+    /// Appends one scored group to the scoring log. The sled store keeps no log: it is one
+    /// process's cache, and the log is for many replicas' audit (use Postgres for it).
+    async fn log_scored(&self, _entry: &ScoringLogEntry) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Reads the scoring log, oldest first.
+    async fn read_scoring_log(&self, _filter: &LogFilter) -> Result<Vec<LoggedGroup>, StoreError> {
+        Err(StoreError::Unsupported(
+            "this verdict store keeps no scoring log (a Postgres store does: [store] url)".into(),
+        ))
+    }
+}
+
+/// Opens the configured store: Postgres when `[store] url` is set (applying pending
+/// migrations), else sled at `[store] path`.
+pub async fn open(cfg: &StoreConfig) -> Result<Arc<dyn VerdictStore>, StoreError> {
+    Ok(match &cfg.url {
+        Some(url) => Arc::new(PgStore::connect(url.expose(), &PgOptions::from(cfg)).await?),
+        None => Arc::new(SledStore::open(&cfg.path)?),
+    })
 }

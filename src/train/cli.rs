@@ -227,13 +227,16 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             let common = Common {
                 config: args.scorer_config.clone(),
                 store: args.store.clone(),
+                store_url: None,
                 log_json: false,
             };
             let scfg = common
                 .load_config()
                 .map_err(|e| TrainError::Config(e.to_string()))?;
-            let _guard = rt.enter();
-            Rewarder::InProcess(open_scorer(&scfg).map_err(|e| TrainError::Config(e.to_string()))?)
+            Rewarder::InProcess(
+                rt.block_on(open_scorer(&scfg))
+                    .map_err(|e| TrainError::Config(e.to_string()))?,
+            )
         }
     };
     let source = Source::Online {

@@ -386,6 +386,11 @@ pub struct Gavel {
 impl Gavel {
     pub async fn start(cfg: Config) -> Gavel {
         let store: Arc<dyn VerdictStore> = Arc::new(SledStore::open(&cfg.store.path).unwrap());
+        Gavel::start_with_store(cfg, store).await
+    }
+
+    /// As [`Gavel::start`], over a store the caller opened (e.g. Postgres).
+    pub async fn start_with_store(cfg: Config, store: Arc<dyn VerdictStore>) -> Gavel {
         let scorer = Arc::new(Scorer::new(&cfg, store).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

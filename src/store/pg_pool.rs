@@ -1,0 +1,204 @@
+//! A small Postgres connection pool: at most `size` connections, opened on demand, reused while
+//! they stay open. Every replica of the daemon holds one; the database's `max_connections` must
+//! cover `replicas × pool_size`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio_postgres::{Client, Config, NoTls};
+
+use super::StoreError;
+
+/// How long opening one connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(super) struct Pool {
+    config: Config,
+    /// Where the pool connects, with any password removed (for messages).
+    pub location: String,
+    idle: Mutex<Vec<Client>>,
+    permits: Semaphore,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+/// A connection on loan; back to the pool when dropped, unless it was closed.
+pub(super) struct Conn<'a> {
+    client: Option<Client>,
+    pool: &'a Pool,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("present until drop")
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("present until drop")
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            if !c.is_closed() {
+                self.pool.idle.lock().expect("pool poisoned").push(c);
+            }
+        }
+    }
+}
+
+impl Pool {
+    /// Parses `url` (`postgres://user:password@host:port/db?options`, or `host=/run/postgresql`
+    /// for a Unix socket); connects nothing yet.
+    pub fn new(url: &str, size: usize) -> Result<Pool, StoreError> {
+        let location = redact(url);
+        let mut config: Config = url.parse().map_err(|e| StoreError::Open {
+            path: location.clone(),
+            message: format!("not a Postgres connection URL: {e}"),
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("gavel");
+        }
+        Ok(Pool {
+            config,
+            location,
+            idle: Mutex::new(Vec::new()),
+            permits: Semaphore::new(size.max(1)),
+        })
+    }
+
+    /// A connection: an idle one, or a new one when none is idle and the pool is not full.
+    pub async fn get(&self) -> Result<Conn<'_>, StoreError> {
+        let permit = self
+            .permits
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let reused = {
+            let mut idle = self.idle.lock().expect("pool poisoned");
+            idle.retain(|c| !c.is_closed());
+            idle.pop()
+        };
+        let client = match reused {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
+        Ok(Conn {
+            client: Some(client),
+            pool: self,
+            _permit: permit,
+        })
+    }
+
+    async fn connect(&self) -> Result<Client, StoreError> {
+        let (client, connection) =
+            self.config
+                .connect(NoTls)
+                .await
+                .map_err(|e| StoreError::Open {
+                    path: self.location.clone(),
+                    message: format!("cannot connect: {}", describe(&e)),
+                })?;
+        // The connection task drives the socket; it ends when the client is dropped or the
+        // server goes away (the client then reports `is_closed`).
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %describe(&e), "postgres connection closed");
+            }
+        });
+        Ok(client)
+    }
+}
+
+/// A driver error with its causes (the top-level text alone is often just "db error").
+pub(super) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// The URL with any password replaced by `***` (userinfo or a `password=` option).
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = &out[scheme_end + 3..];
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                let start = scheme_end + 3 + colon + 1;
+                out.replace_range(start..scheme_end + 3 + at, "***");
+            }
+        }
+    }
+    let mut search = 0;
+    while let Some(i) = out[search..].find("password=") {
+        let start = search + i + "password=".len();
+        let end = out[start..]
+            .find(['&', ' '])
+            .map_or(out.len(), |j| start + j);
+        out.replace_range(start..end, "***");
+        search = start + 3;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("postgres://gavel:s3cr3t@db:5432/gavel"),
+            "postgres://gavel:***@db:5432/gavel"
+        );
+        assert_eq!(
+            redact("postgres://gavel@db/gavel?password=s3cr3t&sslmode=disable"),
+            "postgres://gavel@db/gavel?password=***&sslmode=disable"
+        );
+        assert_eq!(
+            redact("host=db user=gavel password=s3cr3t dbname=g"),
+            "host=db user=gavel password=*** dbname=g"
+        );
+        assert_eq!(redact("postgres://db/gavel"), "postgres://db/gavel");
+        assert_eq!(
+            redact("postgresql:///g?host=/tmp/pg@x"),
+            "postgresql:///g?host=/tmp/pg@x"
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_the_password() {
+        let e = Pool::new("postgres://u:pw@host:notaport/db", 2)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("not a Postgres connection URL"), "{e}");
+        assert!(!e.contains("pw@"), "{e}");
+    }
+}
