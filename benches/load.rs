@@ -8,8 +8,10 @@
 //! 2. Cache-hit throughput and latency: the corpus is scored once to warm the cache, then 64
 //!    client tasks send cache hits for a fixed time with keep-alive connections.
 //!
-//!     cargo bench --bench load                     # about 40 s
-//!     GAVEL_BENCH_SECONDS=5 cargo bench --bench load
+//! ```sh
+//! cargo bench --bench load                     # about 40 s
+//! GAVEL_BENCH_SECONDS=5 cargo bench --bench load
+//! ```
 //!
 //! Groups come from `benches/data/groups.jsonl` (see `benches/data/make_groups.py`). Client, daemon
 //! and mock judge share one tokio runtime with two worker threads on the same machine: every

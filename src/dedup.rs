@@ -197,15 +197,21 @@ impl JudgeInput {
 
     /// Bytes dedup kept out of the prompt for the candidates in `order`: what their trajectories
     /// would take sent whole (every member, the shared prefix in each, shared contents inline)
-    /// minus what the deduplicated prompt holds for them. Sizes are message contents plus tool
-    /// calls, without JSON framing: an estimate for usage reporting, in microseconds.
-    pub fn bytes_saved(&self, order: &[usize]) -> usize {
-        let prefix: usize = self.prefix.iter().map(message_bytes).sum();
+    /// minus what the deduplicated prompt holds for them. `size` is a message's size as the
+    /// prompt writes it, `quoted` a content's size written inline: an estimate for usage
+    /// reporting that costs one pass over the distinct messages, not a render and a BPE count.
+    pub fn bytes_saved(
+        &self,
+        order: &[usize],
+        size: impl Fn(&JudgeMessage) -> usize,
+        quoted: impl Fn(&str) -> usize,
+    ) -> usize {
+        let prefix: usize = self.prefix.iter().map(&size).sum();
         let block = |id: &str| {
             self.shared
                 .iter()
                 .find(|b| b.id == id)
-                .map_or(0, |b| b.content.len())
+                .map_or(0, |b| quoted(&b.content))
         };
         let mut used: Vec<&str> = Vec::new();
         let (mut whole, mut deduped) = (0usize, prefix);
@@ -213,11 +219,13 @@ impl JudgeInput {
             let cand = &self.candidates[c];
             let mut one = prefix;
             for m in &cand.messages {
-                let b = message_bytes(m);
+                let b = size(m);
                 deduped += b;
                 one += b;
                 if let Some(r) = m.content_ref.as_deref() {
-                    one += block(r);
+                    // Inline, the reference (`"content_ref":"S1"`) becomes `"content":…`.
+                    one = (one + block(r) + "\"content\":".len())
+                        .saturating_sub("\"content_ref\":\"\"".len() + r.len());
                     if !used.contains(&r) {
                         used.push(r);
                     }
@@ -225,7 +233,8 @@ impl JudgeInput {
             }
             whole += one * cand.members.len();
         }
-        deduped += used.iter().map(|r| block(r)).sum::<usize>();
+        // Each block is written once, framed as `<block id="S1">…</block>`.
+        deduped += used.iter().map(|r| block(r) + r.len() + 24).sum::<usize>();
         whole.saturating_sub(deduped)
     }
 
@@ -239,17 +248,6 @@ impl JudgeInput {
         }
         out
     }
-}
-
-/// A message's size as [`JudgeInput::bytes_saved`] counts it (a reference counts its id only).
-fn message_bytes(m: &JudgeMessage) -> usize {
-    m.content.as_ref().map_or(0, String::len)
-        + m.content_ref.as_ref().map_or(0, String::len)
-        + m.tool_calls
-            .iter()
-            .map(|c| c.id.len() + c.name.len() + c.arguments.len())
-            .sum::<usize>()
-        + m.tool_call_id.as_ref().map_or(0, String::len)
 }
 
 fn to_judge_message(m: &Message, map_id: impl Fn(&str) -> String) -> JudgeMessage {

@@ -172,6 +172,10 @@ async fn read_input(args: &RescoreArgs) -> Result<(String, String), CliError> {
 
 /// Reads the input into units, in input order. Lines that are not JSON objects become units
 /// that are rejected with their reason.
+/// A per-trajectory-form group being assembled: its first line's body, line numbers, trajectory
+/// values, per-line extras, and the first line's key.
+type PendingGroup = (Value, Vec<usize>, Vec<Value>, Vec<Value>, String);
+
 fn read_units(
     text: &str,
     max_group_size: usize,
@@ -179,8 +183,7 @@ fn read_units(
 ) -> Result<Vec<Unit>, CliError> {
     let mut units = Vec::new();
     // group_id → (lines, trajectory values, per-line extras) for the per-trajectory form.
-    let mut grouped: BTreeMap<String, (Value, Vec<usize>, Vec<Value>, Vec<Value>, String)> =
-        BTreeMap::new();
+    let mut grouped: BTreeMap<String, PendingGroup> = BTreeMap::new();
     let mut group_order: Vec<String> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;

@@ -570,3 +570,55 @@ async fn dropped_connections_are_retried() {
         "{body}"
     );
 }
+
+/// With a judge that reports real token counts (as OpenAI does), `prompt_tokens_deduped` is that
+/// count and `prompt_tokens_without_dedup` is an estimate close to `/v1/render`'s exact count,
+/// on the benchmark corpus (agent groups with shared tool results, RAG, short and multilingual).
+#[tokio::test]
+async fn usage_token_estimates_are_close_to_exact_counts() {
+    let (mock, gavel, _dir) = setup().await;
+    mock.report_token_counts(true);
+    let c = reqwest::Client::new();
+    let corpus = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/data/groups.jsonl"
+    ))
+    .unwrap();
+    let mut errors = Vec::new();
+    for line in corpus.lines() {
+        let mut body: Value = serde_json::from_str(line).unwrap();
+        let id = body["id"].as_str().unwrap().to_string();
+        body.as_object_mut().unwrap().remove("id");
+        body.as_object_mut().unwrap().remove("kind");
+        let scored: Value = c
+            .post(format!("{}/v1/score_group", gavel.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let exact: Value = c
+            .post(format!("{}/v1/render", gavel.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let u = &scored["usage"];
+        assert_eq!(u["prompt_tokens_deduped"], exact["prompt_tokens"], "{id}");
+        assert_eq!(u["prompt_tokens_deduped"], u["prompt_tokens"], "{id}");
+        let est = u["prompt_tokens_without_dedup"].as_f64().unwrap();
+        let truth = exact["prompt_tokens_without_dedup"].as_f64().unwrap();
+        errors.push(((est - truth) / truth, id));
+    }
+    errors.sort_by(|a, b| a.0.abs().partial_cmp(&b.0.abs()).unwrap());
+    println!("relative errors of prompt_tokens_without_dedup: {errors:?}");
+    let median = errors[errors.len() / 2].0.abs();
+    let worst = errors.last().unwrap();
+    assert!(median < 0.05, "median error {median}: {errors:?}");
+    assert!(worst.0.abs() < 0.15, "worst error {worst:?}");
+}

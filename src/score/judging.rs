@@ -539,7 +539,8 @@ impl Scorer {
 /// The judge's own count of the prompt (its reported `prompt_tokens`, in its own tokenizer) is
 /// the base; without it, the prompt is counted with `o200k_base`. The no-dedup figure scales that
 /// count by the bytes dedup kept out ([`JudgeInput::bytes_saved`]) at the prompt's own rate of
-/// tokens per byte. Exact counts of both prompts (`gavel render`) take milliseconds of BPE on
+/// tokens per byte (measured on the whole prompt, so it is an estimate: `gavel render` counts both
+/// prompts exactly). Exact counts of both prompts (`gavel render`) take milliseconds of BPE on
 /// large groups, which a cache miss should not pay for a usage figure.
 fn estimate_tokens(plan: &Plan<'_>, i: usize, judge_counted: u64) -> (u64, u64) {
     let rendered = &plan.rendered[i];
@@ -548,9 +549,23 @@ fn estimate_tokens(plan: &Plan<'_>, i: usize, judge_counted: u64) -> (u64, u64) 
     } else {
         count_tokens(&rendered.messages) as u64
     };
-    let bytes: usize = rendered.messages.iter().map(|m| m.content.len()).sum();
-    let saved = plan.input.bytes_saved(&plan.skeleton.samples[i].order);
-    let extra = (saved as f64 * counted as f64 / bytes.max(1) as f64).round() as u64;
+    // The rate of tokens per byte of the material (the user message): the whole prompt less the
+    // system message, which is counted exactly (a few hundred tokens of instructions and rubric,
+    // whose English packs more bytes into a token than JSON tool output does).
+    let system = count_tokens(&rendered.messages[..1]) as u64;
+    let bytes: usize = rendered.messages[1..].iter().map(|m| m.content.len()).sum();
+    let material = if counted > system {
+        counted - system
+    } else {
+        counted
+    };
+    // Sizes as the prompt writes them: one JSON line per message, escaped.
+    let saved = plan.input.bytes_saved(
+        &plan.skeleton.samples[i].order,
+        |m| quote_json(m).len() + 1,
+        |c| quote_json(c).len(),
+    );
+    let extra = (saved as f64 * material as f64 / bytes.max(1) as f64).round() as u64;
     (counted, counted + extra)
 }
 
