@@ -277,6 +277,7 @@ async fn cache_hits(label: &str, groups: &[&Group], workers: usize, dur: Duratio
         bodies.iter().map(Vec::len).sum::<usize>() as f64 / bodies.len() as f64 / 1024.0;
 
     let start = Instant::now();
+    let cpu_start = cpu_seconds();
     let deadline = start + dur;
     let handles: Vec<_> = (0..workers)
         .map(|w| {
@@ -299,6 +300,7 @@ async fn cache_hits(label: &str, groups: &[&Group], workers: usize, dur: Duratio
         lat.extend(h.await.unwrap());
     }
     let wall = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_start;
     assert_eq!(
         mock.calls(),
         judge_calls,
@@ -317,7 +319,23 @@ async fn cache_hits(label: &str, groups: &[&Group], workers: usize, dur: Duratio
         ms(pct(&lat, 0.5)),
         ms(pct(&lat, 0.99)),
         ms(pct(&lat, 0.999)),
+        format!("{:.0}", cpu * 1e6 / n as f64),
+        format!("{:.0}", 2.0 * n as f64 / cpu),
     ]
+}
+
+/// CPU seconds this process (client, daemon and mock together) has used, from /proc/self/stat.
+/// Wall-clock rates drop when other work shares the cores; CPU per request does not (much), so
+/// the table reports both: `2 / (CPU per hit)` is the rate two dedicated cores would sustain.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name; clock ticks of
+    // 1/100 s on Linux.
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn table(head: &[&str], rows: &[Vec<String>]) {
@@ -393,6 +411,8 @@ async fn run(sizes: Sizes, full: bool) {
             "p50 ms",
             "p99 ms",
             "p99.9 ms",
+            "CPU µs per hit",
+            "groups/s per 2 CPU-s",
         ],
         &rows,
     );
