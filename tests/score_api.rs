@@ -590,24 +590,9 @@ async fn usage_token_estimates_are_close_to_exact_counts() {
         let id = body["id"].as_str().unwrap().to_string();
         body.as_object_mut().unwrap().remove("id");
         body.as_object_mut().unwrap().remove("kind");
-        let scored: Value = c
-            .post(format!("{}/v1/score_group", gavel.url))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let exact: Value = c
-            .post(format!("{}/v1/render", gavel.url))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let post = |route: &'static str| c.post(format!("{}{route}", gavel.url)).json(&body).send();
+        let scored: Value = post("/v1/score_group").await.unwrap().json().await.unwrap();
+        let exact: Value = post("/v1/render").await.unwrap().json().await.unwrap();
         let u = &scored["usage"];
         assert_eq!(u["prompt_tokens_deduped"], exact["prompt_tokens"], "{id}");
         assert_eq!(u["prompt_tokens_deduped"], u["prompt_tokens"], "{id}");
