@@ -223,8 +223,11 @@ fn chat_message(m: &crate::trajectory::Message) -> ChatMessage {
     }
 }
 
-/// (prompt ids, completion ids, completion mask) of one trajectory.
-fn tokenize(t: &Trajectory, policy: &Policy) -> Result<(Vec<u32>, Vec<u32>, Vec<f32>), String> {
+/// Prompt ids, completion ids and the completion's loss mask.
+type Tokenized = (Vec<u32>, Vec<u32>, Vec<f32>);
+
+/// One trajectory's prompt, completion and mask.
+fn tokenize(t: &Trajectory, policy: &Policy) -> Result<Tokenized, String> {
     let msgs: Vec<ChatMessage> = t.messages.iter().map(chat_message).collect();
     let split = t
         .messages
