@@ -1,6 +1,8 @@
 //! `gavel train` end to end on the tiny random-init model: it learns the toy task, checkpoints
 //! resume bit-identically, adapters load back.
 
+mod common;
+
 use std::sync::Arc;
 
 use gavel::config::Config;
@@ -18,7 +20,8 @@ fn in_process(rt: &tokio::runtime::Runtime) -> Rewarder {
     Rewarder::InProcess(Arc::new(Scorer::new(&cfg, store).unwrap()))
 }
 
-/// GRPO on the toy task raises the mean reward of the last 10 steps to ≥ 0.8 and by ≥ 0.5.
+/// GRPO on the toy task — ten prompts, each with its own answer, partial credit per digit —
+/// raises the mean reward of the last 10 steps to ≥ 0.8 and by ≥ 0.5 over the first 10.
 #[test]
 fn toy_run_learns() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -58,10 +61,10 @@ fn resume_is_bit_identical_and_checkpoints_are_peft() {
     let tmp = tempfile::tempdir().unwrap();
     let (model, _) = write_toy(tmp.path()).unwrap();
     // A reward that half the random model's first tokens earn, so every step has signal.
-    let tasks = tmp.path().join("ascii.jsonl");
-    let line = serde_json::json!({"messages": [{"role": "user", "content": "hello"}],
-        "verifiers": [{"type": "regex", "name": "ascii", "pattern": "^[a-z]"}],
-        "policy": {"type": "weighted", "weights": {"ascii": 1.0}}});
+    let tasks = tmp.path().join("low.jsonl");
+    let line = serde_json::json!({"messages": [{"role": "user", "content": "12"}],
+        "verifiers": [{"type": "regex", "name": "low", "pattern": "^[0-4]"}],
+        "policy": {"type": "weighted", "weights": {"low": 1.0}}});
     std::fs::write(&tasks, format!("{line}\n")).unwrap();
     let trainer = |out: &str, steps: u64| {
         let mut cfg = toy_config(model.clone(), tasks.clone(), tmp.path().join(out));
@@ -119,4 +122,388 @@ fn resume_is_bit_identical_and_checkpoints_are_peft() {
     assert_eq!(cfg["r"], 8);
     let metrics = std::fs::read_to_string(tmp.path().join("straight/metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 6);
+}
+
+/// The summed log-prob of `completion` after `prompt`, under the adapted policy.
+fn seq_logp(t: &Trainer, prompt: &[u32], completion: &[u32]) -> f32 {
+    let ids: Vec<u32> = [prompt, completion].concat();
+    let n = ids.len();
+    let ids = candle_core::Tensor::from_vec(ids, (1, n), &candle_core::Device::Cpu).unwrap();
+    let logits = t.policy.model.forward(&ids, true).unwrap();
+    let lp = t
+        .policy
+        .log_probs(&logits, 1.0)
+        .unwrap()
+        .squeeze(0)
+        .unwrap();
+    let lp: Vec<Vec<f32>> = lp.to_vec2().unwrap();
+    completion
+        .iter()
+        .enumerate()
+        .map(|(j, &tok)| lp[prompt.len() - 1 + j][tok as usize])
+        .sum()
+}
+
+fn offline_trainer(dir: &std::path::Path, model: std::path::PathBuf, steps: u64) -> Trainer {
+    let mut cfg = toy_config(model, dir.join("unused.jsonl"), dir.join("out"));
+    cfg.tasks = None;
+    cfg.offline = Some(dir.join("scored.jsonl"));
+    cfg.steps = steps;
+    cfg.prompts_per_step = 2;
+    cfg.micro_batch_groups = 1;
+    cfg.learning_rate = 1e-2;
+    cfg.grpo.beta = 0.0;
+    Trainer::new(cfg, Source::Offline(Vec::new())).unwrap()
+}
+
+/// Offline GRPO on logged, scored groups — a self-contained line and `gavel rescore` output
+/// pointing into its input file — moves the adapters toward the high-reward completions; tool
+/// output in a completion is masked out of the loss.
+#[test]
+fn offline_steps_raise_high_reward_completions() {
+    use gavel::judge::local::loader::Arch;
+    use gavel::judge::local::testkit::{write_folder, TinyOptions};
+    use gavel::train::offline::read_scored;
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("tiny");
+    write_folder(&model, &TinyOptions::new(Arch::Qwen2)).unwrap();
+    let traj = |answer: &str| {
+        serde_json::json!({"messages": [{"role": "user", "content": "0 1 2 3"},
+            {"role": "assistant", "content": answer}]})
+    };
+    let good = "4 5 6";
+    let bad = "the end";
+    // rescore's input: a request body on line 1, one-trajectory lines of group "g7" after it.
+    let input = tmp.path().join("runs.jsonl");
+    let agent = serde_json::json!({"group_id": "g7", "messages": [
+        {"role": "user", "content": "add"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "calc", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "toolresult"},
+        {"role": "assistant", "content": "is"}]});
+    let agent2 = serde_json::json!({"group_id": "g7", "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "content": "no"}]});
+    std::fs::write(
+        &input,
+        format!(
+            "{}\n{agent}\n{agent2}\n",
+            serde_json::json!({"trajectories": [traj(bad), traj(good), traj("4 5 0")]})
+        ),
+    )
+    .unwrap();
+    let lines = [
+        serde_json::json!({"trajectories": [traj(good), traj(bad), traj("4 9 9"), traj("x")],
+            "rewards": [1.0, 0.0, 0.34, null]}),
+        serde_json::json!({"input": "runs.jsonl", "line": 1, "rewards": [0.0, 1.0, 0.67],
+            "advantages": [-1.0, 1.0, 0.0]}),
+        serde_json::json!({"input": "runs.jsonl", "group_id": "g7", "rewards": [1.0, 0.0]}),
+    ];
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(tmp.path().join("scored.jsonl"), text.join("\n")).unwrap();
+
+    let mut t = offline_trainer(tmp.path(), model.clone(), 6);
+    let groups = read_scored(&tmp.path().join("scored.jsonl"), &t.policy).unwrap();
+    assert_eq!(groups.len(), 3);
+    // The null reward is left out; the rest keep their order.
+    assert_eq!(groups[0].completions.len(), 3);
+    assert_eq!(groups[1].advantages, vec![-1.0, 1.0, 0.0]);
+    // The agent's completion: its tool output is masked, its own turns are not.
+    let agent = &groups[2];
+    let mask = &agent.masks[0];
+    let masked: Vec<u32> = agent.completions[0]
+        .tokens
+        .iter()
+        .zip(mask)
+        .filter(|(_, m)| **m == 0.0)
+        .map(|(t, _)| *t)
+        .collect();
+    assert!(t.policy.decode(&masked).unwrap().contains("toolresult"));
+    let kept: Vec<u32> = agent.completions[0]
+        .tokens
+        .iter()
+        .zip(mask)
+        .filter(|(_, m)| **m == 1.0)
+        .map(|(t, _)| *t)
+        .collect();
+    let kept = t.policy.decode(&kept).unwrap();
+    assert!(kept.contains("calc") && kept.contains("is") && !kept.contains("toolresult"));
+    assert_eq!(agent.prompts[0], agent.prompts[1]);
+
+    let msgs = [gavel::prompt::ChatMessage {
+        role: "user".into(),
+        content: "0 1 2 3".into(),
+    }];
+    let prompt = t.policy.prompt_ids(&msgs).unwrap();
+    let (g, b) = (
+        t.policy.encode(good).unwrap(),
+        t.policy.encode(bad).unwrap(),
+    );
+    let before = seq_logp(&t, &prompt, &g) - seq_logp(&t, &prompt, &b);
+    t.source = Source::Offline(groups);
+    let metrics = t.run(false).unwrap();
+    assert!(metrics
+        .iter()
+        .all(|m| m.skipped_groups == 0 && m.loss.is_finite()));
+    let after = seq_logp(&t, &prompt, &g) - seq_logp(&t, &prompt, &b);
+    assert!(
+        after > before + 1.0,
+        "log p(good) − log p(bad): {before:.3} → {after:.3}"
+    );
+    let moved = t
+        .opt
+        .vars()
+        .iter()
+        .filter(|(n, _)| n.contains("lora_B"))
+        .any(|(_, v)| {
+            v.as_tensor()
+                .abs()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+                > 0.0
+        });
+    assert!(moved, "the adapters did not move");
+}
+
+/// Bad lines of a scored file stop training before the first step, naming file, line and
+/// problem.
+#[test]
+fn offline_bad_lines_name_file_line_and_problem() {
+    use gavel::judge::local::loader::Arch;
+    use gavel::judge::local::testkit::{write_folder, TinyOptions};
+    use gavel::train::offline::read_scored;
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("tiny");
+    write_folder(&model, &TinyOptions::new(Arch::Qwen2)).unwrap();
+    let t = offline_trainer(tmp.path(), model, 1);
+    let good = r#"{"trajectories": [[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], [{"role": "user", "content": "a"}, {"role": "assistant", "content": "c"}]], "rewards": [1, 0]}"#;
+    let path = tmp.path().join("scored.jsonl");
+    for (line, want) in [
+        ("{", "not valid JSON"),
+        (r#"{"trajectories": []}"#, "rewards: missing"),
+        (r#"{"rewards": [1, 0]}"#, "trajectories: missing"),
+        (
+            r#"{"rewards": [1], "trajectories": [[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], [{"role": "user", "content": "a"}, {"role": "assistant", "content": "c"}]]}"#,
+            "rewards: 1 rewards for 2 trajectories",
+        ),
+        (
+            r#"{"rewards": [1, 0], "trajectories": [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]}"#,
+            "trajectories[0]: no assistant turn",
+        ),
+        (
+            r#"{"rewards": [1, 0], "input": "nope.jsonl", "line": 1}"#,
+            "input: nope.jsonl: no such file",
+        ),
+        (
+            r#"{"error_type": "judge_timeout", "reason": "x"}"#,
+            "a rejected group",
+        ),
+    ] {
+        std::fs::write(&path, format!("{good}\n{line}\n")).unwrap();
+        let e = read_scored(&path, &t.policy).unwrap_err().to_string();
+        let at = format!("{}:2: ", path.display());
+        assert!(e.starts_with(&at) && e.contains(want), "{e}");
+    }
+}
+
+/// The step rewards of a short toy run with `rewarder`, and its adapters.
+fn short_run(
+    dir: &std::path::Path,
+    rewarder: Rewarder,
+    rt: &tokio::runtime::Runtime,
+    tasks: &std::path::Path,
+) -> (Vec<f64>, Vec<Vec<f32>>) {
+    let (model, _) = write_toy(dir).unwrap();
+    let mut cfg = toy_config(model, tasks.to_path_buf(), dir.join("out"));
+    cfg.steps = 3;
+    cfg.prompts_per_step = 2;
+    cfg.micro_batch_groups = 2;
+    cfg.group_size = 4;
+    let source = Source::Online {
+        tasks: read_tasks(tasks).unwrap(),
+        rewarder,
+        rt: rt.handle().clone(),
+    };
+    let mut t = Trainer::new(cfg, source).unwrap();
+    let m = t.run(false).unwrap();
+    let adapters = t
+        .opt
+        .vars()
+        .iter()
+        .map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1().unwrap())
+        .collect();
+    (m.iter().map(|s| s.reward_mean).collect(), adapters)
+}
+
+/// `--scorer-url`: rewards come from a running daemon over HTTP — with a judge in the reward —
+/// and training goes exactly as with the same scorer in-process.
+#[test]
+fn scorer_url_trains_like_in_process() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (mock, gavel, dir) = rt.block_on(common::setup());
+    let tasks = dir.path().join("tasks.jsonl");
+    let mut line = gavel::train::toy::task_line(3);
+    line["policy"]["weights"]["judge"] = serde_json::json!(1.0);
+    std::fs::write(&tasks, format!("{line}\n")).unwrap();
+    let (http, http_adapters) = short_run(
+        &dir.path().join("http"),
+        Rewarder::http(&gavel.url),
+        &rt,
+        &tasks,
+    );
+    let calls = mock.calls();
+    assert!(calls > 0, "the daemon never asked the judge");
+    let cfg = mock.config(&dir.path().join("store2"));
+    let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());
+    let scorer = {
+        let _g = rt.enter();
+        Arc::new(Scorer::new(&cfg, store).unwrap())
+    };
+    let (local, local_adapters) = short_run(
+        &dir.path().join("local"),
+        Rewarder::InProcess(scorer),
+        &rt,
+        &tasks,
+    );
+    assert!(mock.calls() > calls);
+    assert_eq!(http, local);
+    assert_eq!(http_adapters, local_adapters);
+    // The mock judge scores 0.5 without a marker: every reward holds that quarter.
+    assert!(http.iter().all(|r| *r >= 0.125), "{http:?}");
+    rt.block_on(gavel.stop());
+}
+
+/// `gavel train merge`: the merged model's logits equal the adapted model's.
+#[test]
+fn merged_weights_give_the_adapted_logits() {
+    use candle_core::{DType, Device, Tensor};
+    use gavel::train::rollout::Policy;
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, tasks) = write_toy(tmp.path()).unwrap();
+    let cfg = toy_config(model, tasks, tmp.path().join("out"));
+    let t = Trainer::new(cfg.clone(), Source::Offline(Vec::new())).unwrap();
+    for (name, v) in t.opt.vars() {
+        if name.contains("lora_B") {
+            let r = Tensor::rand(-0.5f32, 0.5, v.as_tensor().shape(), &Device::Cpu).unwrap();
+            v.set(&r).unwrap();
+        }
+    }
+    let adapter = t.save().unwrap();
+    let out = tmp.path().join("merged");
+    gavel::train::cli::merge(&cfg, &adapter, &out).unwrap();
+    let merged = Policy::load(
+        &out,
+        "cpu",
+        &gavel::train::lora::LoraConfig::default(),
+        &mut gavel::train::rng::Rng::new(1),
+    )
+    .unwrap();
+    let ids = Tensor::new(&[[1u32, 2, 3, 4, 5, 6, 7]], &Device::Cpu).unwrap();
+    let diff = |a: &Tensor, b: &Tensor| -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+            .to_scalar()
+            .unwrap()
+    };
+    let adapted = t.policy.model.forward(&ids, true).unwrap();
+    let base = t.policy.model.forward(&ids, false).unwrap();
+    // Fresh adapters (B = 0) on the merged model change nothing.
+    let m = merged.model.forward(&ids, true).unwrap();
+    assert!(diff(&adapted, &base) > 0.1, "the adapters do nothing");
+    assert!(
+        diff(&adapted, &m) < 1e-4,
+        "merged logits differ by {}",
+        diff(&adapted, &m)
+    );
+}
+
+/// A LoRA step on the real Qwen2.5-0.5B GGUF (opt-in: `GAVEL_TEST_MODEL`) change
+/// the adapters and nothing else: the base model's logits stay bit for bit.
+#[test]
+fn real_model_lora_steps_change_only_adapters() {
+    let Some(path) = std::env::var_os("GAVEL_TEST_MODEL") else {
+        eprintln!(
+            "skipped: set GAVEL_TEST_MODEL to a Qwen GGUF (/work/shared/tools/fetch-test-model.sh)"
+        );
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let tasks = tmp.path().join("tasks.jsonl");
+    let line = serde_json::json!({"messages": [{"role": "user", "content": "Say a number."}],
+        "verifiers": [{"type": "regex", "name": "digit", "pattern": "[0-9]"}],
+        "policy": {"type": "weighted", "weights": {"digit": 1.0}}});
+    std::fs::write(&tasks, format!("{line}\n")).unwrap();
+    let mut cfg = toy_config(path.into(), tasks.clone(), tmp.path().join("out"));
+    cfg.steps = 1;
+    cfg.prompts_per_step = 1;
+    cfg.group_size = 4;
+    cfg.sampling.max_tokens = 4;
+    cfg.sampling.temperature = 1.5;
+    cfg.grpo.beta = 0.0;
+    cfg.lora.r = 4;
+    cfg.lora.target_modules = vec!["q_proj".into(), "v_proj".into()];
+    let source = Source::Online {
+        tasks: read_tasks(&tasks).unwrap(),
+        rewarder: in_process(&rt),
+        rt: rt.handle().clone(),
+    };
+    let mut t = Trainer::new(cfg, source).unwrap();
+    let ids =
+        candle_core::Tensor::new(&[[9707u32, 11, 1879, 0]], &candle_core::Device::Cpu).unwrap();
+    let base_before: Vec<f32> = t
+        .policy
+        .model
+        .forward(&ids, false)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let vars_before: Vec<Vec<f32>> = t
+        .opt
+        .vars()
+        .iter()
+        .map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1().unwrap())
+        .collect();
+    let m = t.run(false).unwrap();
+    eprintln!(
+        "real model: rewards {:?}, skipped {:?}",
+        m.iter().map(|s| s.reward_mean).collect::<Vec<_>>(),
+        m.iter().map(|s| s.skipped_groups).collect::<Vec<_>>()
+    );
+    let base_after: Vec<f32> = t
+        .policy
+        .model
+        .forward(&ids, false)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    assert_eq!(base_before, base_after, "the base model changed");
+    let vars_after: Vec<Vec<f32>> = t
+        .opt
+        .vars()
+        .iter()
+        .map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1().unwrap())
+        .collect();
+    assert!(
+        m.iter().any(|s| s.skipped_groups == 0),
+        "no step had a reward signal"
+    );
+    assert_ne!(vars_before, vars_after, "the adapters did not move");
+    assert_eq!(
+        t.opt.vars().len(),
+        24 * 2 * 2,
+        "adapters on q_proj and v_proj of 24 layers"
+    );
 }

@@ -10,6 +10,7 @@ use super::checkpoint;
 use super::config::TrainConfig;
 use super::grpo::{IsLevel, LossType, TisMode};
 use super::lora::LoraConfig;
+use super::offline::read_scored;
 use super::optim::Schedule;
 use super::rng::Rng;
 use super::rollout::Policy;
@@ -64,6 +65,10 @@ pub struct TrainArgs {
     /// Prompts JSONL (messages + scoring fields per line).
     #[arg(long, env = "GAVEL_TRAIN_TASKS")]
     pub tasks: Option<PathBuf>,
+    /// Train on these scored groups (`gavel rescore` output, or request bodies with their
+    /// `rewards`) instead of sampling: no tasks, no scorer.
+    #[arg(long, env = "GAVEL_TRAIN_OFFLINE", value_name = "SCORED.jsonl")]
+    pub offline: Option<PathBuf>,
     /// Score against a running daemon (its base URL) instead of in-process.
     #[arg(long, env = "GAVEL_SCORER_URL")]
     pub scorer_url: Option<String>,
@@ -79,6 +84,9 @@ pub struct TrainArgs {
     /// Completions per prompt.
     #[arg(long, env = "GAVEL_TRAIN_GROUP_SIZE")]
     pub group_size: Option<usize>,
+    /// Groups per forward/backward pass.
+    #[arg(long, env = "GAVEL_TRAIN_MICRO_BATCH_GROUPS")]
+    pub micro_batch_groups: Option<usize>,
     #[arg(long, env = "GAVEL_TRAIN_LEARNING_RATE")]
     pub learning_rate: Option<f64>,
     #[arg(long, env = "GAVEL_TRAIN_SCHEDULE", value_enum)]
@@ -149,6 +157,10 @@ impl TrainArgs {
         if self.tasks.is_some() {
             c.tasks = self.tasks.clone();
         }
+        if self.offline.is_some() {
+            c.offline = self.offline.clone();
+            c.tasks = None;
+        }
         if self.scorer_url.is_some() {
             c.scorer_url = self.scorer_url.clone();
         }
@@ -156,6 +168,7 @@ impl TrainArgs {
         set(&mut c.steps, &self.steps);
         set(&mut c.prompts_per_step, &self.prompts_per_step);
         set(&mut c.group_size, &self.group_size);
+        set(&mut c.micro_batch_groups, &self.micro_batch_groups);
         set(&mut c.learning_rate, &self.learning_rate);
         set(&mut c.schedule, &self.schedule);
         set(&mut c.warmup_steps, &self.warmup_steps);
@@ -219,6 +232,11 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
         None => {}
     }
     cfg.validate()?;
+    if let Some(scored) = cfg.offline.clone() {
+        let mut trainer = Trainer::new(cfg, Source::Offline(Vec::new()))?;
+        trainer.source = Source::Offline(read_scored(&scored, &trainer.policy)?);
+        return train(&mut trainer, &args, &rt);
+    }
     let tasks_path = cfg.tasks.clone().expect("validated");
     let tasks = read_tasks(&tasks_path)?;
     let rewarder = match &cfg.scorer_url {
@@ -245,6 +263,15 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
         rt: rt.clone(),
     };
     let mut trainer = Trainer::new(cfg, source)?;
+    train(&mut trainer, &args, &rt)
+}
+
+/// Resumes if asked, runs to the last step and flushes the verdict store.
+fn train(
+    trainer: &mut Trainer,
+    args: &TrainArgs,
+    rt: &tokio::runtime::Handle,
+) -> Result<u8, TrainError> {
     if let Some(dir) = &args.resume {
         trainer.resume(dir)?;
     }

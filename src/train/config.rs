@@ -19,6 +19,9 @@ pub struct TrainConfig {
     pub device: String,
     /// Prompts and their scoring (JSONL).
     pub tasks: Option<PathBuf>,
+    /// Scored groups to train on without sampling (`gavel rescore` output or request bodies
+    /// with rewards); instead of `tasks`.
+    pub offline: Option<PathBuf>,
     /// Score over HTTP against a running daemon instead of in-process.
     pub scorer_url: Option<String>,
     /// Checkpoints and metrics.jsonl go here.
@@ -29,6 +32,9 @@ pub struct TrainConfig {
     pub prompts_per_step: usize,
     /// Completions per prompt (TRL's num_generations).
     pub group_size: usize,
+    /// Groups per forward/backward pass (the gradient is accumulated over the passes of a
+    /// step); more is faster for small models, fewer needs less memory.
+    pub micro_batch_groups: usize,
     pub learning_rate: f64,
     pub schedule: Schedule,
     pub warmup_steps: u64,
@@ -49,11 +55,13 @@ impl Default for TrainConfig {
             model: PathBuf::new(),
             device: "cpu".into(),
             tasks: None,
+            offline: None,
             scorer_url: None,
             output_dir: PathBuf::from("gavel-train"),
             steps: 100,
             prompts_per_step: 4,
             group_size: 8,
+            micro_batch_groups: 1,
             learning_rate: 1e-5,
             schedule: Schedule::Constant,
             warmup_steps: 0,
@@ -91,11 +99,22 @@ impl TrainConfig {
         if self.model.as_os_str().is_empty() {
             return err("no model: set `model` (a model folder or a GGUF file)".into());
         }
-        if self.tasks.is_none() {
-            return err("no tasks: set `tasks` (a JSONL file of prompts)".into());
+        match (&self.tasks, &self.offline) {
+            (None, None) => {
+                return err(
+                    "no tasks: set `tasks` (a JSONL file of prompts) or `offline` (scored groups)"
+                        .into(),
+                )
+            }
+            (Some(_), Some(_)) => {
+                return err("`tasks` and `offline` both set: train on one or the other".into())
+            }
+            _ => {}
         }
-        if self.prompts_per_step == 0 || self.group_size < 2 {
-            return err("prompts_per_step must be >= 1 and group_size >= 2".into());
+        if self.prompts_per_step == 0 || self.group_size < 2 || self.micro_batch_groups == 0 {
+            return err(
+                "prompts_per_step and micro_batch_groups must be >= 1, group_size >= 2".into(),
+            );
         }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
             return err(format!(

@@ -11,6 +11,7 @@ pub mod config;
 pub mod grpo;
 pub mod lora;
 pub mod model;
+pub mod offline;
 pub mod optim;
 pub mod rng;
 pub mod rollout;

@@ -59,6 +59,22 @@ impl Policy {
             .map_err(|e| TrainError::Model(e.to_string()))
     }
 
+    /// The chat template's text of `messages` (thinking off, as for sampling).
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, TrainError> {
+        let opts = crate::judge::local::RenderOptions {
+            add_generation_prompt,
+            enable_thinking: Some(false),
+        };
+        self.tok
+            .chat_template()
+            .render_with(messages, &opts)
+            .map_err(|e| TrainError::Model(e.to_string()))
+    }
+
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TrainError> {
         self.tok
             .encode(text)
@@ -200,11 +216,28 @@ pub fn sample_group(
     cfg: &SamplingConfig,
     rng: &mut Rng,
 ) -> Result<Vec<Completion>, TrainError> {
+    sample_rows(policy, &vec![prompt; n], cfg, rng)
+}
+
+/// Samples one completion per row, all rows in one batch; the prompts must have one length
+/// (the model takes no padding mask, so unequal prompts go in separate calls).
+pub fn sample_rows(
+    policy: &Policy,
+    prompts: &[&[u32]],
+    cfg: &SamplingConfig,
+    rng: &mut Rng,
+) -> Result<Vec<Completion>, TrainError> {
     let m = &policy.model;
     let dev = m.device().clone();
-    let p = prompt.len();
+    let n = prompts.len();
+    let p = prompts.first().map_or(0, |r| r.len());
     if p == 0 {
         return Err(TrainError::Input("empty prompt".into()));
+    }
+    if prompts.iter().any(|r| r.len() != p) {
+        return Err(TrainError::Input(
+            "prompts sampled together must have one length".into(),
+        ));
     }
     let room = m.config().max_position_embeddings.saturating_sub(p);
     let max_tokens = cfg.max_tokens.min(room);
@@ -224,8 +257,8 @@ pub fn sample_group(
         .collect();
     let mut done = vec![false; n];
     let mut cache = KvCache::default();
-    let row: Vec<u32> = prompt.iter().copied().cycle().take(n * p).collect();
-    let mut input = Tensor::from_vec(row, (n, p), &dev)?;
+    let rows: Vec<u32> = prompts.concat();
+    let mut input = Tensor::from_vec(rows, (n, p), &dev)?;
     let mut offset = 0;
     for _ in 0..max_tokens {
         let t = input.dim(1)?;

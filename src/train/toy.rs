@@ -1,7 +1,12 @@
-//! The toy run: a tiny random-init Qwen2 (the judge's test model) learning to continue digit
-//! sequences ("3456" → "789") with partial credit from regex verifiers — one point per right
-//! digit in place, a little for any digit in place. It needs no judge and no download, so it is
-//! the first thing to run (`gavel train toy`) and what the "it learns" test trains.
+//! The toy run: a tiny random-init Qwen2 learning to continue digit sequences ("3456" → "789",
+//! one prompt per start digit, so each prompt has its own answer) with partial credit from regex
+//! verifiers — the fraction of answer digits right in place. It needs no judge and no download,
+//! so it is the first thing to run (`gavel train toy`) and what the "it learns" test trains.
+//!
+//! The model is the judge's tiny test model (random weights) with its own tokenizer: the ten
+//! digits, a few distractors and the three specials, and a chat template that is just the
+//! prompt followed by `<|im_start|>`. A small vocabulary keeps exploration cheap; short prompts
+//! keep each step to a few milliseconds of tensor work per token.
 
 use std::path::{Path, PathBuf};
 
@@ -12,19 +17,25 @@ use super::grpo::LossType;
 use super::lora::LoraConfig;
 use super::TrainError;
 use crate::judge::local::loader::Arch;
-use crate::judge::local::testkit::{write_folder, TinyOptions};
+use crate::judge::local::testkit::{config_json, tensors, SPECIALS};
+use crate::judge::local::tokenizer::{bytes_to_unicode, qwen_tokenizer_json, AddedToken};
 
 /// How much the toy model's output projection is scaled up from the test model's.
 pub const LM_HEAD_SCALE: f64 = 3.0;
 
-/// First digits of the toy prompts (a tiny random model with adapters learns a couple of
-/// prompt-dependent answers in a minute; ten make it collapse onto one answer first).
-pub const TOY_STARTS: &[u32] = &[0];
+/// First digits of the toy prompts: every digit, so the policy must read the prompt.
+pub const TOY_STARTS: &[u32] = &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
 
 /// Digits the policy must produce after each prompt.
 pub const ANSWER_DIGITS: usize = 3;
 
-/// One toy task line: the prompt `start..start+4` (mod 10) and verifiers for the next digits.
+/// Plain tokens of the toy tokenizer besides the digits (wrong answers to unlearn).
+const DISTRACTORS: &[u8] = b" ,.";
+
+/// The toy chat template: the prompt's text alone, which the answer continues.
+pub const TOY_TEMPLATE: &str = "{%- for message in messages %}{{- message.content }}{%- endfor %}";
+
+/// One toy task line: the prompt `start..start+4` (mod 10) and one verifier per answer digit.
 pub fn task_line(start: u32) -> serde_json::Value {
     let digit = |k: u32| char::from_digit((start + k) % 10, 10).expect("digit");
     let prompt: String = (0..4).map(digit).collect();
@@ -43,21 +54,64 @@ pub fn task_line(start: u32) -> serde_json::Value {
     })
 }
 
+fn write_json(path: &Path, v: &serde_json::Value) -> Result<(), TrainError> {
+    std::fs::write(path, serde_json::to_string_pretty(v).expect("json"))
+        .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+}
+
+/// Writes the toy model folder (config, tokenizer, template, weights) in `dir`.
+pub fn write_toy_model(dir: &Path) -> Result<(), TrainError> {
+    std::fs::create_dir_all(dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))?;
+    let table = bytes_to_unicode();
+    let vocab: Vec<String> = (b'0'..=b'9')
+        .chain(DISTRACTORS.iter().copied())
+        .map(|b| table[b as usize].to_string())
+        .collect();
+    let added: Vec<AddedToken> = SPECIALS
+        .iter()
+        .enumerate()
+        .map(|(i, s)| AddedToken {
+            id: (vocab.len() + i) as u32,
+            content: s.to_string(),
+            special: true,
+        })
+        .collect();
+    let id = |s: &str| added.iter().find(|t| t.content == s).expect("special").id;
+    write_json(
+        &dir.join("tokenizer.json"),
+        &qwen_tokenizer_json(&vocab, &[], &added),
+    )?;
+    write_json(
+        &dir.join("tokenizer_config.json"),
+        &json!({"tokenizer_class": "Qwen2Tokenizer", "bos_token": null,
+            "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "add_bos_token": false,
+            "chat_template": TOY_TEMPLATE}),
+    )?;
+    let eos = [id("<|im_end|>"), id("<|endoftext|>")];
+    write_json(
+        &dir.join("generation_config.json"),
+        &json!({"eos_token_id": eos}),
+    )?;
+    let mut config = config_json(Arch::Qwen2, false);
+    config["bos_token_id"] = json!(id("<|endoftext|>"));
+    config["eos_token_id"] = json!(id("<|im_end|>"));
+    write_json(&dir.join("config.json"), &config)?;
+    let mut t = tensors(Arch::Qwen2, false);
+    // The test model's output projection is too small (±0.2) for any hidden state to make one
+    // token likely; scaled up, the policy can become confident, while the random start is still
+    // far from the answers.
+    let head = t.remove("lm_head.weight").expect("an untied test model");
+    t.insert("lm_head.weight".into(), (head * LM_HEAD_SCALE)?);
+    let file = dir.join("model.safetensors");
+    candle_core::safetensors::save(&t, &file)
+        .map_err(|e| TrainError::Io(format!("{}: {e}", file.display())))?;
+    Ok(())
+}
+
 /// Writes the tiny model and the toy tasks under `dir`; returns (model folder, tasks file).
 pub fn write_toy(dir: &Path) -> Result<(PathBuf, PathBuf), TrainError> {
     let model = dir.join("toy-model");
-    let io = |e: &dyn std::fmt::Display| TrainError::Io(format!("{}: {e}", model.display()));
-    write_folder(&model, &TinyOptions::new(Arch::Qwen2)).map_err(|e| io(&e))?;
-    // The test model's output projection is too small (±0.2) for any hidden state to make one
-    // token likely; scaled up, the policy can become confident, while the random start is still
-    // close to uniform.
-    let file = model.join("model.safetensors");
-    let mut tensors = candle_core::safetensors::load(&file, &candle_core::Device::Cpu)?;
-    let head = tensors
-        .remove("lm_head.weight")
-        .ok_or_else(|| io(&"no lm_head.weight"))?;
-    tensors.insert("lm_head.weight".into(), (head * LM_HEAD_SCALE)?);
-    candle_core::safetensors::save(&tensors, &file)?;
+    write_toy_model(&model)?;
     let tasks = dir.join("toy-tasks.jsonl");
     let lines: Vec<String> = TOY_STARTS
         .iter()
@@ -68,16 +122,17 @@ pub fn write_toy(dir: &Path) -> Result<(PathBuf, PathBuf), TrainError> {
     Ok((model, tasks))
 }
 
-/// The toy run's settings (tuned to learn in about a minute on two cores, debug build).
+/// The toy run's settings (tuned to learn in well under a minute on two cores, debug build).
 pub fn toy_config(model: PathBuf, tasks: PathBuf, output_dir: PathBuf) -> TrainConfig {
     let mut c = TrainConfig {
         model,
         tasks: Some(tasks),
         output_dir,
-        steps: 90,
-        prompts_per_step: 4,
+        steps: 300,
+        prompts_per_step: 8,
         group_size: 16,
-        learning_rate: 3e-3,
+        micro_batch_groups: 8,
+        learning_rate: 1e-2,
         max_grad_norm: 1.0,
         seed: 7,
         lora: LoraConfig {
@@ -88,6 +143,10 @@ pub fn toy_config(model: PathBuf, tasks: PathBuf, output_dir: PathBuf) -> TrainC
         ..TrainConfig::default()
     };
     c.sampling.max_tokens = ANSWER_DIGITS;
+    // A little heat and a KL pull toward the random start keep groups from collapsing onto one
+    // wrong answer (all rewards tied: no signal) before the right one is found.
+    c.sampling.temperature = 1.3;
+    c.grpo.beta = 0.04;
     c.grpo.loss_type = LossType::Dapo;
     c
 }

@@ -15,16 +15,19 @@ use super::config::TrainConfig;
 use super::grpo::GrpoInputs;
 use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
 use super::rng::Rng;
-use super::rollout::{sample_group, Completion, Policy};
+use super::rollout::{sample_rows, Completion, Policy};
 use super::scoring::Rewarder;
 use super::tasks::Task;
 use super::TrainError;
 
-/// One prompt's completions with their scores: a micro-batch.
+/// One prompt's completions with their scores.
 #[derive(Debug, Clone)]
 pub struct GroupData {
-    pub prompt: Vec<u32>,
+    /// The prompt of each completion (sampled groups share one; logged ones may differ).
+    pub prompts: Vec<Vec<u32>>,
     pub completions: Vec<Completion>,
+    /// Per completion token: 1 where the policy wrote it, 0 for tool output; empty = all 1.
+    pub masks: Vec<Vec<f32>>,
     pub rewards: Vec<Option<f64>>,
     pub advantages: Vec<f64>,
     /// Whether `completions[i].logp` came from the sampler (for truncated IS).
@@ -32,6 +35,18 @@ pub struct GroupData {
 }
 
 impl GroupData {
+    /// Tokens the loss counts: completion tokens the policy wrote.
+    pub fn policy_tokens(&self) -> f64 {
+        self.completions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match self.masks.get(i) {
+                Some(m) => m.iter().take(c.tokens.len()).map(|&x| x as f64).sum(),
+                None => c.tokens.len() as f64,
+            })
+            .sum()
+    }
+
     /// Rewards all equal (or fewer than two scored): no learning signal.
     pub fn ties(&self) -> bool {
         let r: Vec<f64> = self.rewards.iter().flatten().copied().collect();
@@ -150,48 +165,75 @@ impl Trainer {
 
     fn collect_groups(&mut self, m: &mut StepMetrics) -> Result<Vec<GroupData>, TrainError> {
         let n = self.cfg.prompts_per_step;
-        match &self.source {
+        let (tasks, rewarder, rt) = match &self.source {
             Source::Offline(groups) => {
                 let start = (self.step as usize * n) % groups.len();
-                Ok((0..n)
+                return Ok((0..n)
                     .map(|i| groups[(start + i) % groups.len()].clone())
-                    .collect())
+                    .collect());
             }
             Source::Online {
                 tasks,
                 rewarder,
                 rt,
-            } => {
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let task = &tasks[self.rng.below(tasks.len())];
-                    let t0 = Instant::now();
-                    let prompt = self.policy.prompt_ids(&task.messages)?;
-                    let completions = sample_group(
-                        &self.policy,
-                        &prompt,
-                        self.cfg.group_size,
-                        &self.cfg.sampling,
-                        &mut self.rng,
-                    )?;
-                    let t1 = Instant::now();
-                    m.sample_seconds += (t1 - t0).as_secs_f64();
-                    let texts: Vec<String> = completions.iter().map(|c| c.text.clone()).collect();
-                    let scored = rt
-                        .block_on(rewarder.score(&task.request(&texts)))
-                        .map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
-                    m.score_seconds += t1.elapsed().as_secs_f64();
-                    out.push(GroupData {
-                        prompt,
-                        completions,
-                        rewards: scored.rewards,
-                        advantages: scored.advantages,
-                        has_sampler_logp: true,
-                    });
-                }
-                Ok(out)
+            } => (tasks, rewarder, rt),
+        };
+        let t0 = Instant::now();
+        let picked: Vec<&Task> = (0..n)
+            .map(|_| &tasks[self.rng.below(tasks.len())])
+            .collect();
+        let prompts = picked
+            .iter()
+            .map(|t| self.policy.prompt_ids(&t.messages))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Prompts of one length are sampled in one batch (in order of first appearance).
+        let k = self.cfg.group_size;
+        let mut sampled: Vec<Vec<Completion>> = vec![Vec::new(); n];
+        let mut seen = std::collections::HashSet::new();
+        let lengths: Vec<usize> = prompts.iter().map(Vec::len).collect();
+        for len in lengths.into_iter().filter(|l| seen.insert(*l)) {
+            let idx: Vec<usize> = (0..n).filter(|&i| prompts[i].len() == len).collect();
+            let rows: Vec<&[u32]> = idx
+                .iter()
+                .flat_map(|&i| std::iter::repeat_n(prompts[i].as_slice(), k))
+                .collect();
+            let mut out = sample_rows(&self.policy, &rows, &self.cfg.sampling, &mut self.rng)?;
+            for &i in idx.iter().rev() {
+                sampled[i] = out.split_off(out.len() - k);
             }
         }
+        let t1 = Instant::now();
+        m.sample_seconds += (t1 - t0).as_secs_f64();
+        let requests: Vec<_> = picked
+            .iter()
+            .zip(&sampled)
+            .map(|(task, cs)| {
+                let texts: Vec<String> = cs.iter().map(|c| c.text.clone()).collect();
+                task.request(&texts)
+            })
+            .collect();
+        // Every group of the step is scored at once (judges apply their own limits).
+        let scored = rt.block_on(futures::future::join_all(
+            requests.iter().map(|r| rewarder.score(r)),
+        ));
+        m.score_seconds += t1.elapsed().as_secs_f64();
+        let mut out = Vec::with_capacity(n);
+        for ((task, prompt), (completions, scored)) in picked
+            .iter()
+            .zip(prompts)
+            .zip(sampled.into_iter().zip(scored))
+        {
+            let scored = scored.map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
+            out.push(GroupData {
+                prompts: vec![prompt; completions.len()],
+                completions,
+                masks: Vec::new(),
+                rewards: scored.rewards,
+                advantages: scored.advantages,
+                has_sampler_logp: true,
+            });
+        }
+        Ok(out)
     }
 
     /// One optimizer step.
@@ -225,14 +267,12 @@ impl Trainer {
             total_steps,
         );
         if !active.is_empty() {
-            let num_items: f64 = active
-                .iter()
-                .map(|g| g.completions.iter().map(|c| c.tokens.len()).sum::<usize>() as f64)
-                .sum();
+            let num_items: f64 = active.iter().map(|g| g.policy_tokens()).sum();
             let mut grads: HashMap<String, Tensor> = HashMap::new();
-            let k = active.len() as f64;
-            for g in &active {
-                let r = self.micro_batch(g, active.len(), num_items)?;
+            let chunks: Vec<&[&GroupData]> = active.chunks(self.cfg.micro_batch_groups).collect();
+            let k = chunks.len() as f64;
+            for chunk in &chunks {
+                let r = self.micro_batch(chunk, chunks.len(), num_items)?;
                 m.loss += r.loss;
                 m.kl += r.kl / k;
                 m.clip_ratio_low += r.clip_low / k;
@@ -252,48 +292,76 @@ impl Trainer {
         Ok(m)
     }
 
+    /// One forward/backward pass over the completions of `groups`, right-padded: completion
+    /// token j of row i sits at position `p_i + j` and is scored by the logits at `p_i + j − 1`.
     fn micro_batch(
         &self,
-        g: &GroupData,
+        groups: &[&GroupData],
         grad_accum: usize,
         num_items: f64,
     ) -> Result<MicroResult, TrainError> {
         let model = &self.policy.model;
         let dev = model.device().clone();
-        let n = g.completions.len();
-        let p = g.prompt.len();
-        let l = g
-            .completions
+        let rows: Vec<(&GroupData, usize)> = groups
             .iter()
-            .map(|c| c.tokens.len())
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let mut ids = Vec::with_capacity(n * (p + l));
+            .flat_map(|g| (0..g.completions.len()).map(move |i| (*g, i)))
+            .collect();
+        let n = rows.len();
+        let len =
+            |(g, i): &(&GroupData, usize)| (g.prompts[*i].len(), g.completions[*i].tokens.len());
+        let t = rows.iter().map(|r| len(r).0 + len(r).1).max().unwrap_or(1);
+        let l = rows.iter().map(|r| len(r).1).max().unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(n * t);
+        let mut at = Vec::with_capacity(n * l);
         let mut targets = Vec::with_capacity(n * l);
         let mut mask = Vec::with_capacity(n * l);
         let mut sampler = Vec::with_capacity(n * l);
-        for c in &g.completions {
-            ids.extend_from_slice(&g.prompt);
+        let mut adv = Vec::with_capacity(n);
+        for (row, (g, i)) in rows.iter().enumerate() {
+            let (prompt, c) = (&g.prompts[*i], &g.completions[*i]);
+            if prompt.is_empty() {
+                return Err(TrainError::Input(
+                    "a completion with an empty prompt".into(),
+                ));
+            }
+            ids.extend_from_slice(prompt);
+            ids.extend_from_slice(&c.tokens);
+            ids.resize((row + 1) * t, 0);
             for j in 0..l {
-                let t = c.tokens.get(j).copied();
-                ids.push(t.unwrap_or(0));
-                targets.push(t.unwrap_or(0));
-                mask.push(if t.is_some() { 1f32 } else { 0.0 });
+                let tok = c.tokens.get(j).copied();
+                at.push(
+                    (row * t
+                        + if tok.is_some() {
+                            prompt.len() - 1 + j
+                        } else {
+                            0
+                        }) as u32,
+                );
+                targets.push(tok.unwrap_or(0));
+                let keep = g
+                    .masks
+                    .get(*i)
+                    .and_then(|m| m.get(j))
+                    .copied()
+                    .unwrap_or(1.0);
+                mask.push(if tok.is_some() { keep } else { 0.0 });
                 sampler.push(c.logp.get(j).copied().unwrap_or(0.0));
             }
+            adv.push(g.advantages[*i] as f32);
         }
-        let ids = Tensor::from_vec(ids, (n, p + l), &dev)?;
+        let ids = Tensor::from_vec(ids, (n, t), &dev)?;
+        let at = Tensor::from_vec(at, n * l, &dev)?;
         let targets = Tensor::from_vec(targets, (n, l, 1), &dev)?;
         let mask = Tensor::from_vec(mask, (n, l), &dev)?;
         let sampler = Tensor::from_vec(sampler, (n, l), &dev)?;
-        let adv: Vec<f32> = g.advantages.iter().map(|&a| a as f32).collect();
         let adv = Tensor::from_vec(adv, n, &dev)?;
         let temp = self.cfg.sampling.temperature;
-        // Position p−1+j predicts completion token j; the last position predicts nothing.
         let logp_of = |adapters: bool| -> candle_core::Result<(Tensor, Tensor)> {
-            let h = model.hidden(&ids, 0, None, adapters)?.narrow(1, p - 1, l)?;
-            let lsm = self.policy.log_probs(&model.logits(&h)?, temp)?;
+            let h = model.hidden(&ids, 0, None, adapters)?;
+            let hidden = h.dim(D::Minus1)?;
+            let h = h.reshape((n * t, hidden))?.index_select(&at, 0)?;
+            let logits = model.logits(&h)?.reshape((n, l, ()))?;
+            let lsm = self.policy.log_probs(&logits, temp)?;
             Ok((lsm.gather(&targets, D::Minus1)?.squeeze(D::Minus1)?, lsm))
         };
         let (logp, lsm) = logp_of(true)?;
@@ -306,11 +374,12 @@ impl Trainer {
         let ent = (lsm.exp()? * &lsm)?.sum(D::Minus1)?.neg()?;
         let tokens = mask.sum_all()?.to_scalar::<f32>()?.max(1.0);
         let entropy = (ent * &mask)?.sum_all()?.to_scalar::<f32>()? / tokens;
+        let has_sampler = groups.iter().all(|g| g.has_sampler_logp);
         let out = self.cfg.grpo.loss(&GrpoInputs {
             logp: &logp,
             old_logp: None,
             ref_logp: ref_logp.as_ref(),
-            sampler_logp: g.has_sampler_logp.then_some(&sampler),
+            sampler_logp: has_sampler.then_some(&sampler),
             mask: &mask,
             advantages: &adv,
             grad_accum,

@@ -1,0 +1,284 @@
+//! `gavel train --offline SCORED.jsonl`: GRPO steps on groups scored already, without sampling.
+//!
+//! Each line is one group with its `rewards` (and, optionally, `advantages`), in either form:
+//! - self-contained: the group's `trajectories` on the line itself (a request body with its
+//!   rewards added);
+//! - `gavel rescore` output: `input` (the file rescore read) and `line` or `group_id` say where
+//!   the trajectories are; they are read from that file (its path as written, else relative to
+//!   SCORED.jsonl's folder), in any of rescore's input forms.
+//!
+//! Every trajectory is split at its last user (or system) message: what comes before is the
+//! prompt, rendered with the chat template and the assistant turn opened; what comes after (the
+//! final assistant turns, with any tool results between them) is the completion, tokenized turn
+//! by turn so that tool output is masked out of the loss. Advantages are the line's own, or
+//! computed from the rewards as TRL does, `(r − mean) / (std + 1e-4)` over the group;
+//! trajectories with a null reward are left out.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::rollout::{Completion, Finish, Policy};
+use super::trainer::GroupData;
+use super::TrainError;
+use crate::prompt::ChatMessage;
+use crate::trajectory::{parse_trajectories, Role, Trajectory, MAX_GROUP_SIZE};
+
+/// The lines of an input file rescore read, parsed once.
+struct InputFile {
+    lines: Vec<Option<Value>>,
+}
+
+impl InputFile {
+    fn read(path: &Path) -> Result<InputFile, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("input {}: cannot read: {e}", path.display()))?;
+        Ok(InputFile {
+            lines: text.lines().map(|l| serde_json::from_str(l).ok()).collect(),
+        })
+    }
+
+    /// The trajectories of the group at 1-based `line`.
+    fn at_line(&self, line: usize) -> Result<Value, String> {
+        let v = self
+            .lines
+            .get(line.wrapping_sub(1))
+            .ok_or(format!("line: the input has no line {line}"))?
+            .as_ref()
+            .ok_or(format!("line: input line {line} is not valid JSON"))?;
+        v.get("trajectories")
+            .cloned()
+            .ok_or(format!("line: input line {line} has no \"trajectories\""))
+    }
+
+    /// The trajectories of group `id`: a group line with that id, else the one-trajectory
+    /// lines with that id, in file order (ids compare as rescore compares them).
+    fn by_group(&self, id: &Value) -> Result<Value, String> {
+        let key = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let want = key(id);
+        let same = |v: &&Value| v.get("group_id").is_some_and(|g| key(g) == want);
+        let lines: Vec<&Value> = self.lines.iter().flatten().filter(same).collect();
+        if let Some(group) = lines.iter().find_map(|v| v.get("trajectories")) {
+            return Ok(group.clone());
+        }
+        if lines.is_empty() {
+            return Err(format!("group_id: no group {want} in the input"));
+        }
+        Ok(Value::Array(lines.into_iter().cloned().collect()))
+    }
+}
+
+/// Reads scored groups and tokenizes them for `policy`; a bad line is `FILE:LINE: problem`.
+pub fn read_scored(path: &Path, policy: &Policy) -> Result<Vec<GroupData>, TrainError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| TrainError::Input(format!("{file}: cannot read: {e}")))?;
+    let base = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let mut inputs: HashMap<PathBuf, InputFile> = HashMap::new();
+    let mut groups = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{file}:{}", i + 1);
+        let group = parse_line(line, &base, &mut inputs, policy)
+            .map_err(|m| TrainError::Input(format!("{at}: {m}")))?;
+        groups.extend(group);
+    }
+    if groups.is_empty() {
+        return Err(TrainError::Input(format!(
+            "{file}: no groups with two or more rewards to learn from"
+        )));
+    }
+    Ok(groups)
+}
+
+fn parse_line(
+    line: &str,
+    base: &Path,
+    inputs: &mut HashMap<PathBuf, InputFile>,
+    policy: &Policy,
+) -> Result<Option<GroupData>, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let obj = v.as_object().ok_or("expected a JSON object")?;
+    if let Some(kind) = obj.get("error_type") {
+        return Err(format!(
+            "a rejected group ({kind}), not a scored one: train on the output, not the rejects"
+        ));
+    }
+    let rewards: Vec<Option<f64>> = match obj.get("rewards") {
+        None => return Err("rewards: missing".into()),
+        Some(r) => serde_json::from_value(r.clone())
+            .map_err(|_| "rewards: expected an array of numbers or nulls")?,
+    };
+    let trajectories = match obj.get("trajectories") {
+        Some(t) => t.clone(),
+        None => {
+            let input = obj
+                .get("input")
+                .and_then(Value::as_str)
+                .ok_or("trajectories: missing (and no \"input\" file to find them in)")?;
+            let path = [PathBuf::from(input), base.join(input)]
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or(format!("input: {input}: no such file"))?;
+            if !inputs.contains_key(&path) {
+                inputs.insert(path.clone(), InputFile::read(&path)?);
+            }
+            let f = &inputs[&path];
+            match (obj.get("line"), obj.get("group_id")) {
+                (Some(l), _) => {
+                    let n = l.as_u64().ok_or("line: expected a line number")?;
+                    f.at_line(n as usize)?
+                }
+                (None, Some(g)) => f.by_group(g)?,
+                (None, None) => return Err("input: needs \"line\" or \"group_id\"".into()),
+            }
+        }
+    };
+    let trajs = parse_trajectories(&trajectories, MAX_GROUP_SIZE).map_err(|e| e.to_string())?;
+    if trajs.len() != rewards.len() {
+        return Err(format!(
+            "rewards: {} rewards for {} trajectories",
+            rewards.len(),
+            trajs.len()
+        ));
+    }
+    let given: Option<Vec<f64>> = match obj.get("advantages") {
+        None | Some(Value::Null) => None,
+        Some(a) => {
+            let a: Vec<f64> = serde_json::from_value(a.clone())
+                .map_err(|_| "advantages: expected an array of numbers")?;
+            if a.len() != rewards.len() {
+                return Err(format!(
+                    "advantages: {} for {} trajectories",
+                    a.len(),
+                    rewards.len()
+                ));
+            }
+            Some(a)
+        }
+    };
+    let advantages = given.unwrap_or_else(|| advantages_of(&rewards));
+    let mut g = GroupData {
+        prompts: Vec::new(),
+        completions: Vec::new(),
+        masks: Vec::new(),
+        rewards: Vec::new(),
+        advantages: Vec::new(),
+        has_sampler_logp: false,
+    };
+    for (k, t) in trajs.iter().enumerate() {
+        let Some(r) = rewards[k] else { continue };
+        let (prompt, tokens, mask) =
+            tokenize(t, policy).map_err(|m| format!("trajectories[{k}]: {m}"))?;
+        g.prompts.push(prompt);
+        g.completions.push(Completion {
+            tokens,
+            logp: Vec::new(),
+            text: t.final_answer().unwrap_or_default().to_string(),
+            finish: Finish::Eos,
+        });
+        g.masks.push(mask);
+        g.rewards.push(Some(r));
+        g.advantages.push(advantages[k]);
+    }
+    Ok((g.completions.len() >= 2).then_some(g))
+}
+
+/// TRL's group advantages over the non-null rewards (0 for null ones).
+pub fn advantages_of(rewards: &[Option<f64>]) -> Vec<f64> {
+    let r: Vec<f64> = rewards.iter().flatten().copied().collect();
+    let n = r.len().max(1) as f64;
+    let mean = r.iter().sum::<f64>() / n;
+    // torch.std: the unbiased estimate.
+    let var = r.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0).max(1.0);
+    let std = var.sqrt();
+    rewards
+        .iter()
+        .map(|x| x.map_or(0.0, |x| (x - mean) / (std + 1e-4)))
+        .collect()
+}
+
+fn chat_message(m: &crate::trajectory::Message) -> ChatMessage {
+    let role = match m.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let mut content = m.content.clone().unwrap_or_default();
+    // ChatMessage carries text only: tool calls are written as Qwen writes them.
+    for c in &m.tool_calls {
+        let call = serde_json::json!({"name": c.name, "arguments": c.arguments});
+        content.push_str(&format!("\n<tool_call>\n{call}\n</tool_call>"));
+    }
+    ChatMessage {
+        role: role.into(),
+        content,
+    }
+}
+
+/// Prompt ids, completion ids and the completion's loss mask.
+type Tokenized = (Vec<u32>, Vec<u32>, Vec<f32>);
+
+/// One trajectory's prompt, completion and mask.
+fn tokenize(t: &Trajectory, policy: &Policy) -> Result<Tokenized, String> {
+    let msgs: Vec<ChatMessage> = t.messages.iter().map(chat_message).collect();
+    let split = t
+        .messages
+        .iter()
+        .rposition(|m| matches!(m.role, Role::User | Role::System))
+        .map_or(0, |i| i + 1);
+    if split == 0 {
+        return Err("no user or system message before the completion".into());
+    }
+    if t.messages.get(split).map(|m| m.role) != Some(Role::Assistant) {
+        return Err("no assistant turn after the last user message".into());
+    }
+    let err = |e: TrainError| e.to_string();
+    let mut prev = policy.render(&msgs[..split], true).map_err(err)?;
+    let prompt = policy.encode(&prev).map_err(err)?;
+    let (mut tokens, mut mask) = (Vec::new(), Vec::new());
+    for j in split..msgs.len() {
+        let full = policy.render(&msgs[..=j], false).map_err(err)?;
+        let Some(segment) = full.strip_prefix(prev.as_str()) else {
+            return Err(format!(
+                "messages[{j}]: the chat template does not render the conversation as a \
+                 continuation of its prompt, so the completion's tokens cannot be found"
+            ));
+        };
+        let ids = policy.encode(segment).map_err(err)?;
+        let keep = if t.messages[j].role == Role::Assistant {
+            1.0
+        } else {
+            0.0
+        };
+        mask.extend(std::iter::repeat_n(keep, ids.len()));
+        tokens.extend(ids);
+        prev = full;
+    }
+    if tokens.is_empty() {
+        return Err("an empty completion".into());
+    }
+    Ok((prompt, tokens, mask))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advantages_are_trls() {
+        let a = advantages_of(&[Some(1.0), None, Some(0.0), Some(0.5)]);
+        // mean 0.5, unbiased std 0.5
+        assert!((a[0] - 0.5 / 0.5001).abs() < 1e-9, "{a:?}");
+        assert_eq!(a[1], 0.0);
+        assert!((a[2] + 0.5 / 0.5001).abs() < 1e-9);
+        assert_eq!(a[3], 0.0);
+    }
+}
