@@ -20,6 +20,8 @@ pub mod loader;
 #[cfg(feature = "local")]
 pub mod model;
 #[cfg(feature = "local")]
+mod qwen;
+#[cfg(feature = "local")]
 #[doc(hidden)]
 pub mod testkit;
 #[cfg(feature = "local")]
