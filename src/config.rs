@@ -77,6 +77,8 @@ pub struct Config {
 pub enum Backend {
     /// Any OpenAI-compatible `/v1/chat/completions` endpoint.
     Openai,
+    /// A Qwen2/Qwen3 model run in-process with candle (`model_path`, `device`).
+    Local,
 }
 
 /// `[judges.NAME]`.
@@ -87,6 +89,9 @@ pub struct JudgeConfig {
     /// Base URL of the API, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`.
     #[serde(default = "default_base_url")]
     pub base_url: String,
+    /// The model's name (openai: required, sent to the API; local: reported, default the
+    /// model's own name).
+    #[serde(default)]
     pub model: String,
     /// Environment variable holding the API key.
     #[serde(default = "default_api_key_env")]
@@ -132,6 +137,37 @@ pub struct JudgeConfig {
     /// Price per million completion tokens.
     #[serde(default)]
     pub completion_price_per_million: Option<f64>,
+    /// local: a GGUF file or a Hugging Face model folder.
+    #[serde(default)]
+    pub model_path: Option<PathBuf>,
+    /// local: `cpu` or `cuda:N` (`cuda:N` needs a build with the `cuda` feature).
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// local: requests queued or running at once; beyond it the daemon answers 429.
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+    /// local: cap on each explanation, bytes (constrained output).
+    #[serde(default = "default_max_explanation_bytes")]
+    pub max_explanation_bytes: usize,
+    /// local: prefilled prompts kept for KV prefix reuse (0 = off).
+    #[serde(default = "default_prefix_cache_entries")]
+    pub prefix_cache_entries: usize,
+    /// local: sampling seed when `temperature` > 0.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_device() -> String {
+    "cpu".to_string()
+}
+fn default_max_queue() -> usize {
+    64
+}
+fn default_max_explanation_bytes() -> usize {
+    400
+}
+fn default_prefix_cache_entries() -> usize {
+    4
 }
 
 fn default_base_url() -> String {
@@ -185,6 +221,21 @@ impl JudgeConfig {
             context_tokens: None,
             prompt_price_per_million: None,
             completion_price_per_million: None,
+            model_path: None,
+            device: default_device(),
+            max_queue: default_max_queue(),
+            max_explanation_bytes: default_max_explanation_bytes(),
+            prefix_cache_entries: default_prefix_cache_entries(),
+            seed: 0,
+        }
+    }
+
+    /// A local judge with every default, for `model_path`.
+    pub fn local(model_path: impl Into<PathBuf>) -> JudgeConfig {
+        JudgeConfig {
+            backend: Backend::Local,
+            model_path: Some(model_path.into()),
+            ..JudgeConfig::openai(default_base_url(), "", None)
         }
     }
 }
@@ -332,6 +383,28 @@ impl Config {
                         "[judges.{name}]: {key} must be a number >= 0"
                     )));
                 }
+            }
+            match j.backend {
+                Backend::Openai if j.model.trim().is_empty() => {
+                    return Err(invalid(format!(
+                        "[judges.{name}]: backend \"openai\" needs model (the API's model name)"
+                    )));
+                }
+                Backend::Local if j.model_path.is_none() => {
+                    return Err(invalid(format!(
+                        "[judges.{name}]: backend \"local\" needs model_path (a GGUF file or a \
+                         Hugging Face model folder)"
+                    )));
+                }
+                Backend::Local if j.max_queue == 0 => {
+                    return Err(invalid(format!("[judges.{name}]: max_queue must be > 0")));
+                }
+                _ => {}
+            }
+            if !(j.temperature.is_finite() && j.temperature >= 0.0) {
+                return Err(invalid(format!(
+                    "[judges.{name}]: temperature must be a number >= 0"
+                )));
             }
             if j.base_url.parse::<reqwest::Url>().is_err() {
                 return Err(invalid(format!(

@@ -1,7 +1,14 @@
-//! Loading and prompting of the local judge on tiny random-weight Qwen2/Qwen3 models written by
+//! Loading, prompting and serving of the local judge on tiny random-weight Qwen2/Qwen3 models written by
 //! the test (safetensors folders, sharded or not, and GGUF files), so CI needs no downloads; and,
 //! when `GAVEL_TEST_MODEL` names one, a real Qwen2.5 0.5B GGUF or model folder.
 #![cfg(feature = "local")]
+
+mod common;
+/// The judge served by the daemon (a module here, not a test binary of its own: each binary
+/// links candle, which CI pays for).
+mod local {
+    mod serving;
+}
 
 use std::path::{Path, PathBuf};
 

@@ -279,6 +279,7 @@ impl RemoteJudge {
                         text,
                         prompt_tokens,
                         completion_tokens,
+                        cached_prompt_tokens: 0,
                         attempts: attempt,
                         retries,
                     });

@@ -436,6 +436,7 @@ impl Scorer {
                             usage.judge_calls = u64::from(v.calls);
                             usage.prompt_tokens = v.prompt_tokens;
                             usage.completion_tokens = v.completion_tokens;
+                            usage.cached_prompt_tokens = v.cached_prompt_tokens;
                             usage.retries = v.retries.clone();
                             usage.cost = s.judge_ref.cost(v.prompt_tokens, v.completion_tokens);
                             v
@@ -506,6 +507,7 @@ impl Scorer {
             let first = s.judge_ref.complete(&messages, &schema).await?;
             let (mut prompt_tokens, mut completion_tokens, mut calls) =
                 (first.prompt_tokens, first.completion_tokens, 1u32);
+            let mut cached = first.cached_prompt_tokens;
             let mut retries = first.retries;
             let parsed = match parse_verdict(&first.text, &opts) {
                 Ok(scores) => scores,
@@ -525,6 +527,7 @@ impl Scorer {
                     let second = s.judge_ref.complete(&messages, &schema).await?;
                     prompt_tokens += second.prompt_tokens;
                     completion_tokens += second.completion_tokens;
+                    cached += second.cached_prompt_tokens;
                     calls += 1;
                     for (cause, n) in second.retries {
                         *retries.entry(cause).or_default() += n;
@@ -537,9 +540,10 @@ impl Scorer {
                     })?
                 }
             };
-            Ok::<_, JudgeError>((parsed, prompt_tokens, completion_tokens, calls, retries))
+            let tokens = (prompt_tokens, completion_tokens, cached);
+            Ok::<_, JudgeError>((parsed, tokens, calls, retries))
         };
-        let (parsed, prompt_tokens, completion_tokens, calls, retries) =
+        let (parsed, (prompt_tokens, completion_tokens, cached_prompt_tokens), calls, retries) =
             tokio::time::timeout(deadline, conversation)
                 .await
                 .map_err(|_| {
@@ -564,6 +568,7 @@ impl Scorer {
                 .collect(),
             prompt_tokens,
             completion_tokens,
+            cached_prompt_tokens,
             calls,
             counted_prompt_tokens: counted,
             counted_prompt_tokens_without_dedup: without,

@@ -76,6 +76,7 @@ pub(crate) struct KvState {
 }
 
 impl KvState {
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
