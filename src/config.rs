@@ -484,6 +484,29 @@ mod tests {
         assert_eq!(cfg.default_judge_name(), Some("openai"));
         assert_eq!(cfg.judges["openai"].requests_per_minute, Some(500));
         assert_eq!(cfg.server.max_in_flight, 256);
+        let local = &cfg.judges["local"];
+        assert_eq!(local.backend, Backend::Local);
+        assert_eq!((local.device.as_str(), local.max_queue), ("cpu", 64));
+        assert!(local.model_path.is_some() && local.structured_output);
+    }
+
+    #[test]
+    fn local_judges_need_a_model_path_and_openai_ones_a_model() {
+        let e = Config::from_toml("[judges.a]\nbackend = \"openai\"\n", "g.toml", &env)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "g.toml: [judges.a]: backend \"openai\" needs model (the API's model name)"
+        );
+        let e = Config::from_toml("[judges.l]\nbackend = \"local\"\n", "g.toml", &env)
+            .unwrap_err();
+        assert!(e.to_string().contains("needs model_path"), "{e}");
+        let ok = "[judges.l]\nbackend = \"local\"\nmodel_path = \"m.gguf\"\ndevice = \"cuda:1\"\n";
+        let cfg = Config::from_toml(ok, "g.toml", &env).unwrap();
+        let l = &cfg.judges["l"];
+        assert_eq!((l.device.as_str(), l.max_queue, l.prefix_cache_entries), ("cuda:1", 64, 4));
+        let e = Config::from_toml(&format!("{ok}max_queue = 0\n"), "g.toml", &env).unwrap_err();
+        assert!(e.to_string().contains("max_queue must be > 0"), "{e}");
     }
 
     #[test]
