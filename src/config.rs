@@ -155,6 +155,10 @@ pub struct JudgeConfig {
     /// local: sampling seed when `temperature` > 0.
     #[serde(default)]
     pub seed: u64,
+    /// local: write each score as the model's expected score (probability-weighted over the
+    /// digits it could write there) instead of its most likely digits.
+    #[serde(default = "yes")]
+    pub expected_score: bool,
 }
 
 fn default_device() -> String {
@@ -227,6 +231,7 @@ impl JudgeConfig {
             max_explanation_bytes: default_max_explanation_bytes(),
             prefix_cache_entries: default_prefix_cache_entries(),
             seed: 0,
+            expected_score: true,
         }
     }
 
@@ -492,19 +497,21 @@ mod tests {
 
     #[test]
     fn local_judges_need_a_model_path_and_openai_ones_a_model() {
-        let e = Config::from_toml("[judges.a]\nbackend = \"openai\"\n", "g.toml", &env)
-            .unwrap_err();
+        let e =
+            Config::from_toml("[judges.a]\nbackend = \"openai\"\n", "g.toml", &env).unwrap_err();
         assert_eq!(
             e.to_string(),
             "g.toml: [judges.a]: backend \"openai\" needs model (the API's model name)"
         );
-        let e = Config::from_toml("[judges.l]\nbackend = \"local\"\n", "g.toml", &env)
-            .unwrap_err();
+        let e = Config::from_toml("[judges.l]\nbackend = \"local\"\n", "g.toml", &env).unwrap_err();
         assert!(e.to_string().contains("needs model_path"), "{e}");
         let ok = "[judges.l]\nbackend = \"local\"\nmodel_path = \"m.gguf\"\ndevice = \"cuda:1\"\n";
         let cfg = Config::from_toml(ok, "g.toml", &env).unwrap();
         let l = &cfg.judges["l"];
-        assert_eq!((l.device.as_str(), l.max_queue, l.prefix_cache_entries), ("cuda:1", 64, 4));
+        assert_eq!(
+            (l.device.as_str(), l.max_queue, l.prefix_cache_entries),
+            ("cuda:1", 64, 4)
+        );
         let e = Config::from_toml(&format!("{ok}max_queue = 0\n"), "g.toml", &env).unwrap_err();
         assert!(e.to_string().contains("max_queue must be > 0"), "{e}");
     }

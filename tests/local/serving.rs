@@ -231,8 +231,13 @@ fn bad_local_judges_fail_at_start() {
 }
 
 /// A real model, when `GAVEL_TEST_MODEL` names one (CI: Qwen2.5-Coder-0.5B-Instruct GGUF from
-/// tools/fetch-test-model.sh): example groups get valid verdicts, and on the RAG example the
-/// faithful answers outscore the one that ignores the retrieved documents.
+/// tools/fetch-test-model.sh): example groups get valid verdicts, and on the RAG example, judged
+/// in four orders, the faithful answers outscore the one that ignores the retrieved documents.
+///
+/// Explanations are off (`max_explanation_bytes = 0`): this 0.5B model only copies the graded
+/// answer into them (seen with and without constraints), so they cost decode time and add no
+/// judgement. Four orders average out its strong position bias; one order does not rank the
+/// group reliably.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_local_judge_scores_the_examples() {
     let Some(path) = std::env::var_os("GAVEL_TEST_MODEL") else {
@@ -242,35 +247,46 @@ async fn real_local_judge_scores_the_examples() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = local_config(Path::new(&path), &tmp.path().join("store"), |j| {
-        j.max_explanation_bytes = 80;
+    let mut cfg = local_config(Path::new(&path), &tmp.path().join("store"), |j| {
+        j.max_explanation_bytes = 0;
+        // A shared 2-core CI machine runs a debug build: be patient; speed is benches/' job.
+        j.deadline_s = 3600.0;
         j.device = std::env::var("GAVEL_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
     });
+    cfg.server.request_timeout_s = 3600.0;
     let t0 = std::time::Instant::now();
     let gavel = Gavel::start(cfg).await;
     eprintln!("loaded in {:?}", t0.elapsed());
     let t0 = std::time::Instant::now();
-    let (status, body) = gavel
-        .post("/v1/score_group", &example("rag_answer.json"))
-        .await;
-    eprintln!("rag_answer in {:?}: {}", t0.elapsed(), body["usage"]);
+    let rag = with(example("rag_answer.json"), "permutations", json!(4));
+    let (status, body) = gavel.post("/v1/score_group", &rag).await;
+    eprintln!(
+        "rag_answer, 4 orders, in {:?}: {}",
+        t0.elapsed(),
+        body["usage"]
+    );
     assert_eq!(status, 200, "{body}");
     assert!(body["usage"]["retries"].get("reask").is_none(), "{body}");
+    assert!(
+        body["usage"]["cached_prompt_tokens"].as_u64().unwrap() > 0,
+        "{body}"
+    );
     let r = rewards(&body);
-    for s in body["scores"].as_array().unwrap() {
-        eprintln!("  {} {}", s["score"], s["explanation"]);
-    }
     // 1 and 4 answer from the documents; 3 ignores them ("Most cloud providers ...").
     assert!(
         r[0] > r[2] && r[3] > r[2],
         "faithful answers should outscore the guess: {r:?}"
     );
+    // A second shipped group, the cheapest (identical answers: one candidate to read). The
+    // three larger groups (agent_tool_use, retrieval_qa, research_report) are left out to keep
+    // CI's debug-build run short; the tiny-model tests cover checklists and permutations.
     let t0 = std::time::Instant::now();
     let (status, body) = gavel
-        .post("/v1/score_group", &example("research_report.json"))
+        .post("/v1/score_group", &example("all_identical.json"))
         .await;
-    eprintln!("research_report in {:?}: {}", t0.elapsed(), body["usage"]);
+    eprintln!("all_identical in {:?}: {}", t0.elapsed(), body["usage"]);
     assert_eq!(status, 200, "{body}");
-    assert_eq!(rewards(&body).len(), 4);
+    let r = rewards(&body);
+    assert!(r.len() == 4 && r.iter().all(|x| *x == r[0]), "{body}");
     gavel.stop().await;
 }

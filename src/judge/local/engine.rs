@@ -32,6 +32,10 @@ pub struct EngineSettings {
     /// Cap on completion tokens without constraints (constrained output is bounded by the
     /// grammar and only by the context).
     pub max_tokens: usize,
+    /// Write each score as the model's expected score rather than its most likely digits: the
+    /// probabilities of `1` vs `0`, of `0.` vs `0`, and of the first decimal digit, read at the
+    /// score's position (constrained output only).
+    pub expected_score: bool,
     /// 0 = greedy.
     pub temperature: f64,
     /// Seed of sampling when `temperature` > 0 (mixed with the prompt, so a prompt always
@@ -48,6 +52,7 @@ impl Default for EngineSettings {
             constrained: true,
             max_explanation_bytes: 400,
             max_tokens: 4096,
+            expected_score: true,
             temperature: 0.0,
             seed: 0,
             prefix_cache_entries: 4,

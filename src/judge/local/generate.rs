@@ -20,6 +20,9 @@ pub(crate) struct Worker {
     mask: TokenMask,
     settings: EngineSettings,
     prefixes: PrefixCache<KvState>,
+    /// Single-token ids of `0`..`9` and `.`, when the vocabulary has them all (for expected
+    /// scores).
+    digits: Option<([u32; 10], u32)>,
 }
 
 /// Where decoding stands.
@@ -35,7 +38,16 @@ struct Decode<'g> {
 impl Worker {
     pub fn new(model: LoadedModel, settings: EngineSettings) -> Worker {
         let mask = TokenMask::new(model.vocab_bytes().to_vec(), model.eos_ids().to_vec());
+        let single = |s: &str| match model.encode(s).ok()?.as_slice() {
+            [id] if model.vocab_bytes().get(*id as usize)?.as_slice() == s.as_bytes() => Some(*id),
+            _ => None,
+        };
+        let digits = (0..10)
+            .map(|d| single(&d.to_string()))
+            .collect::<Option<Vec<u32>>>()
+            .and_then(|v| Some((v.try_into().ok()?, single(".")?)));
         Worker {
+            digits,
             model,
             mask,
             prefixes: PrefixCache::new(settings.prefix_cache_entries),
@@ -89,7 +101,14 @@ impl Worker {
                 if g.is_complete(c) {
                     break;
                 }
-                if let Some(forced) = self.forced_tokens(&d) {
+                let forced = match self.forced_tokens(&d) {
+                    None if self.settings.expected_score && g.at_score(c) => {
+                        self.room(4, &prompt)?;
+                        self.expected_score_tokens(g, c, &logits)?
+                    }
+                    f => f,
+                };
+                if let Some(forced) = forced {
                     self.room(forced.len(), &prompt)?;
                     let pos = self.model.cached_len();
                     logits = self.model.forward_logits(&forced, pos)?;
@@ -183,6 +202,45 @@ impl Worker {
         (bytes == forced && !ids.is_empty()).then_some(ids)
     }
 
+    /// The tokens of the model's expected score at a score's start (`logits` are the next
+    /// token's there): E = p(1) + p(0) · p(`.` after `0`) · E[first decimal], each probability
+    /// renormalized over what the grammar allows. Two probe steps run and are rolled back (the KV
+    /// cache is cut back to where it was). None when the vocabulary lacks single-token digits.
+    fn expected_score_tokens(
+        &mut self,
+        g: &VerdictGrammar,
+        c: &Cursor,
+        logits: &[f32],
+    ) -> Result<Option<Vec<u32>>, EngineError> {
+        let Some((digit, dot)) = self.digits else {
+            return Ok(None);
+        };
+        let (p0, p1) = pair(logits[digit[0] as usize], logits[digit[1] as usize]);
+        let pos = self.model.cached_len();
+        let snapshot = self.model.kv_state();
+        let after0 = g.advance(c, b"0").expect("a score may start with 0");
+        let l2 = self.model.forward_logits(&[digit[0]], pos)?;
+        let allowed = self.mask.allowed(g, &after0);
+        let p_dot = softmax_share(&l2, &allowed, dot);
+        let l3 = self.model.forward_logits(&[dot], pos + 1)?;
+        let dl: Vec<f32> = digit.iter().map(|&i| l3[i as usize]).collect();
+        let top = dl.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let w: Vec<f64> = dl.iter().map(|&l| f64::from(l - top).exp()).collect();
+        let decimal = w.iter().enumerate().map(|(d, w)| d as f64 * w).sum::<f64>()
+            / (10.0 * w.iter().sum::<f64>());
+        self.model.restore_kv(&snapshot, pos)?;
+        let score = p1 + p0 * p_dot * decimal;
+        let text = format_score(score);
+        let ids: Vec<u32> = text
+            .bytes()
+            .map(|b| match b {
+                b'.' => dot,
+                _ => digit[(b - b'0') as usize],
+            })
+            .collect();
+        Ok(Some(ids))
+    }
+
     fn accept_forced(&self, d: &mut Decode<'_>, ids: &[u32]) {
         for &id in ids {
             self.accept(d, id);
@@ -199,6 +257,40 @@ impl Worker {
                 .expect("the mask only allows tokens the grammar accepts");
             d.bytes.extend_from_slice(bytes);
         }
+    }
+}
+
+/// Probabilities of two logits against each other.
+fn pair(a: f32, b: f32) -> (f64, f64) {
+    let m = a.max(b);
+    let (ea, eb) = (f64::from(a - m).exp(), f64::from(b - m).exp());
+    (ea / (ea + eb), eb / (ea + eb))
+}
+
+/// The probability of `id` among `allowed` (0 when it is not allowed).
+fn softmax_share(logits: &[f32], allowed: &[u32], id: u32) -> f64 {
+    let top = allowed
+        .iter()
+        .map(|&i| logits[i as usize])
+        .fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = allowed
+        .iter()
+        .map(|&i| f64::from(logits[i as usize] - top).exp())
+        .sum();
+    if allowed.contains(&id) {
+        f64::from(logits[id as usize] - top).exp() / sum
+    } else {
+        0.0
+    }
+}
+
+/// A score in the grammar's form: `0`, `1`, or `0.` and up to three digits.
+fn format_score(s: f64) -> String {
+    let milli = (s.clamp(0.0, 1.0) * 1000.0).round() as u32;
+    match milli {
+        0 => "0".into(),
+        1000 => "1".into(),
+        m => format!("0.{m:03}").trim_end_matches('0').to_string(),
     }
 }
 
@@ -252,6 +344,28 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scores_are_written_as_the_grammar_wants() {
+        for (s, want) in [
+            (0.0, "0"),
+            (1.0, "1"),
+            (0.25, "0.25"),
+            (0.1234, "0.123"),
+            (0.9996, "1"),
+            (0.0004, "0"),
+            (0.5, "0.5"),
+            (1.7, "1"),
+            (-0.2, "0"),
+        ] {
+            assert_eq!(format_score(s), want);
+        }
+        let (a, b) = pair(0.0, 0.0);
+        assert!((a - 0.5).abs() < 1e-12 && (b - 0.5).abs() < 1e-12);
+        let l = [1.0, 1.0, 50.0];
+        assert!((softmax_share(&l, &[0, 1], 0) - 0.5).abs() < 1e-9);
+        assert_eq!(softmax_share(&l, &[0, 1], 2), 0.0);
+    }
 
     #[test]
     fn picking_is_greedy_at_zero_and_never_takes_masked_tokens() {

@@ -43,6 +43,7 @@ impl LocalJudge {
             constrained: cfg.structured_output,
             max_explanation_bytes: cfg.max_explanation_bytes,
             max_tokens: cfg.max_tokens as usize,
+            expected_score: cfg.expected_score,
             temperature: f64::from(cfg.temperature),
             seed: cfg.seed,
             prefix_cache_entries: cfg.prefix_cache_entries,
@@ -92,6 +93,7 @@ impl LocalJudge {
             "constrained": self.settings.constrained,
             "max_explanation_bytes": self.settings.max_explanation_bytes,
             "max_tokens": self.settings.max_tokens,
+            "expected_score": self.settings.expected_score,
             "temperature": self.settings.temperature,
             "seed": self.settings.seed,
         })
