@@ -1,9 +1,10 @@
 //! The local judge's speed on the real model `GAVEL_TEST_MODEL` names (CI's Qwen2.5-Coder-0.5B
 //! GGUF): prefill and decode tokens/s of the bare model on the judge prompt of
 //! `examples/groups/rag_answer.json`, and time per group through the scorer (constrained verdict,
-//! cold, then four orders with prefix reuse). Writes `target/bench-local/candle.json` and the
-//! exact prompt text (`prompt.txt`) for `benches/llamacpp_bench.py`, which runs llama.cpp on the
-//! same file and prompt; `benches/local_vs_llamacpp.sh` runs both.
+//! explanations capped at 80 bytes; cold, then four orders with prefix reuse). Writes
+//! `target/bench-local/candle.json` and the exact prompt text (`prompt.txt`) for
+//! `benches/llamacpp_bench.py`, which runs llama.cpp on the same file and prompt;
+//! `benches/local_vs_llamacpp.sh` runs both.
 //!
 //! `GAVEL_BENCH_DEVICE` picks the device (default `cpu`).
 
@@ -19,7 +20,7 @@ use gavel::score::{ScoreRequest, Scorer};
 use gavel::store::{SledStore, VerdictStore};
 
 const DECODE_STEPS: usize = 64;
-const REPEATS: usize = 3;
+const REPEATS: usize = 2;
 
 fn example(name: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -44,7 +45,7 @@ fn main() {
 
     let mut j = JudgeConfig::local(&model_path);
     j.device = device.clone();
-    j.max_explanation_bytes = 160;
+    j.max_explanation_bytes = 80;
     j.deadline_s = 3600.0;
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
