@@ -19,6 +19,13 @@ use super::loader::Arch;
 /// (heads × chunk × context) that a long prompt would otherwise allocate at once.
 const PREFILL_CHUNK: usize = 512;
 
+/// Rows from which a quantized projection is dequantized for an f32 GEMM (see [`Proj`]).
+const GEMM_ROWS: usize = 32;
+
+fn rows(x: &Tensor) -> usize {
+    x.dims()[..x.rank().saturating_sub(1)].iter().product()
+}
+
 /// The shape of the network.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct QwenConfig {
@@ -44,7 +51,16 @@ struct Proj {
 
 impl Proj {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = self.w.forward(x)?;
+        let y = match &self.w {
+            // candle's quantized CPU matmul streams the whole weight once per input row, so a
+            // prefill chunk runs no faster per token than decoding. For many rows, dequantize
+            // the weight (a pass over it) and use the cache-blocked f32 GEMM instead.
+            QMatMul::QTensor(q) if x.device().is_cpu() && rows(x) >= GEMM_ROWS => {
+                let w = q.dequantize(x.device())?;
+                x.broadcast_matmul(&w.t()?)?
+            }
+            w => w.forward(x)?,
+        };
         match &self.b {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
