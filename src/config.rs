@@ -86,6 +86,8 @@ pub struct Config {
 pub enum Backend {
     /// Any OpenAI-compatible `/v1/chat/completions` endpoint.
     Openai,
+    /// A Qwen2/Qwen3 model run in-process with candle (`model_path`, `device`).
+    Local,
 }
 
 /// `[judges.NAME]`.
@@ -96,6 +98,9 @@ pub struct JudgeConfig {
     /// Base URL of the API, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`.
     #[serde(default = "default_base_url")]
     pub base_url: String,
+    /// The model's name (openai: required, sent to the API; local: reported, default the
+    /// model's own name).
+    #[serde(default)]
     pub model: String,
     /// Environment variable holding the API key.
     #[serde(default = "default_api_key_env")]
@@ -141,6 +146,41 @@ pub struct JudgeConfig {
     /// Price per million completion tokens.
     #[serde(default)]
     pub completion_price_per_million: Option<f64>,
+    /// local: a GGUF file or a Hugging Face model folder.
+    #[serde(default)]
+    pub model_path: Option<PathBuf>,
+    /// local: `cpu` or `cuda:N` (`cuda:N` needs a build with the `cuda` feature).
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// local: requests queued or running at once; beyond it the daemon answers 429.
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+    /// local: cap on each explanation, bytes (constrained output).
+    #[serde(default = "default_max_explanation_bytes")]
+    pub max_explanation_bytes: usize,
+    /// local: prefilled prompts kept for KV prefix reuse (0 = off).
+    #[serde(default = "default_prefix_cache_entries")]
+    pub prefix_cache_entries: usize,
+    /// local: sampling seed when `temperature` > 0.
+    #[serde(default)]
+    pub seed: u64,
+    /// local: write each score as the model's expected score (probability-weighted over the
+    /// digits it could write there) instead of its most likely digits.
+    #[serde(default = "yes")]
+    pub expected_score: bool,
+}
+
+fn default_device() -> String {
+    "cpu".to_string()
+}
+fn default_max_queue() -> usize {
+    64
+}
+fn default_max_explanation_bytes() -> usize {
+    400
+}
+fn default_prefix_cache_entries() -> usize {
+    4
 }
 
 fn default_base_url() -> String {
@@ -194,6 +234,22 @@ impl JudgeConfig {
             context_tokens: None,
             prompt_price_per_million: None,
             completion_price_per_million: None,
+            model_path: None,
+            device: default_device(),
+            max_queue: default_max_queue(),
+            max_explanation_bytes: default_max_explanation_bytes(),
+            prefix_cache_entries: default_prefix_cache_entries(),
+            seed: 0,
+            expected_score: true,
+        }
+    }
+
+    /// A local judge with every default, for `model_path`.
+    pub fn local(model_path: impl Into<PathBuf>) -> JudgeConfig {
+        JudgeConfig {
+            backend: Backend::Local,
+            model_path: Some(model_path.into()),
+            ..JudgeConfig::openai(default_base_url(), "", None)
         }
     }
 }
@@ -497,6 +553,28 @@ impl Config {
                     )));
                 }
             }
+            match j.backend {
+                Backend::Openai if j.model.trim().is_empty() => {
+                    return Err(invalid(format!(
+                        "[judges.{name}]: backend \"openai\" needs model (the API's model name)"
+                    )));
+                }
+                Backend::Local if j.model_path.is_none() => {
+                    return Err(invalid(format!(
+                        "[judges.{name}]: backend \"local\" needs model_path (a GGUF file or a \
+                         Hugging Face model folder)"
+                    )));
+                }
+                Backend::Local if j.max_queue == 0 => {
+                    return Err(invalid(format!("[judges.{name}]: max_queue must be > 0")));
+                }
+                _ => {}
+            }
+            if !(j.temperature.is_finite() && j.temperature >= 0.0) {
+                return Err(invalid(format!(
+                    "[judges.{name}]: temperature must be a number >= 0"
+                )));
+            }
             if j.base_url.parse::<reqwest::Url>().is_err() {
                 return Err(invalid(format!(
                     "[judges.{name}]: base_url {:?} is not a URL",
@@ -605,6 +683,10 @@ mod tests {
             cfg.store.url.as_ref().map(Secret::expose),
             Some("postgres://gavel@postgres:5432/gavel")
         );
+        let local = &cfg.judges["local"];
+        assert_eq!(local.backend, Backend::Local);
+        assert_eq!((local.device.as_str(), local.max_queue), ("cpu", 64));
+        assert!(local.model_path.is_some() && local.structured_output);
     }
 
     #[test]
@@ -700,6 +782,40 @@ mod tests {
         );
         let e = Config::from_toml("[store]\nclaim_ttl_s = 0\n", "g.toml", &env).unwrap_err();
         assert!(e.to_string().contains("claim_ttl_s"), "{e}");
+    }
+
+    #[test]
+    fn local_judges_need_a_model_path_and_openai_ones_a_model() {
+        let e =
+            Config::from_toml("[judges.a]\nbackend = \"openai\"\n", "g.toml", &env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "g.toml: [judges.a]: backend \"openai\" needs model (the API's model name)"
+        );
+        let e = Config::from_toml("[judges.l]\nbackend = \"local\"\n", "g.toml", &env).unwrap_err();
+        assert!(e.to_string().contains("needs model_path"), "{e}");
+        let ok = "[judges.l]\nbackend = \"local\"\nmodel_path = \"m.gguf\"\ndevice = \"cuda:1\"\n";
+        let cfg = Config::from_toml(ok, "g.toml", &env).unwrap();
+        let l = &cfg.judges["l"];
+        assert_eq!(
+            (l.device.as_str(), l.max_queue, l.prefix_cache_entries),
+            ("cuda:1", 64, 4)
+        );
+        let e = Config::from_toml(&format!("{ok}max_queue = 0\n"), "g.toml", &env).unwrap_err();
+        assert!(e.to_string().contains("max_queue must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn the_kubernetes_configs_are_valid() {
+        // The ConfigMaps' gavel.toml of the CPU base and the GPU overlay (local judge).
+        let base = include_str!("../k8s/config/gavel.toml");
+        let cfg = Config::from_toml(base, "k8s/config/gavel.toml", &|_| None).unwrap();
+        assert!(!cfg.judges.is_empty());
+        let gpu = include_str!("../k8s/overlays/gpu/gavel.toml");
+        let cfg = Config::from_toml(gpu, "k8s/overlays/gpu/gavel.toml", &|_| None).unwrap();
+        let local = &cfg.judges["local"];
+        assert_eq!(local.backend, Backend::Local);
+        assert_eq!(local.device, "cuda:0");
     }
 
     #[test]

@@ -1,7 +1,14 @@
-//! Loading and prompting of the local judge on tiny random-weight Qwen2/Qwen3 models written by
+//! Loading, prompting and serving of the local judge on tiny random-weight Qwen2/Qwen3 models written by
 //! the test (safetensors folders, sharded or not, and GGUF files), so CI needs no downloads; and,
 //! when `GAVEL_TEST_MODEL` names one, a real Qwen2.5 0.5B GGUF or model folder.
 #![cfg(feature = "local")]
+
+mod common;
+/// The judge served by the daemon (a module here, not a test binary of its own: each binary
+/// links candle, which CI pays for).
+mod local {
+    mod serving;
+}
 
 use std::path::{Path, PathBuf};
 
@@ -223,7 +230,10 @@ fn gguf_and_safetensors_tokenize_and_compute_alike() {
 }
 
 /// Prefill then continuation, and token-by-token decoding, give the logits of one prefill; a
-/// position the cache does not hold is refused.
+/// position the cache does not hold is refused. Quantized weights compute a run of 32 or more
+/// tokens with the dequantized weight in f32 and fewer with candle's quantized matmul (which
+/// rounds the activations to 8 bits): the two agree to ~1e-2 on the tiny model, so GGUF gets a
+/// looser bound (a wrong KV cache is off by whole units).
 #[test]
 fn kv_cache_continuation_matches_a_full_prefill() {
     let tmp = tempfile::tempdir().unwrap();
@@ -235,6 +245,11 @@ fn kv_cache_continuation_matches_a_full_prefill() {
         specs.push(gguf(tmp.path(), &format!("{arch:?}.gguf"), &o, &[]));
     }
     for path in specs {
+        let tol = if path.extension().is_some_and(|e| e == "gguf") {
+            0.1
+        } else {
+            1e-3
+        };
         let mut m = LoadedModel::load(&cpu(&path)).unwrap();
         let ids = m
             .encode("{\"scores\": [{\"trajectory_id\": \"1\", \"score\": 0.5}]}")
@@ -246,7 +261,7 @@ fn kv_cache_continuation_matches_a_full_prefill() {
         m.forward_logits(&ids[..k], 0).unwrap();
         let cont = m.forward_logits(&ids[k..], k).unwrap();
         assert!(
-            max_diff(&full, &cont) < 1e-3,
+            max_diff(&full, &cont) < tol,
             "{path:?}: {}",
             max_diff(&full, &cont)
         );
@@ -255,7 +270,7 @@ fn kv_cache_continuation_matches_a_full_prefill() {
             last = m.forward_logits(&[*t], i).unwrap();
         }
         assert!(
-            max_diff(&full, &last) < 1e-3,
+            max_diff(&full, &last) < tol,
             "{path:?}: {}",
             max_diff(&full, &last)
         );

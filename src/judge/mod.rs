@@ -11,9 +11,11 @@ pub mod remote;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::config::JudgeConfig;
+use crate::config::{Backend, JudgeConfig};
 use crate::prompt::ChatMessage;
 
+#[cfg(feature = "local")]
+pub use local::LocalJudge;
 pub use remote::RemoteJudge;
 
 /// How a judge failed, after its retries. Each maps to one HTTP status and `error.type`.
@@ -31,6 +33,9 @@ pub enum JudgeError {
     /// No judge can be built (no key, no model).
     #[error("{0}")]
     NotConfigured(String),
+    /// The judge's own queue is full (a local judge's `max_queue`); retry later.
+    #[error("{0}")]
+    Overloaded(String),
 }
 
 impl JudgeError {
@@ -41,6 +46,7 @@ impl JudgeError {
             JudgeError::InvalidOutput(_) => "judge_invalid_output",
             JudgeError::Timeout(_) => "judge_timeout",
             JudgeError::NotConfigured(_) => "no_judge_configured",
+            JudgeError::Overloaded(_) => "overloaded",
         }
     }
 
@@ -51,6 +57,7 @@ impl JudgeError {
             JudgeError::InvalidOutput(m) => JudgeError::InvalidOutput(format!("{prefix}: {m}")),
             JudgeError::Timeout(m) => JudgeError::Timeout(format!("{prefix}: {m}")),
             JudgeError::NotConfigured(m) => JudgeError::NotConfigured(format!("{prefix}: {m}")),
+            JudgeError::Overloaded(m) => JudgeError::Overloaded(format!("{prefix}: {m}")),
         }
     }
 }
@@ -61,6 +68,9 @@ pub struct Completion {
     pub text: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens the judge did not prefill again: the KV cache of a shared prefix was
+    /// reused (local judge; 0 for a remote one).
+    pub cached_prompt_tokens: u64,
     /// Attempts made, 1 when the first succeeded.
     pub attempts: u32,
     /// Retries by cause (timeout, connection, http_429, http_5xx, http_408, http_409, bad_reply).
@@ -78,6 +88,9 @@ pub struct JudgeInfo {
 #[derive(Debug)]
 pub enum Judge {
     Remote(Box<RemoteJudge>),
+    /// A Qwen model in-process (candle), on its own thread.
+    #[cfg(feature = "local")]
+    Local(Box<LocalJudge>),
     /// A configured judge that cannot run (for example no API key); every call fails with
     /// [`JudgeError::NotConfigured`] and this message.
     Unconfigured {
@@ -88,21 +101,40 @@ pub enum Judge {
 }
 
 impl Judge {
-    /// Builds a judge from its configuration. A judge that lacks what it needs to run is still
-    /// built, as [`Judge::Unconfigured`], so the daemon starts and says what is missing.
-    pub fn from_config(name: &str, cfg: &JudgeConfig) -> Judge {
-        match &cfg.api_key {
-            Some(_) => Judge::Remote(Box::new(RemoteJudge::new(name, cfg))),
-            None => Judge::Unconfigured {
-                name: name.to_string(),
-                model: cfg.model.clone(),
-                reason: format!(
-                    "judge {name:?} has no API key: set the environment variable {} (or, with no config \
-                     file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
-                    cfg.api_key_env
-                ),
-            },
+    /// Builds a judge from its configuration. A remote judge that lacks its key is still
+    /// built, as [`Judge::Unconfigured`], so the daemon starts and says what is missing; a local
+    /// judge loads its model here, and any problem with it (path, architecture, files, device)
+    /// is an error: the start fails, not the first request.
+    pub fn from_config(name: &str, cfg: &JudgeConfig) -> Result<Judge, JudgeError> {
+        match cfg.backend {
+            Backend::Local => Judge::local(name, cfg),
+            Backend::Openai => Ok(match &cfg.api_key {
+                Some(_) => Judge::Remote(Box::new(RemoteJudge::new(name, cfg))),
+                None => Judge::Unconfigured {
+                    name: name.to_string(),
+                    model: cfg.model.clone(),
+                    reason: format!(
+                        "judge {name:?} has no API key: set the environment variable {} (or, with no config \
+                         file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
+                        cfg.api_key_env
+                    ),
+                },
+            }),
         }
+    }
+
+    #[cfg(feature = "local")]
+    fn local(name: &str, cfg: &JudgeConfig) -> Result<Judge, JudgeError> {
+        LocalJudge::new(name, cfg)
+            .map(|j| Judge::Local(Box::new(j)))
+            .map_err(|e| JudgeError::NotConfigured(format!("[judges.{name}]: {e}")))
+    }
+
+    #[cfg(not(feature = "local"))]
+    fn local(name: &str, _cfg: &JudgeConfig) -> Result<Judge, JudgeError> {
+        Err(JudgeError::NotConfigured(format!(
+            "[judges.{name}]: backend \"local\" needs a gavel built with the `local` feature (on by default)"
+        )))
     }
 
     pub fn info(&self) -> JudgeInfo {
@@ -110,6 +142,11 @@ impl Judge {
             Judge::Remote(r) => JudgeInfo {
                 name: r.name.clone(),
                 model: r.model.clone(),
+            },
+            #[cfg(feature = "local")]
+            Judge::Local(l) => JudgeInfo {
+                name: l.name.clone(),
+                model: l.model.clone(),
             },
             Judge::Unconfigured { name, model, .. } => JudgeInfo {
                 name: name.clone(),
@@ -131,6 +168,8 @@ impl Judge {
     pub fn identity(&self) -> Value {
         match self {
             Judge::Remote(r) => r.identity(),
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.identity(),
             Judge::Unconfigured { name, model, .. } => {
                 json!({"backend": "unconfigured", "name": name, "model": model})
             }
@@ -141,6 +180,8 @@ impl Judge {
     pub fn context_tokens(&self) -> Option<usize> {
         match self {
             Judge::Remote(r) => r.context_tokens,
+            #[cfg(feature = "local")]
+            Judge::Local(l) => Some(l.context_tokens),
             Judge::Unconfigured { .. } => None,
         }
     }
@@ -149,6 +190,8 @@ impl Judge {
     pub fn max_tokens(&self) -> u32 {
         match self {
             Judge::Remote(r) => r.max_tokens,
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.max_tokens,
             Judge::Unconfigured { .. } => 0,
         }
     }
@@ -164,6 +207,8 @@ impl Judge {
                         / 1e6,
                 ),
             },
+            #[cfg(feature = "local")]
+            Judge::Local(_) => None,
             Judge::Unconfigured { .. } => None,
         }
     }
@@ -172,6 +217,8 @@ impl Judge {
     pub fn deadline(&self) -> std::time::Duration {
         match self {
             Judge::Remote(r) => r.deadline,
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.deadline,
             Judge::Unconfigured { .. } => std::time::Duration::from_secs(1),
         }
     }
@@ -181,6 +228,10 @@ impl Judge {
     pub async fn probe(&self) -> Result<(), String> {
         match self {
             Judge::Remote(r) => r.probe().await,
+            // The model was loaded (or start-up failed) before the daemon listened, and its owner
+            // thread answers or refuses with 429 from then on.
+            #[cfg(feature = "local")]
+            Judge::Local(_) => Ok(()),
             Judge::Unconfigured { reason, .. } => Err(reason.clone()),
         }
     }
@@ -193,6 +244,8 @@ impl Judge {
     ) -> Result<Completion, JudgeError> {
         match self {
             Judge::Remote(r) => r.complete(messages, schema).await,
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.complete(messages, schema).await,
             Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
         }
     }

@@ -337,6 +337,7 @@ impl RemoteJudge {
                         text,
                         prompt_tokens,
                         completion_tokens,
+                        cached_prompt_tokens: 0,
                         attempts: attempt,
                         retries,
                     });

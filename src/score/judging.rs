@@ -419,6 +419,7 @@ impl Scorer {
                             usage.judge_calls = u64::from(v.calls);
                             usage.prompt_tokens = v.prompt_tokens;
                             usage.completion_tokens = v.completion_tokens;
+                            usage.cached_prompt_tokens = v.cached_prompt_tokens;
                             usage.retries = v.retries.clone();
                             usage.cost = judge.cost(v.prompt_tokens, v.completion_tokens);
                             v
@@ -460,6 +461,7 @@ impl Scorer {
             let first_prompt_tokens = first.prompt_tokens;
             let (mut prompt_tokens, mut completion_tokens, mut calls) =
                 (first.prompt_tokens, first.completion_tokens, 1u32);
+            let mut cached = first.cached_prompt_tokens;
             let mut retries = first.retries;
             let parsed = match parse_verdict(&first.text, &opts) {
                 Ok(scores) => scores,
@@ -479,6 +481,7 @@ impl Scorer {
                     let second = judge.complete(&messages, &schema).await?;
                     prompt_tokens += second.prompt_tokens;
                     completion_tokens += second.completion_tokens;
+                    cached += second.cached_prompt_tokens;
                     calls += 1;
                     for (cause, n) in second.retries {
                         *retries.entry(cause).or_default() += n;
@@ -491,24 +494,27 @@ impl Scorer {
                     })?
                 }
             };
-            Ok::<_, JudgeError>((
-                parsed,
+            let tokens = (
                 prompt_tokens,
                 completion_tokens,
-                calls,
-                retries,
+                cached,
                 first_prompt_tokens,
-            ))
+            );
+            Ok::<_, JudgeError>((parsed, tokens, calls, retries))
         };
-        let (parsed, prompt_tokens, completion_tokens, calls, retries, first_prompt_tokens) =
-            tokio::time::timeout(deadline, conversation)
-                .await
-                .map_err(|_| {
-                    JudgeError::Timeout(format!(
-                        "judge {name:?}: verdict deadline of {:.1}s passed",
-                        deadline.as_secs_f64()
-                    ))
-                })??;
+        let (
+            parsed,
+            (prompt_tokens, completion_tokens, cached_prompt_tokens, first_prompt_tokens),
+            calls,
+            retries,
+        ) = tokio::time::timeout(deadline, conversation)
+            .await
+            .map_err(|_| {
+                JudgeError::Timeout(format!(
+                    "judge {name:?}: verdict deadline of {:.1}s passed",
+                    deadline.as_secs_f64()
+                ))
+            })??;
         let (counted, without) = estimate_tokens(plan, i, first_prompt_tokens);
         Ok(StoredVerdict {
             scores: parsed
@@ -522,6 +528,7 @@ impl Scorer {
                 .collect(),
             prompt_tokens,
             completion_tokens,
+            cached_prompt_tokens,
             calls,
             counted_prompt_tokens: counted,
             counted_prompt_tokens_without_dedup: without,

@@ -60,6 +60,8 @@ pub enum ScoreError {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(transparent)]
+    Judge(#[from] JudgeError),
+    #[error(transparent)]
     Rubric(#[from] RubricError),
     #[error(transparent)]
     Prompt(#[from] PromptError),
@@ -91,8 +93,8 @@ impl Scorer {
             judges: cfg
                 .judges
                 .iter()
-                .map(|(name, j)| (name.clone(), Arc::new(Judge::from_config(name, j))))
-                .collect(),
+                .map(|(name, j)| Ok((name.clone(), Arc::new(Judge::from_config(name, j)?))))
+                .collect::<Result<_, JudgeError>>()?,
             default_judge: cfg.default_judge_name().map(str::to_string),
             rubrics: RubricSet::load(cfg.rubrics_dir.as_deref())?,
             prompts: Prompts::load(cfg.prompts_dir.as_deref())?,
@@ -312,7 +314,11 @@ impl Scorer {
                         s.judges = j.per_judge;
                     }
                 }
-                Err(e) if req.on_judge_error == OnJudgeError::Null => {
+                // A full queue is "retry later" (429), never a null reward.
+                Err(e)
+                    if req.on_judge_error == OnJudgeError::Null
+                        && !matches!(e, JudgeError::Overloaded(_)) =>
+                {
                     tracing::warn!(error = %e, "judge failed; answering reward null as the request asked");
                     for s in &mut scores {
                         s.components.insert(JUDGE.into(), None);

@@ -59,6 +59,10 @@ pub struct Usage {
     /// Tokens the judge reported for the calls made for this request (0 on a cache hit).
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those a local judge did not prefill again (KV of a shared prefix
+    /// reused across permutations and requests).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
     /// Our count of the judge prompt as sent, and of the same group sent without dedup.
     pub prompt_tokens_deduped: u64,
     pub prompt_tokens_without_dedup: u64,
@@ -76,12 +80,17 @@ pub struct Usage {
     pub cost: Option<f64>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Usage {
     pub fn add(&mut self, o: &Usage) {
         self.judge_calls += o.judge_calls;
         self.cache_hits += o.cache_hits;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
+        self.cached_prompt_tokens += o.cached_prompt_tokens;
         self.prompt_tokens_deduped += o.prompt_tokens_deduped;
         self.prompt_tokens_without_dedup += o.prompt_tokens_without_dedup;
         self.tokens_saved_by_dedup += o.tokens_saved_by_dedup;

@@ -50,6 +50,7 @@ impl ApiError {
                     }
                     JudgeError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
                     JudgeError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+                    JudgeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
                 };
                 (status, e.error_type())
             }
@@ -72,6 +73,7 @@ impl From<ScoreError> for ApiError {
             | ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
             | ScoreError::UnknownJudge { .. }
             | ScoreError::NoDefaultJudge(_) => ApiError::InvalidRequest(e.to_string()),
+            ScoreError::Judge(JudgeError::Overloaded(m)) => ApiError::Overloaded(m),
             ScoreError::Judge(j) => ApiError::Judge(j),
             ScoreError::Rubric(RubricError::Io(..))
             | ScoreError::Prompt(_)

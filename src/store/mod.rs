@@ -50,12 +50,19 @@ pub struct StoredScore {
 }
 
 /// A verdict as stored: the parsed scores plus what it cost.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredVerdict {
     pub scores: Vec<StoredScore>,
     /// Tokens the judge reported for the call(s) that produced this verdict.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those a local judge reused from a cached prefix.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
     /// Judge calls made (2 when a structural re-ask was needed).
     pub calls: u32,
     /// Our own count of the deduplicated prompt, and of the same prompt without dedup.

@@ -122,6 +122,11 @@ impl VerdictGrammar {
         matches!(self.segs[cur.seg as usize], Seg::End)
     }
 
+    /// Whether the next byte starts a score (NUM, nothing of it written yet).
+    pub fn at_score(&self, cur: &Cursor) -> bool {
+        matches!(self.segs[cur.seg as usize], Seg::Num) && cur.pos == 0
+    }
+
     /// The bytes forced from here, up to the next free choice or the end (empty when the next
     /// byte is free: TEXT below its cap, NUM, the true/false choice).
     pub fn forced(&self, cur: &Cursor) -> Vec<u8> {
@@ -454,6 +459,10 @@ mod tests {
         assert_eq!(g.forced(&c), b"}]}");
         let c = g.advance(&c, b"}]}").unwrap();
         assert!(g.is_complete(&c) && g.forced(&c).is_empty());
+        let at = g.advance(&g.start(), head).unwrap();
+        assert!(!g.at_score(&at));
+        let at = g.advance(&at, b"ok\", \"score\": ").unwrap();
+        assert!(g.at_score(&at) && !g.at_score(&g.advance(&at, b"0").unwrap()));
         let empty = VerdictGrammar::new(vec![], vec![], 5);
         assert!(empty.is_complete(&empty.advance(&empty.start(), b"{\"scores\": []}").unwrap()));
     }

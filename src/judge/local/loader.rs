@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::{quantized_qwen2, quantized_qwen3, qwen2, qwen3};
+use candle_transformers::models::{qwen2, qwen3};
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::chat_template::{template_from_tokenizer_config, ChatTemplate, TemplateOrigin};
 use super::error::LocalError;
+use super::qwen::{Qwen, QwenConfig, Source};
 use super::tokenizer::{
     byte_vocab, eos_ids, ids_of, read_tokenizer_json, token_text, tokenizer_from_gguf,
     LoadedTokenizer,
@@ -60,18 +61,8 @@ pub struct ModelInfo {
     pub weight_bytes: u64,
 }
 
-/// The model behind a [`super::model::LoadedModel`].
-pub(crate) enum Weights {
-    QuantQwen2(quantized_qwen2::ModelWeights),
-    QuantQwen3(quantized_qwen3::ModelWeights),
-    Qwen2(qwen2::ModelForCausalLM),
-    Qwen3(qwen3::ModelForCausalLM),
-}
-
 pub(crate) struct Loaded {
-    pub weights: Weights,
-    /// The compute dtype of full-precision weights; `None` for GGUF.
-    pub dtype: Option<DType>,
+    pub weights: Qwen,
     pub tok: LoadedTokenizer,
     pub template: ChatTemplate,
     pub info: ModelInfo,
@@ -170,16 +161,39 @@ fn load_gguf(path: &Path, device: &Device) -> Result<Loaded, LocalError> {
         &tok.eos_token,
     )?;
     let name = md_string(md, "general.name");
-    let wrap =
-        |e: candle_core::Error| LocalError::invalid(path, format!("cannot load the weights: {e}"));
-    let weights = match arch {
-        Arch::Qwen2 => Weights::QuantQwen2(
-            quantized_qwen2::ModelWeights::from_gguf(content, &mut file, device).map_err(wrap)?,
-        ),
-        Arch::Qwen3 => Weights::QuantQwen3(
-            quantized_qwen3::ModelWeights::from_gguf(content, &mut file, device).map_err(wrap)?,
-        ),
+    let float = |key: &str, default: f64| {
+        md.get(key)
+            .and_then(|v| v.to_f32().ok().map(f64::from).or_else(|| v.to_f64().ok()))
+            .unwrap_or(default)
     };
+    let hidden = int(&format!("{arch_name}.embedding_length"))?;
+    let heads = int(&format!("{arch_name}.attention.head_count"))?;
+    if heads == 0 {
+        return Err(LocalError::invalid(path, "attention.head_count is 0"));
+    }
+    let cfg = QwenConfig {
+        arch,
+        hidden,
+        heads,
+        kv_heads: int(&format!("{arch_name}.attention.head_count_kv")).unwrap_or(heads),
+        head_dim: int(&format!("{arch_name}.attention.key_length")).unwrap_or(hidden / heads),
+        layers: num_layers,
+        intermediate: tensor("blk.0.ffn_up.weight")?.shape.dims()[0],
+        rms_eps: float(
+            &format!("{arch_name}.attention.layer_norm_rms_epsilon"),
+            1e-6,
+        ),
+        rope_theta: float(&format!("{arch_name}.rope.freq_base"), 10_000.0),
+        context: context_length,
+        vocab: n_vocab,
+    };
+    check_heads(path, &cfg)?;
+    let src = Source::Gguf {
+        content: &content,
+        reader: &mut file,
+    };
+    let weights = Qwen::load(cfg, src, DType::F32, device)
+        .map_err(|e| LocalError::invalid(path, format!("cannot load the weights: {e}")))?;
     let info = ModelInfo {
         path: path.to_path_buf(),
         format: ModelFormat::Gguf,
@@ -194,11 +208,25 @@ fn load_gguf(path: &Path, device: &Device) -> Result<Loaded, LocalError> {
     };
     Ok(Loaded {
         weights,
-        dtype: None,
         tok,
         template,
         info,
     })
+}
+
+/// Head counts the attention can use: kv heads dividing the query heads, even head size.
+fn check_heads(path: &Path, c: &QwenConfig) -> Result<(), LocalError> {
+    if c.kv_heads == 0 || c.heads % c.kv_heads != 0 || c.head_dim == 0 || c.head_dim % 2 != 0 {
+        return Err(LocalError::invalid(
+            path,
+            format!(
+                "{} attention heads, {} kv heads of size {}: kv heads must divide the heads and \
+                 the size must be even",
+                c.heads, c.kv_heads, c.head_dim
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn read_json(path: &Path) -> Result<Value, LocalError> {
@@ -461,26 +489,47 @@ fn load_folder(dir: &Path, device: &Device, dtype: DType) -> Result<Loaded, Loca
     // be truncated or rewritten while gavel runs (a changed file means a restart anyway).
     let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, dtype, device) }
         .map_err(|e| LocalError::invalid(dir, format!("unreadable safetensors: {e}")))?;
-    let (weights, context_length, num_layers) = match arch {
+    // candle's configs check the file (types, required keys); the network is ours.
+    let (cfg, tied, bias) = match arch {
         Arch::Qwen2 => {
-            let cfg: qwen2::Config = serde_json::from_value(config).map_err(bad_config)?;
-            let m = qwen2::ModelForCausalLM::new(&cfg, vb).map_err(mismatch)?;
-            (
-                Weights::Qwen2(m),
-                cfg.max_position_embeddings,
-                cfg.num_hidden_layers,
-            )
+            let c: qwen2::Config = serde_json::from_value(config).map_err(bad_config)?;
+            let cfg = QwenConfig {
+                arch,
+                hidden: c.hidden_size,
+                heads: c.num_attention_heads,
+                kv_heads: c.num_key_value_heads,
+                head_dim: c.hidden_size / c.num_attention_heads,
+                layers: c.num_hidden_layers,
+                intermediate: c.intermediate_size,
+                rms_eps: c.rms_norm_eps,
+                rope_theta: c.rope_theta,
+                context: c.max_position_embeddings,
+                vocab: c.vocab_size,
+            };
+            (cfg, c.tie_word_embeddings, true)
         }
         Arch::Qwen3 => {
-            let cfg: qwen3::Config = serde_json::from_value(config).map_err(bad_config)?;
-            let m = qwen3::ModelForCausalLM::new(&cfg, vb).map_err(mismatch)?;
-            (
-                Weights::Qwen3(m),
-                cfg.max_position_embeddings,
-                cfg.num_hidden_layers,
-            )
+            let c: qwen3::Config = serde_json::from_value(config).map_err(bad_config)?;
+            let cfg = QwenConfig {
+                arch,
+                hidden: c.hidden_size,
+                heads: c.num_attention_heads,
+                kv_heads: c.num_key_value_heads,
+                head_dim: c.head_dim,
+                layers: c.num_hidden_layers,
+                intermediate: c.intermediate_size,
+                rms_eps: c.rms_norm_eps,
+                rope_theta: c.rope_theta,
+                context: c.max_position_embeddings,
+                vocab: c.vocab_size,
+            };
+            (cfg, c.tie_word_embeddings, c.attention_bias)
         }
     };
+    check_heads(&config_path, &cfg)?;
+    let (context_length, num_layers) = (cfg.context, cfg.layers);
+    let src: Source<File> = Source::Safetensors { vb, tied, bias };
+    let weights = Qwen::load(cfg, src, dtype, device).map_err(mismatch)?;
     let info = ModelInfo {
         path: dir.to_path_buf(),
         format: ModelFormat::Safetensors,
@@ -498,7 +547,6 @@ fn load_folder(dir: &Path, device: &Device, dtype: DType) -> Result<Loaded, Loca
     };
     Ok(Loaded {
         weights,
-        dtype: Some(dtype),
         tok,
         template,
         info,

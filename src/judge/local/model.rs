@@ -6,12 +6,13 @@
 
 use std::path::PathBuf;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use tokenizers::Tokenizer;
 
 use super::chat_template::{ChatTemplate, RenderOptions};
 use super::error::{one_line, LocalError};
-use super::loader::{self, Arch, ModelInfo, Weights};
+use super::loader::{self, Arch, ModelInfo};
+use super::qwen::{KvState, Qwen};
 use crate::prompt::ChatMessage;
 
 /// Where a local model comes from and where it runs: the judge's `model_path` and `device`.
@@ -79,23 +80,19 @@ impl DeviceSpec {
 
 /// A model ready to run: see the module docs.
 pub struct LoadedModel {
-    weights: Weights,
+    weights: Qwen,
     tokenizer: Tokenizer,
     vocab_bytes: Vec<Vec<u8>>,
     eos_ids: Vec<u32>,
     template: ChatTemplate,
     info: ModelInfo,
-    device: Device,
-    dtype: Option<DType>,
-    /// Positions the KV cache holds.
-    cached: usize,
 }
 
 impl std::fmt::Debug for LoadedModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedModel")
             .field("info", &self.info)
-            .field("cached", &self.cached)
+            .field("cached", &self.weights.cached_len())
             .finish()
     }
 }
@@ -121,9 +118,6 @@ impl LoadedModel {
             eos_ids: l.tok.eos_ids,
             template: l.template,
             info: l.info,
-            device,
-            dtype: l.dtype,
-            cached: 0,
         })
     }
 
@@ -197,18 +191,25 @@ impl LoadedModel {
     /// Positions the KV cache holds: the `pos` the next [`LoadedModel::forward_logits`] that
     /// continues the sequence must pass.
     pub fn cached_len(&self) -> usize {
-        self.cached
+        self.weights.cached_len()
     }
 
     /// Empties the KV cache (a new sequence starts at `pos` 0).
     pub fn clear_kv_cache(&mut self) {
-        match &mut self.weights {
-            Weights::QuantQwen2(m) => m.clear_kv_cache(),
-            Weights::QuantQwen3(m) => m.clear_kv_cache(),
-            Weights::Qwen2(m) => m.clear_kv_cache(),
-            Weights::Qwen3(m) => m.clear_kv_cache(),
-        }
-        self.cached = 0;
+        self.weights.clear_kv_cache();
+    }
+
+    /// A snapshot of the KV cache (cheap: its tensors are shared, and never written in place).
+    pub(crate) fn kv_state(&self) -> KvState {
+        self.weights.kv_state()
+    }
+
+    /// Puts a snapshot back, cut to its first `len` positions: the next forward continues at
+    /// `pos` = `len` (or the snapshot's length, if shorter).
+    pub(crate) fn restore_kv(&mut self, state: &KvState, len: usize) -> Result<(), LocalError> {
+        self.weights
+            .restore(state, len)
+            .map_err(|e| LocalError::Forward(one_line(&e.to_string())))
     }
 
     /// Runs `tokens` at positions `pos..pos + tokens.len()` and returns the logits after the
@@ -223,10 +224,10 @@ impl LoadedModel {
         }
         if pos == 0 {
             self.clear_kv_cache();
-        } else if pos != self.cached {
+        } else if pos != self.cached_len() {
             return Err(LocalError::Forward(format!(
                 "forward at position {pos}, but the KV cache holds {} positions (start again at 0)",
-                self.cached
+                self.cached_len()
             )));
         }
         if pos + tokens.len() > self.info.context_length {
@@ -242,57 +243,25 @@ impl LoadedModel {
                 self.info.vocab_size
             )));
         }
-        // candle's full-precision Qwen2 cannot build the attention mask for several new
-        // tokens after a cached prefix in a dtype other than f32 (it concatenates an f32 mask
-        // with a zero block of the model's dtype); feed such a run one token at a time.
-        let stepwise = matches!(self.weights, Weights::Qwen2(_))
-            && pos > 0
-            && tokens.len() > 1
-            && self.dtype != Some(DType::F32);
-        let result = if stepwise {
-            let mut last = Err(LocalError::Forward("no tokens".into()));
-            for (i, t) in tokens.iter().enumerate() {
-                last = self.forward_raw(&[*t], pos + i);
-                if last.is_err() {
-                    break;
-                }
-            }
-            last
-        } else {
-            self.forward_raw(tokens, pos)
-        };
+        let result = self
+            .weights
+            .forward(tokens)
+            .and_then(|t| t.to_vec1::<f32>());
         match result {
+            Ok(logits) if logits.len() == self.info.vocab_size => Ok(logits),
             Ok(logits) => {
-                self.cached = pos + tokens.len();
-                Ok(logits)
+                self.clear_kv_cache();
+                Err(LocalError::Forward(format!(
+                    "the model returned {} logits for a vocabulary of {}",
+                    logits.len(),
+                    self.info.vocab_size
+                )))
             }
             Err(e) => {
                 self.clear_kv_cache();
-                Err(e)
+                Err(LocalError::Forward(one_line(&e.to_string())))
             }
         }
-    }
-
-    fn forward_raw(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
-        let mut run = || -> candle_core::Result<Vec<f32>> {
-            let input = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
-            let logits = match &mut self.weights {
-                Weights::QuantQwen2(m) => m.forward(&input, pos)?,
-                Weights::QuantQwen3(m) => m.forward(&input, pos)?,
-                Weights::Qwen2(m) => m.forward(&input, pos)?,
-                Weights::Qwen3(m) => m.forward(&input, pos)?,
-            };
-            logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
-        };
-        let logits = run().map_err(|e| LocalError::Forward(one_line(&e.to_string())))?;
-        if logits.len() != self.info.vocab_size {
-            return Err(LocalError::Forward(format!(
-                "the model returned {} logits for a vocabulary of {}",
-                logits.len(),
-                self.info.vocab_size
-            )));
-        }
-        Ok(logits)
     }
 }
 
@@ -324,8 +293,8 @@ mod tests {
         }
     }
 
-    /// candle's bf16 Qwen2 cannot run several tokens after a cached prefix; `forward_logits`
-    /// feeds them one at a time and gets the logits of a full prefill.
+    /// bf16 weights continue a cached prefix with the logits of a full prefill (candle's own
+    /// bf16 Qwen2 could not build that attention mask).
     #[test]
     fn bf16_qwen2_continues_a_cached_prefix() {
         use super::super::testkit::{write_folder, TinyOptions};
@@ -345,12 +314,6 @@ mod tests {
             .fold(0.0, f32::max);
         assert!(d < 0.1, "bf16 continuation differs by {d}");
         assert_eq!(m.cached_len(), ids.len());
-        // The workaround is still needed: candle refuses the multi-token continuation.
-        m.forward_logits(&ids[..3], 0).unwrap();
-        assert!(
-            m.forward_raw(&ids[3..], 3).is_err(),
-            "candle fixed it: drop `stepwise`"
-        );
     }
 
     #[test]

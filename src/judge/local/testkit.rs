@@ -256,6 +256,8 @@ pub struct TinyOptions {
     pub chat_template: Option<String>,
     /// GGUF type of the 2-D weights (1-D ones are always F32).
     pub gguf_dtype: GgmlDType,
+    /// Positions the model takes ([`CONTEXT`] unless a test needs long prompts).
+    pub context_length: usize,
 }
 
 impl TinyOptions {
@@ -266,6 +268,7 @@ impl TinyOptions {
             shards: 1,
             chat_template: Some(TINY_TEMPLATE.to_string()),
             gguf_dtype: GgmlDType::F32,
+            context_length: CONTEXT,
         }
     }
 }
@@ -280,7 +283,9 @@ fn write_json(path: &Path, v: &Value) -> std::io::Result<()> {
 /// Writes the tiny model as a Hugging Face folder in `dir` (created if missing).
 pub fn write_folder(dir: &Path, o: &TinyOptions) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    write_json(&dir.join("config.json"), &config_json(o.arch, o.tied))?;
+    let mut config = config_json(o.arch, o.tied);
+    config["max_position_embeddings"] = json!(o.context_length);
+    write_json(&dir.join("config.json"), &config)?;
     let (vocab, merges, added) = tiny_vocab();
     let bpe_vocab = &vocab[..vocab.len() - SPECIALS.len()];
     write_json(
@@ -386,7 +391,7 @@ pub fn write_gguf(
     let mut md: Vec<(String, V)> = vec![
         ("general.architecture".into(), V::String(arch.into())),
         ("general.name".into(), V::String(format!("tiny-{arch}"))),
-        (format!("{arch}.context_length"), u(CONTEXT)),
+        (format!("{arch}.context_length"), u(o.context_length)),
         (format!("{arch}.block_count"), u(LAYERS)),
         (format!("{arch}.embedding_length"), u(HIDDEN)),
         (format!("{arch}.feed_forward_length"), u(INTERMEDIATE)),

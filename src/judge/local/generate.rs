@@ -1,0 +1,390 @@
+//! Generation on the owner thread: prefill from the best cached prefix, then decode under the
+//! verdict grammar.
+//!
+//! With constraints on, every step either runs bytes the grammar forces (keys, ids, `}, {`) —
+//! tokenized and run as one batch, with no sampling — or samples among the tokens the grammar
+//! allows there ([`TokenMask`]), so the output parses whatever the weights are. The forced
+//! opening of the verdict (`{"scores": [{"trajectory_id": "1", "explanation": "`) is run with
+//! the prompt, in the same prefill.
+
+use std::time::Instant;
+
+use super::constrain::{Cursor, TokenMask, VerdictGrammar};
+use super::engine::{EngineError, EngineSettings, Generated, Request};
+use super::model::LoadedModel;
+use super::prefix_cache::PrefixCache;
+use super::qwen::KvState;
+
+pub(crate) struct Worker {
+    model: LoadedModel,
+    mask: TokenMask,
+    settings: EngineSettings,
+    prefixes: PrefixCache<KvState>,
+    /// Single-token ids of `0`..`9` and `.`, when the vocabulary has them all (for expected
+    /// scores).
+    digits: Option<([u32; 10], u32)>,
+}
+
+/// Where decoding stands.
+struct Decode<'g> {
+    grammar: Option<&'g VerdictGrammar>,
+    cursor: Option<Cursor>,
+    /// Output bytes (constrained) or token ids (free).
+    bytes: Vec<u8>,
+    ids: Vec<u32>,
+    forced: u64,
+}
+
+impl Worker {
+    pub fn new(model: LoadedModel, settings: EngineSettings) -> Worker {
+        let mask = TokenMask::new(model.vocab_bytes().to_vec(), model.eos_ids().to_vec());
+        let single = |s: &str| match model.encode(s).ok()?.as_slice() {
+            [id] if model.vocab_bytes().get(*id as usize)?.as_slice() == s.as_bytes() => Some(*id),
+            _ => None,
+        };
+        let digits = (0..10)
+            .map(|d| single(&d.to_string()))
+            .collect::<Option<Vec<u32>>>()
+            .and_then(|v| Some((v.try_into().ok()?, single(".")?)));
+        Worker {
+            digits,
+            model,
+            mask,
+            prefixes: PrefixCache::new(settings.prefix_cache_entries),
+            settings,
+        }
+    }
+
+    /// Completes one request. `cancelled` is polled between tokens.
+    pub fn run(
+        &mut self,
+        req: &Request,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Generated, EngineError> {
+        let t0 = Instant::now();
+        let prompt = self.model.prompt_tokens(&req.messages)?;
+        let context = self.model.context_length();
+        let grammar = self.settings.constrained.then(|| {
+            VerdictGrammar::new(
+                req.ids.clone(),
+                req.items.clone(),
+                self.settings.max_explanation_bytes,
+            )
+        });
+        let mut d = Decode {
+            cursor: grammar.as_ref().map(VerdictGrammar::start),
+            grammar: grammar.as_ref(),
+            bytes: Vec::new(),
+            ids: Vec::new(),
+            forced: 0,
+        };
+        let mut seq = prompt.clone();
+        if let Some(opening) = self.forced_tokens(&d) {
+            seq.extend_from_slice(&opening);
+            self.accept_forced(&mut d, &opening);
+        }
+        if seq.len() >= context {
+            return Err(EngineError::TooLong {
+                prompt: prompt.len(),
+                context,
+            });
+        }
+        let (reused, mut logits) = self.prefill(&seq)?;
+        let prefill = t0.elapsed();
+        let t1 = Instant::now();
+        let mut rng = Rng::new(self.settings.seed, &prompt);
+        loop {
+            if cancelled() {
+                return Err(EngineError::Cancelled);
+            }
+            if let (Some(g), Some(c)) = (d.grammar, &d.cursor) {
+                if g.is_complete(c) {
+                    break;
+                }
+                let forced = match self.forced_tokens(&d) {
+                    None if self.settings.expected_score && g.at_score(c) => {
+                        self.room(4, &prompt)?;
+                        self.expected_score_tokens(g, c, &logits)?
+                    }
+                    f => f,
+                };
+                if let Some(forced) = forced {
+                    self.room(forced.len(), &prompt)?;
+                    let pos = self.model.cached_len();
+                    logits = self.model.forward_logits(&forced, pos)?;
+                    self.accept_forced(&mut d, &forced);
+                    continue;
+                }
+                self.mask.apply(g, c, &mut logits);
+            }
+            let id = rng.pick(&logits, self.settings.temperature);
+            if d.grammar.is_none() && self.model.eos_ids().contains(&id) {
+                break;
+            }
+            self.accept(&mut d, id);
+            if d.grammar.is_none() && d.ids.len() >= self.settings.max_tokens {
+                break;
+            }
+            if d.grammar
+                .is_some_and(|g| g.is_complete(d.cursor.as_ref().expect("cursor")))
+            {
+                // The verdict is whole: EOS is the only token left, no need to run this one.
+                break;
+            }
+            self.room(1, &prompt)?;
+            let pos = self.model.cached_len();
+            logits = self.model.forward_logits(&[id], pos)?;
+        }
+        let text = match d.grammar {
+            Some(_) => String::from_utf8_lossy(&d.bytes).into_owned(),
+            None => self
+                .model
+                .tokenizer()
+                .decode(&d.ids, true)
+                .map_err(|e| super::error::LocalError::Tokenizer(e.to_string()))?,
+        };
+        Ok(Generated {
+            text,
+            prompt_tokens: prompt.len() as u64,
+            cached_prompt_tokens: reused.min(prompt.len()) as u64,
+            completion_tokens: d.ids.len() as u64,
+            forced_tokens: d.forced,
+            queued: Default::default(),
+            prefill,
+            decode: t1.elapsed(),
+        })
+    }
+
+    /// Prefills `seq` from the cached sequence sharing its longest prefix; returns the positions
+    /// reused and the logits after `seq`. The result is cached for the next requests.
+    fn prefill(&mut self, seq: &[u32]) -> Result<(usize, Vec<f32>), EngineError> {
+        // At least one token is run: its logits are the next token's.
+        let reused = match self.prefixes.best(seq) {
+            Some((state, n)) => {
+                let n = n.min(seq.len() - 1);
+                self.model.restore_kv(state, n)?;
+                n
+            }
+            None => 0,
+        };
+        let logits = self.model.forward_logits(&seq[reused..], reused)?;
+        self.prefixes.insert(seq.to_vec(), self.model.kv_state());
+        Ok((reused, logits))
+    }
+
+    /// Errors when `n` more positions would not fit the context.
+    fn room(&self, n: usize, prompt: &[u32]) -> Result<(), EngineError> {
+        let context = self.model.context_length();
+        if self.model.cached_len() + n > context {
+            return Err(EngineError::TooLong {
+                prompt: prompt.len(),
+                context,
+            });
+        }
+        Ok(())
+    }
+
+    /// The tokens of the bytes the grammar forces next, when there are any and they tokenize
+    /// back to exactly those bytes (else they are generated token by token, under the mask).
+    fn forced_tokens(&self, d: &Decode<'_>) -> Option<Vec<u32>> {
+        let (g, c) = (d.grammar?, d.cursor.as_ref()?);
+        let forced = g.forced(c);
+        if forced.is_empty() {
+            return None;
+        }
+        let text = std::str::from_utf8(&forced).ok()?;
+        let ids = self.model.encode(text).ok()?;
+        let vocab = self.model.vocab_bytes();
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&i| vocab.get(i as usize).cloned().unwrap_or_default())
+            .collect();
+        (bytes == forced && !ids.is_empty()).then_some(ids)
+    }
+
+    /// The tokens of the model's expected score at a score's start (`logits` are the next
+    /// token's there): E = p(1) + p(0) · p(`.` after `0`) · E[first decimal], each probability
+    /// renormalized over what the grammar allows. Two probe steps run and are rolled back (the KV
+    /// cache is cut back to where it was). None when the vocabulary lacks single-token digits.
+    fn expected_score_tokens(
+        &mut self,
+        g: &VerdictGrammar,
+        c: &Cursor,
+        logits: &[f32],
+    ) -> Result<Option<Vec<u32>>, EngineError> {
+        let Some((digit, dot)) = self.digits else {
+            return Ok(None);
+        };
+        let (p0, p1) = pair(logits[digit[0] as usize], logits[digit[1] as usize]);
+        let pos = self.model.cached_len();
+        let snapshot = self.model.kv_state();
+        let after0 = g.advance(c, b"0").expect("a score may start with 0");
+        let l2 = self.model.forward_logits(&[digit[0]], pos)?;
+        let allowed = self.mask.allowed(g, &after0);
+        let p_dot = softmax_share(&l2, &allowed, dot);
+        let l3 = self.model.forward_logits(&[dot], pos + 1)?;
+        let dl: Vec<f32> = digit.iter().map(|&i| l3[i as usize]).collect();
+        let top = dl.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let w: Vec<f64> = dl.iter().map(|&l| f64::from(l - top).exp()).collect();
+        let decimal = w.iter().enumerate().map(|(d, w)| d as f64 * w).sum::<f64>()
+            / (10.0 * w.iter().sum::<f64>());
+        self.model.restore_kv(&snapshot, pos)?;
+        let score = p1 + p0 * p_dot * decimal;
+        let text = format_score(score);
+        let ids: Vec<u32> = text
+            .bytes()
+            .map(|b| match b {
+                b'.' => dot,
+                _ => digit[(b - b'0') as usize],
+            })
+            .collect();
+        Ok(Some(ids))
+    }
+
+    fn accept_forced(&self, d: &mut Decode<'_>, ids: &[u32]) {
+        for &id in ids {
+            self.accept(d, id);
+        }
+        d.forced += ids.len() as u64;
+    }
+
+    fn accept(&self, d: &mut Decode<'_>, id: u32) {
+        d.ids.push(id);
+        if let (Some(g), Some(c)) = (d.grammar, d.cursor.as_mut()) {
+            let bytes = &self.model.vocab_bytes()[id as usize];
+            *c = g
+                .advance(c, bytes)
+                .expect("the mask only allows tokens the grammar accepts");
+            d.bytes.extend_from_slice(bytes);
+        }
+    }
+}
+
+/// Probabilities of two logits against each other.
+fn pair(a: f32, b: f32) -> (f64, f64) {
+    let m = a.max(b);
+    let (ea, eb) = (f64::from(a - m).exp(), f64::from(b - m).exp());
+    (ea / (ea + eb), eb / (ea + eb))
+}
+
+/// The probability of `id` among `allowed` (0 when it is not allowed).
+fn softmax_share(logits: &[f32], allowed: &[u32], id: u32) -> f64 {
+    let top = allowed
+        .iter()
+        .map(|&i| logits[i as usize])
+        .fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = allowed
+        .iter()
+        .map(|&i| f64::from(logits[i as usize] - top).exp())
+        .sum();
+    if allowed.contains(&id) {
+        f64::from(logits[id as usize] - top).exp() / sum
+    } else {
+        0.0
+    }
+}
+
+/// A score in the grammar's form: `0`, `1`, or `0.` and up to three digits.
+fn format_score(s: f64) -> String {
+    let milli = (s.clamp(0.0, 1.0) * 1000.0).round() as u32;
+    match milli {
+        0 => "0".into(),
+        1000 => "1".into(),
+        m => format!("0.{m:03}").trim_end_matches('0').to_string(),
+    }
+}
+
+/// xorshift64*, seeded by the settings' seed and the prompt: sampling is reproducible per
+/// prompt, whatever ran before it.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64, prompt: &[u32]) -> Rng {
+        let mut h = seed ^ 0x9E37_79B9_7F4A_7C15;
+        for &t in prompt {
+            h = (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01B3);
+        }
+        Rng(h | 1)
+    }
+
+    fn next_f64(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The argmax at temperature 0, else a draw from softmax(logits / temperature). Masked
+    /// (-inf) entries are never picked.
+    fn pick(&mut self, logits: &[f32], temperature: f64) -> u32 {
+        let best = logits
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(i, _)| i);
+        if temperature <= 0.0 {
+            return best as u32;
+        }
+        let top = f64::from(logits[best]);
+        let weights: Vec<f64> = logits
+            .iter()
+            .map(|&l| ((f64::from(l) - top) / temperature).exp())
+            .collect();
+        let mut r = self.next_f64() * weights.iter().sum::<f64>();
+        for (i, w) in weights.iter().enumerate() {
+            if *w > 0.0 && r < *w {
+                return i as u32;
+            }
+            r -= w;
+        }
+        best as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_are_written_as_the_grammar_wants() {
+        for (s, want) in [
+            (0.0, "0"),
+            (1.0, "1"),
+            (0.25, "0.25"),
+            (0.1234, "0.123"),
+            (0.9996, "1"),
+            (0.0004, "0"),
+            (0.5, "0.5"),
+            (1.7, "1"),
+            (-0.2, "0"),
+        ] {
+            assert_eq!(format_score(s), want);
+        }
+        let (a, b) = pair(0.0, 0.0);
+        assert!((a - 0.5).abs() < 1e-12 && (b - 0.5).abs() < 1e-12);
+        let l = [1.0, 1.0, 50.0];
+        assert!((softmax_share(&l, &[0, 1], 0) - 0.5).abs() < 1e-9);
+        assert_eq!(softmax_share(&l, &[0, 1], 2), 0.0);
+    }
+
+    #[test]
+    fn picking_is_greedy_at_zero_and_never_takes_masked_tokens() {
+        let ninf = f32::NEG_INFINITY;
+        let mut rng = Rng::new(1, &[1, 2]);
+        assert_eq!(rng.pick(&[0.1, 3.0, ninf, 2.9], 0.0), 1);
+        let logits = [1.0, ninf, 1.0, ninf, 0.5];
+        let mut seen = [0usize; 5];
+        for _ in 0..2000 {
+            seen[rng.pick(&logits, 1.0) as usize] += 1;
+        }
+        assert_eq!((seen[1], seen[3]), (0, 0));
+        assert!(seen[0] > 500 && seen[2] > 500 && seen[4] > 200, "{seen:?}");
+        // The same prompt and seed draw the same tokens.
+        let draw = |seed| {
+            let mut r = Rng::new(seed, &[5, 6]);
+            (0..20).map(|_| r.pick(&logits, 1.0)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+    }
+}

@@ -1,0 +1,189 @@
+//! The local judge as a judge backend (`backend = "local"` in `[judges.NAME]`): loads the model
+//! at start-up (any problem fails the start, in one line), serves it through an [`Engine`], and
+//! turns each judge call into a [`Completion`] like a remote judge's.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::engine::{Engine, EngineError, EngineSettings, Request};
+use super::error::LocalError;
+use super::loader::ModelInfo;
+use super::model::{LoadedModel, LocalModelSpec};
+use crate::config::JudgeConfig;
+use crate::judge::{Completion, JudgeError};
+use crate::prompt::ChatMessage;
+
+#[derive(Debug)]
+pub struct LocalJudge {
+    pub name: String,
+    /// The reported model name: `model` from the config, else the model's own name.
+    pub model: String,
+    engine: Engine,
+    settings: EngineSettings,
+    device: String,
+    pub(crate) deadline: Duration,
+    pub(crate) context_tokens: usize,
+    pub(crate) max_tokens: u32,
+}
+
+impl LocalJudge {
+    /// Loads the model `cfg.model_path` names on `cfg.device` and starts its thread.
+    pub fn new(name: &str, cfg: &JudgeConfig) -> Result<LocalJudge, LocalError> {
+        let path = cfg.model_path.clone().unwrap_or_default();
+        let spec = LocalModelSpec::new(path, cfg.device.clone());
+        let started = std::time::Instant::now();
+        let model = LoadedModel::load(&spec)?;
+        let info = model.info().clone();
+        tracing::info!(judge = name, model = ?info.name, arch = ?info.arch, format = ?info.format,
+            dtype = %info.dtype, device = %info.device, template = ?model.chat_template().origin(),
+            load_s = started.elapsed().as_secs_f64(), "local judge model loaded");
+        let settings = EngineSettings {
+            max_queue: cfg.max_queue,
+            constrained: cfg.structured_output,
+            max_explanation_bytes: cfg.max_explanation_bytes,
+            max_tokens: cfg.max_tokens as usize,
+            expected_score: cfg.expected_score,
+            temperature: f64::from(cfg.temperature),
+            seed: cfg.seed,
+            prefix_cache_entries: cfg.prefix_cache_entries,
+        };
+        let engine = Engine::start(model, settings.clone())?;
+        let model_name = if cfg.model.trim().is_empty() {
+            display_name(&info)
+        } else {
+            cfg.model.clone()
+        };
+        Ok(LocalJudge {
+            name: name.to_string(),
+            model: model_name,
+            engine,
+            settings,
+            device: cfg.device.clone(),
+            deadline: Duration::from_secs_f64(cfg.deadline_s),
+            context_tokens: cfg
+                .context_tokens
+                .map_or(info.context_length, |c| c.min(info.context_length)),
+            max_tokens: cfg.max_tokens,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// What decides this judge's verdicts: the weights (by file name, size, format, type), the
+    /// device, and the sampling and constraint settings. The path's folder is not in it, so a
+    /// moved model keeps its cached verdicts.
+    pub fn identity(&self) -> Value {
+        let info = self.engine.info();
+        let file = info
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned());
+        json!({
+            "backend": "local",
+            "model": self.model,
+            "file": file,
+            "weight_bytes": info.weight_bytes,
+            "format": info.format,
+            "arch": info.arch,
+            "dtype": info.dtype,
+            "device": self.device,
+            "constrained": self.settings.constrained,
+            "max_explanation_bytes": self.settings.max_explanation_bytes,
+            "max_tokens": self.settings.max_tokens,
+            "expected_score": self.settings.expected_score,
+            "temperature": self.settings.temperature,
+            "seed": self.settings.seed,
+        })
+    }
+
+    /// One completion. `schema` is [`crate::judge::verdict_schema`]'s: the trajectory ids and
+    /// checklist item ids the constrained output follows are read from it.
+    pub async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        schema: &Value,
+    ) -> Result<Completion, JudgeError> {
+        let (ids, items) = schema_ids(schema);
+        let request = Request {
+            messages: messages.to_vec(),
+            ids,
+            items,
+        };
+        let g = self
+            .engine
+            .generate(request)
+            .await
+            .map_err(|e| self.error(e))?;
+        tracing::debug!(judge = %self.name, prompt_tokens = g.prompt_tokens,
+            cached_prompt_tokens = g.cached_prompt_tokens, completion_tokens = g.completion_tokens,
+            queued_s = g.queued.as_secs_f64(), prefill_s = g.prefill.as_secs_f64(),
+            decode_s = g.decode.as_secs_f64(), "local judge call");
+        Ok(Completion {
+            text: g.text,
+            prompt_tokens: g.prompt_tokens,
+            completion_tokens: g.completion_tokens,
+            cached_prompt_tokens: g.cached_prompt_tokens,
+            attempts: 1,
+            retries: Default::default(),
+        })
+    }
+
+    fn error(&self, e: EngineError) -> JudgeError {
+        let m = format!("judge {:?}: {e}", self.name);
+        match e {
+            EngineError::Overloaded(_) => JudgeError::Overloaded(m),
+            EngineError::Cancelled => JudgeError::Timeout(m),
+            EngineError::TooLong { .. } | EngineError::Stopped | EngineError::Local(_) => {
+                JudgeError::Unavailable(m)
+            }
+        }
+    }
+}
+
+/// `general.name` / `_name_or_path`, else the file or folder name.
+fn display_name(info: &ModelInfo) -> String {
+    info.name.clone().unwrap_or_else(|| {
+        info.path.file_name().map_or_else(
+            || info.path.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        )
+    })
+}
+
+/// The trajectory ids and checklist item ids of a verdict schema.
+fn schema_ids(schema: &Value) -> (Vec<String>, Vec<String>) {
+    let entry = &schema["properties"]["scores"]["items"]["properties"];
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (
+        strings(&entry["trajectory_id"]["enum"]),
+        strings(&entry["items"]["items"]["properties"]["id"]["enum"]),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::verdict_schema;
+
+    #[test]
+    fn ids_and_items_come_from_the_verdict_schema() {
+        let ids = vec!["2".to_string(), "1".to_string()];
+        let items = vec!["cites".to_string(), "no_tools".to_string()];
+        assert_eq!(
+            schema_ids(&verdict_schema(&ids, &items)),
+            (ids.clone(), items)
+        );
+        assert_eq!(schema_ids(&verdict_schema(&ids, &[])), (ids, vec![]));
+    }
+}
