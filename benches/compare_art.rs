@@ -30,7 +30,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Gavel, MockJudge};
 use gavel::prompt::{count_tokens, ChatMessage};
@@ -131,19 +131,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 async fn post(c: &reqwest::Client, url: &str, body: &Value) -> (u16, Value, f64) {
-    let bytes = serde_json::to_vec(body).unwrap();
-    let t = Instant::now();
-    let resp = c
-        .post(url)
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {}", common::MOCK_KEY))
-        .body(bytes)
-        .send()
-        .await
-        .expect("request reaches 127.0.0.1");
-    let status = resp.status().as_u16();
-    let bytes = resp.bytes().await.expect("whole answer");
-    let secs = t.elapsed().as_secs_f64();
+    let (status, bytes, secs) = common::timed_post(c, url, serde_json::to_vec(body).unwrap()).await;
     (
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),

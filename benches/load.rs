@@ -101,21 +101,7 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
-/// POSTs a JSON body and reads the whole answer; returns (status, body, seconds).
-async fn post(c: &reqwest::Client, url: &str, body: Vec<u8>) -> (u16, Vec<u8>, f64) {
-    let t = Instant::now();
-    let resp = c
-        .post(url)
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {}", common::MOCK_KEY))
-        .body(body)
-        .send()
-        .await
-        .expect("request reaches 127.0.0.1");
-    let status = resp.status().as_u16();
-    let bytes = resp.bytes().await.expect("whole answer");
-    (status, bytes.to_vec(), t.elapsed().as_secs_f64())
-}
+use common::timed_post as post;
 
 fn mock_url(mock: &MockJudge) -> String {
     format!("{}/chat/completions", mock.base_url())

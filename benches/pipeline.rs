@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the scoring core on an 8-trajectory tool-using agent group:
 //! dedup, prompt rendering, verdict parsing, and the three together (the work gavel adds per
-//! group before and after a judge call). Token counting (done once per cache miss) is measured
+//! group before and after a judge call). Token counting (exact, for `render` only) is measured
 //! on its own.
 //!
 //!     cargo bench --bench pipeline

@@ -500,3 +500,20 @@ pub fn rewards(v: &Value) -> Vec<f64> {
 pub fn close(a: &[f64], b: &[f64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
 }
+
+/// POSTs a JSON body (with the mock's key as bearer token) and reads the whole answer; returns
+/// (status, body, seconds). The benchmarks time requests with it.
+pub async fn timed_post(c: &reqwest::Client, url: &str, body: Vec<u8>) -> (u16, Vec<u8>, f64) {
+    let t = std::time::Instant::now();
+    let resp = c
+        .post(url)
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {MOCK_KEY}"))
+        .body(body)
+        .send()
+        .await
+        .expect("request reaches 127.0.0.1");
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.expect("whole answer");
+    (status, bytes.to_vec(), t.elapsed().as_secs_f64())
+}
