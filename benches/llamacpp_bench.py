@@ -5,7 +5,7 @@ then the two side by side. Run by benches/local_vs_llamacpp.sh; by hand:
 
 Prefill: the whole prompt evaluated on an empty context (n_batch 512). Decode: greedy
 single-token steps after it. Group: prefill plus as many greedy tokens as gavel's constrained
-verdict for the group took (llama.cpp does no constraint work here). Best of 2 for each, as in
+verdict for the group took (llama.cpp does no constraint work here). Best of 3 for each, as in
 the Rust bench. Threads: all cores, as candle's default.
 """
 import json
@@ -16,7 +16,7 @@ import time
 from llama_cpp import Llama
 
 DECODE_STEPS = 64
-REPEATS = 2
+REPEATS = 3
 
 
 def main():

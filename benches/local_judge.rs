@@ -20,7 +20,7 @@ use gavel::score::{ScoreRequest, Scorer};
 use gavel::store::{SledStore, VerdictStore};
 
 const DECODE_STEPS: usize = 64;
-const REPEATS: usize = 2;
+const REPEATS: usize = 3;
 
 fn example(name: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -23,9 +23,13 @@ pub mod engine;
 #[cfg(feature = "local")]
 pub mod error;
 #[cfg(feature = "local")]
+mod fused;
+#[cfg(feature = "local")]
 mod generate;
 #[cfg(feature = "local")]
 mod judge;
+#[cfg(feature = "local")]
+mod layer;
 #[cfg(feature = "local")]
 pub mod loader;
 #[cfg(feature = "local")]

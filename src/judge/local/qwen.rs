@@ -13,18 +13,15 @@ use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
+use super::layer::{Geometry, Layer, Proj};
 use super::loader::Arch;
 
 /// Most positions one attention call handles during prefill: bounds the score matrix
 /// (heads × chunk × context) that a long prompt would otherwise allocate at once.
 const PREFILL_CHUNK: usize = 512;
 
-/// Rows from which a quantized projection is dequantized for an f32 GEMM (see [`Proj`]).
+/// Tokens from which a forward dequantizes each layer for an f32 GEMM (see [`Proj::dense`]).
 const GEMM_ROWS: usize = 32;
-
-fn rows(x: &Tensor) -> usize {
-    x.dims()[..x.rank().saturating_sub(1)].iter().product()
-}
 
 /// The shape of the network.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,48 +37,6 @@ pub(crate) struct QwenConfig {
     pub rope_theta: f64,
     pub context: usize,
     pub vocab: usize,
-}
-
-/// A projection: a (quantized or dense) weight and an optional bias.
-#[derive(Debug, Clone)]
-struct Proj {
-    w: QMatMul,
-    b: Option<Tensor>,
-}
-
-impl Proj {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = match &self.w {
-            // candle's quantized CPU matmul streams the whole weight once per input row, so a
-            // prefill chunk runs no faster per token than decoding. For many rows, dequantize
-            // the weight (a pass over it) and use the cache-blocked f32 GEMM instead.
-            QMatMul::QTensor(q) if x.device().is_cpu() && rows(x) >= GEMM_ROWS => {
-                let w = q.dequantize(x.device())?;
-                x.broadcast_matmul(&w.t()?)?
-            }
-            w => w.forward(x)?,
-        };
-        match &self.b {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Layer {
-    attn_norm: Tensor,
-    q: Proj,
-    k: Proj,
-    v: Proj,
-    o: Proj,
-    /// Qwen3's RMSNorm over each head of q and k.
-    q_norm: Option<Tensor>,
-    k_norm: Option<Tensor>,
-    ffn_norm: Tensor,
-    gate: Proj,
-    up: Proj,
-    down: Proj,
 }
 
 /// The KV cache at some length: per layer, keys and values `[1, kv_heads, len, head_dim]`.
@@ -118,11 +73,7 @@ pub(crate) struct Qwen {
     layers: Vec<Layer>,
     norm: Tensor,
     lm_head: QMatMul,
-    cos: Tensor,
-    sin: Tensor,
-    /// The activations' dtype: f32 for GGUF and f32 weights, else the weights' dtype.
-    dtype: DType,
-    device: Device,
+    geo: Geometry,
     cache: KvState,
 }
 
@@ -290,10 +241,16 @@ impl Qwen {
             layers,
             norm,
             lm_head,
-            cos: cos.to_dtype(dtype)?,
-            sin: sin.to_dtype(dtype)?,
-            dtype,
-            device: device.clone(),
+            geo: Geometry {
+                heads: cfg.heads,
+                kv_heads: cfg.kv_heads,
+                head_dim: cfg.head_dim,
+                eps: cfg.rms_eps as f32,
+                cos: cos.to_dtype(dtype)?,
+                sin: sin.to_dtype(dtype)?,
+                dtype,
+                device: device.clone(),
+            },
             cache: KvState {
                 kv: vec![None; cfg.layers],
                 len: 0,
@@ -336,79 +293,47 @@ impl Qwen {
 
     /// Runs `tokens` after the cached positions and returns the logits after the last one
     /// (`[vocab]`, f32). On an error the cache may hold part of the tokens: clear it.
+    ///
+    /// Layer by layer, each layer over the tokens in chunks of [`PREFILL_CHUNK`]: a prefill
+    /// dequantizes each layer's weights once (see [`Proj::dense`]) however long the prompt,
+    /// and holds only one layer's f32 weights at a time.
     pub fn forward(&mut self, tokens: &[u32]) -> Result<Tensor> {
-        let mut logits = None;
-        for chunk in tokens.chunks(PREFILL_CHUNK) {
-            logits = Some(self.forward_chunk(chunk)?);
+        if tokens.is_empty() {
+            candle_core::bail!("no tokens");
         }
-        logits.ok_or_else(|| candle_core::Error::Msg("no tokens".into()))
-    }
-
-    fn forward_chunk(&mut self, tokens: &[u32]) -> Result<Tensor> {
         let (s, pos) = (tokens.len(), self.cache.len);
-        let (nh, nkv, d) = (self.cfg.heads, self.cfg.kv_heads, self.cfg.head_dim);
-        let group = nh / nkv;
-        let eps = self.cfg.rms_eps as f32;
-        let ids = Tensor::new(tokens, &self.device)?;
+        let device = &self.geo.device;
+        let dense = device.is_cpu() && s >= GEMM_ROWS;
+        let ids = Tensor::new(tokens, device)?;
         let mut x = self
             .embed
             .index_select(&ids, 0)?
-            .to_dtype(self.dtype)?
+            .to_dtype(self.geo.dtype)?
             .unsqueeze(0)?;
-        let mask = if s > 1 {
-            Some(causal_mask(s, pos, self.dtype, &self.device)?)
-        } else {
-            None
-        };
-        let cos = self.cos.narrow(0, pos, s)?;
-        let sin = self.sin.narrow(0, pos, s)?;
-        let scale = 1.0 / (d as f64).sqrt();
-        for (layer, cache) in self.layers.iter().zip(self.cache.kv.iter_mut()) {
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
-            let heads = |p: &Proj, n: usize, norm: &Option<Tensor>| -> Result<Tensor> {
-                let t = p.forward(&h)?.reshape((1, s, n, d))?;
-                let t = match norm {
-                    Some(w) => candle_nn::ops::rms_norm(&t, w, eps)?,
-                    None => t,
-                };
-                t.transpose(1, 2)?.contiguous()
+        for i in 0..self.layers.len() {
+            let dense_layer;
+            let layer = if dense {
+                dense_layer = self.layers[i].dense(device)?;
+                &dense_layer
+            } else {
+                &self.layers[i]
             };
-            let q = heads(&layer.q, nh, &layer.q_norm)?;
-            let k = heads(&layer.k, nkv, &layer.k_norm)?;
-            let v = heads(&layer.v, nkv, &None)?;
-            let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
-            let (k, v) = match cache.take() {
-                Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
-                None => (k, v),
+            let mut out = Vec::with_capacity(s.div_ceil(PREFILL_CHUNK));
+            for start in (0..s).step_by(PREFILL_CHUNK) {
+                let n = PREFILL_CHUNK.min(s - start);
+                let xc = x.narrow(1, start, n)?;
+                let cache = &mut self.cache.kv[i];
+                out.push(self.geo.layer(layer, cache, &xc, pos + start)?);
+            }
+            x = if out.len() == 1 {
+                out.pop().expect("one chunk")
+            } else {
+                Tensor::cat(&out, 1)?
             };
-            *cache = Some((k.clone(), v.clone()));
-            let kv_len = pos + s;
-            // Grouped-query attention without copying k and v per head: the `group` query
-            // heads that share a kv head are stacked along the sequence axis.
-            let q = (q * scale)?.reshape((1, nkv, group * s, d))?;
-            let att = q.matmul(&k.t()?)?;
-            let att = match &mask {
-                Some(m) => att
-                    .reshape((1, nkv, group, s, kv_len))?
-                    .broadcast_add(m)?
-                    .reshape((1, nkv, group * s, kv_len))?,
-                None => att,
-            };
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
-            let y = att
-                .matmul(&v)?
-                .reshape((1, nh, s, d))?
-                .transpose(1, 2)?
-                .reshape((1, s, nh * d))?;
-            x = (x + layer.o.forward(&y)?)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-            let ff = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
-            x = (x + layer.down.forward(&ff)?)?;
         }
         self.cache.len = pos + s;
         let last = x.narrow(1, s - 1, 1)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, eps)?;
+        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.geo.eps)?;
         self.lm_head
             .forward(&last)?
             .flatten_all()?
@@ -429,15 +354,6 @@ fn fast_on_cpu(q: QTensor, device: &Device) -> Result<QTensor> {
     } else {
         Ok(q)
     }
-}
-
-/// Additive causal mask `[s, pos + s]` for `s` new positions after `pos` cached ones.
-fn causal_mask(s: usize, pos: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-    let n = pos + s;
-    let m: Vec<f32> = (0..s)
-        .flat_map(|i| (0..n).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Tensor::from_vec(m, (s, n), device)?.to_dtype(dtype)
 }
 
 /// RoPE cos/sin tables `[context, head_dim / 2]` (Qwen rotates the two halves of each head).
@@ -641,15 +557,5 @@ mod tests {
         }
         let d = diff(&chunked, &last.unwrap());
         assert!(d < 1e-4, "{d}");
-    }
-
-    #[test]
-    fn causal_mask_hides_the_future_only() {
-        let m = causal_mask(2, 3, DType::F32, &Device::Cpu)
-            .unwrap()
-            .to_vec2::<f32>()
-            .unwrap();
-        let inf = f32::NEG_INFINITY;
-        assert_eq!(m, vec![vec![0.0, 0.0, 0.0, 0.0, inf], vec![0.0; 5]]);
     }
 }

@@ -1,0 +1,141 @@
+//! One decoder layer of the Qwen network ([`super::qwen`]): its weights ([`Layer`], [`Proj`])
+//! and its forward over a chunk of positions ([`Geometry::layer`]).
+
+use candle_core::quantized::QMatMul;
+use candle_core::{DType, Device, Module, Result, Tensor};
+
+use super::fused;
+
+/// A projection: a (quantized or dense) weight and an optional bias.
+#[derive(Debug, Clone)]
+pub(crate) struct Proj {
+    pub(crate) w: QMatMul,
+    pub(crate) b: Option<Tensor>,
+}
+
+impl Proj {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.w.forward(x)?;
+        match &self.b {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+
+    /// This projection with its weight dequantized to f32 (a pass over the weight), for a
+    /// prefill: candle's quantized CPU matmul runs ~3x slower per token there than the
+    /// cache-blocked f32 GEMM (34.7 against 109.5 tok/s on the 0.5B judge prompt, BENCHMARKS.md).
+    fn dense(&self, device: &Device) -> Result<Proj> {
+        let w = match &self.w {
+            QMatMul::QTensor(q) => QMatMul::Tensor(q.dequantize(device)?),
+            w => w.clone(),
+        };
+        Ok(Proj {
+            w,
+            b: self.b.clone(),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Layer {
+    pub(crate) attn_norm: Tensor,
+    pub(crate) q: Proj,
+    pub(crate) k: Proj,
+    pub(crate) v: Proj,
+    pub(crate) o: Proj,
+    /// Qwen3's RMSNorm over each head of q and k.
+    pub(crate) q_norm: Option<Tensor>,
+    pub(crate) k_norm: Option<Tensor>,
+    pub(crate) ffn_norm: Tensor,
+    pub(crate) gate: Proj,
+    pub(crate) up: Proj,
+    pub(crate) down: Proj,
+}
+
+impl Layer {
+    /// This layer with every projection dequantized (see [`Proj::dense`]).
+    pub(crate) fn dense(&self, device: &Device) -> Result<Layer> {
+        Ok(Layer {
+            attn_norm: self.attn_norm.clone(),
+            q: self.q.dense(device)?,
+            k: self.k.dense(device)?,
+            v: self.v.dense(device)?,
+            o: self.o.dense(device)?,
+            q_norm: self.q_norm.clone(),
+            k_norm: self.k_norm.clone(),
+            ffn_norm: self.ffn_norm.clone(),
+            gate: self.gate.dense(device)?,
+            up: self.up.dense(device)?,
+            down: self.down.dense(device)?,
+        })
+    }
+}
+
+/// What one layer's forward needs besides its weights and cache.
+pub(crate) struct Geometry {
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) eps: f32,
+    /// The activations' dtype: f32 for GGUF and f32 weights, else the weights' dtype.
+    pub(crate) dtype: DType,
+    pub(crate) device: Device,
+    pub(crate) cos: Tensor,
+    pub(crate) sin: Tensor,
+}
+
+impl Geometry {
+    /// One layer over `x` (`[1, s, hidden]`, positions `pos..pos + s`), appending to its KV cache.
+    pub(crate) fn layer(
+        &self,
+        layer: &Layer,
+        cache: &mut Option<(Tensor, Tensor)>,
+        x: &Tensor,
+        pos: usize,
+    ) -> Result<Tensor> {
+        let s = x.dim(1)?;
+        let (nh, nkv, d, eps) = (self.heads, self.kv_heads, self.head_dim, self.eps);
+        let group = nh / nkv;
+        let cos = self.cos.narrow(0, pos, s)?;
+        let sin = self.sin.narrow(0, pos, s)?;
+        let scale = 1.0 / (d as f64).sqrt();
+        let h = candle_nn::ops::rms_norm(x, &layer.attn_norm, eps)?;
+        let heads = |p: &Proj, n: usize, norm: &Option<Tensor>| -> Result<Tensor> {
+            let t = p.forward(&h)?.reshape((1, s, n, d))?;
+            let t = match norm {
+                Some(w) => candle_nn::ops::rms_norm(&t, w, eps)?,
+                None => t,
+            };
+            t.transpose(1, 2)?.contiguous()
+        };
+        let q = heads(&layer.q, nh, &layer.q_norm)?;
+        let k = heads(&layer.k, nkv, &layer.k_norm)?;
+        let v = heads(&layer.v, nkv, &None)?;
+        let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
+        let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
+        let (k, v) = match cache.take() {
+            Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
+            None => (k, v),
+        };
+        *cache = Some((k.clone(), v.clone()));
+        // Grouped-query attention without copying k and v per head: the `group` query
+        // heads that share a kv head are stacked along the sequence axis.
+        let q = (q * scale)?.reshape((1, nkv, group * s, d))?;
+        let att = q.matmul(&k.t()?)?;
+        let att = if s > 1 {
+            fused::causal_softmax(att, s, pos)?
+        } else {
+            candle_nn::ops::softmax_last_dim(&att)?
+        };
+        let y = att
+            .matmul(&v)?
+            .reshape((1, nh, s, d))?
+            .transpose(1, 2)?
+            .reshape((1, s, nh * d))?;
+        let x = (x + layer.o.forward(&y)?)?;
+        let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
+        let ff = fused::silu_mul(&layer.gate.forward(&h)?, &layer.up.forward(&h)?)?;
+        x + layer.down.forward(&ff)?
+    }
+}
