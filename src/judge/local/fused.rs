@@ -2,7 +2,7 @@
 //! tensors: the causal softmax of attention scores (candle: a broadcast add of a mask, then a
 //! softmax that also exponentiates the masked half) and SwiGLU's `silu(gate) * up` (candle: a
 //! single-threaded unary pass, then a multiply). On the 0.5B judge prompt these passes took
-//! ~10% of the prefill (BENCHMARKS.md, "Local judge"). Other devices and dtypes keep candle's
+//! about a sixth of the prefill (BENCHMARKS.md, "Local judge"). Other devices and dtypes keep candle's
 //! ops, which these match (unit tests below).
 
 use candle_core::{CpuStorage, CustomOp2, DType, InplaceOp1, Layout, Result, Shape, Tensor};

@@ -23,8 +23,8 @@ impl Proj {
     }
 
     /// This projection with its weight dequantized to f32 (a pass over the weight), for a
-    /// prefill: candle's quantized CPU matmul runs ~3x slower per token there than the
-    /// cache-blocked f32 GEMM (34.7 against 109.5 tok/s on the 0.5B judge prompt, BENCHMARKS.md).
+    /// prefill: there candle's quantized CPU matmul ran at about a third of the speed of the
+    /// cache-blocked f32 GEMM on the 0.5B judge prompt (BENCHMARKS.md, "Local judge").
     fn dense(&self, device: &Device) -> Result<Proj> {
         let w = match &self.w {
             QMatMul::QTensor(q) => QMatMul::Tensor(q.dequantize(device)?),
