@@ -123,16 +123,23 @@ impl CustomOp2 for SiluMul {
         if g.len() != u.len() {
             candle_core::bail!("silu-mul: {} gate and {} up values", g.len(), u.len());
         }
+        let silu_mul = |o: &mut [f32], g: &[f32], u: &[f32]| {
+            for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
+                *o = g / (1.0 + (-g).exp()) * u;
+            }
+        };
         let mut out = vec![0f32; g.len()];
-        // Chunks of a few pages: enough work per task, and every thread gets some.
+        // Chunks of a few pages: enough work per task, and every thread gets some. A decode
+        // step's few thousand values run on the calling thread: waking rayon's threads would
+        // cost more, and they would compete with candle's matmul pool.
         const CHUNK: usize = 4096;
-        out.par_chunks_mut(CHUNK)
-            .zip(g.par_chunks(CHUNK).zip(u.par_chunks(CHUNK)))
-            .for_each(|(o, (g, u))| {
-                for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
-                    *o = g / (1.0 + (-g).exp()) * u;
-                }
-            });
+        if g.len() <= 16 * CHUNK {
+            silu_mul(&mut out, g, u);
+        } else {
+            out.par_chunks_mut(CHUNK)
+                .zip(g.par_chunks(CHUNK).zip(u.par_chunks(CHUNK)))
+                .for_each(|(o, (g, u))| silu_mul(o, g, u));
+        }
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 }
@@ -212,13 +219,18 @@ mod tests {
 
     #[test]
     fn silu_mul_matches_candles_ops() {
-        // Longer than one chunk, not a multiple of it.
+        // A decode step's size (one thread), and a prefill's (parallel, in chunks; not a
+        // multiple of the chunk).
+        for rows in [3, 21] {
+            let g = Tensor::randn(0f32, 4.0, (rows, 5000), &Device::Cpu).unwrap();
+            let u = Tensor::randn(0f32, 1.0, (rows, 5000), &Device::Cpu).unwrap();
+            let want = (candle_nn::ops::silu(&g).unwrap() * &u).unwrap();
+            let got = silu_mul(&g, &u).unwrap();
+            assert_eq!(got.dims(), want.dims());
+            assert!(max_diff(&got, &want) < 1e-5);
+        }
         let g = Tensor::randn(0f32, 4.0, (3, 5000), &Device::Cpu).unwrap();
         let u = Tensor::randn(0f32, 1.0, (3, 5000), &Device::Cpu).unwrap();
-        let want = (candle_nn::ops::silu(&g).unwrap() * &u).unwrap();
-        let got = silu_mul(&g, &u).unwrap();
-        assert_eq!(got.dims(), want.dims());
-        assert!(max_diff(&got, &want) < 1e-5);
         // Not contiguous: candle's ops, same result.
         let gt = g.t().unwrap();
         let ut = u.t().unwrap();

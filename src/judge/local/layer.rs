@@ -1,21 +1,74 @@
 //! One decoder layer of the Qwen network ([`super::qwen`]): its weights ([`Layer`], [`Proj`])
 //! and its forward over a chunk of positions ([`Geometry::layer`]).
 
-use candle_core::quantized::QMatMul;
+use std::sync::Arc;
+
+use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
 
 use super::fused;
+use super::gemv::QuantRows;
+
+/// A projection's weight.
+#[derive(Debug, Clone)]
+pub(crate) enum Weight {
+    /// Through candle: dense tensors, other quantized types, other devices.
+    Candle(QMatMul),
+    /// Q8_0 or Q5_0 rows with gavel's CPU kernels ([`super::gemv`]).
+    Rows(Arc<QuantRows>),
+}
+
+impl Weight {
+    /// A quantized weight from a GGUF file: our kernels on a CPU where they cover the type,
+    /// else candle's (types without a candle SIMD kernel re-quantized to Q8_0, see
+    /// [`fast_on_cpu`]).
+    pub(crate) fn quantized(q: QTensor, device: &Device) -> Result<Weight> {
+        if device.is_cpu() {
+            if let Some(rows) = QuantRows::from_qtensor(&q) {
+                return Ok(Weight::Rows(Arc::new(rows)));
+            }
+        }
+        Ok(Weight::Candle(QMatMul::from_qtensor(fast_on_cpu(
+            q, device,
+        )?)?))
+    }
+}
+
+/// `q`, re-quantized to Q8_0 on a CPU when neither candle nor [`super::gemv`] has a SIMD kernel
+/// for its type (candle runs Q4_1, Q5_1 and Q8_1 as scalar code, several times slower).
+fn fast_on_cpu(q: QTensor, device: &Device) -> Result<QTensor> {
+    use candle_core::quantized::GgmlDType as G;
+    let slow = matches!(q.dtype(), G::Q4_1 | G::Q5_0 | G::Q5_1 | G::Q8_1);
+    let fits = q.shape().dims().last().is_some_and(|n| n % 32 == 0);
+    if device.is_cpu() && slow && fits {
+        QTensor::quantize(&q.dequantize(device)?, G::Q8_0)
+    } else {
+        Ok(q)
+    }
+}
 
 /// A projection: a (quantized or dense) weight and an optional bias.
 #[derive(Debug, Clone)]
 pub(crate) struct Proj {
-    pub(crate) w: QMatMul,
+    pub(crate) w: Weight,
     pub(crate) b: Option<Tensor>,
 }
 
 impl Proj {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = self.w.forward(x)?;
+    pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = match &self.w {
+            Weight::Candle(w) => w.forward(x)?,
+            Weight::Rows(rows) => {
+                let (n, k) = rows.dims();
+                let mut dims = x.dims().to_vec();
+                let m = x.elem_count() / k;
+                let input = x.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+                if let Some(last) = dims.last_mut() {
+                    *last = n;
+                }
+                Tensor::from_vec(rows.matmul(&input, m), dims, x.device())?.to_dtype(x.dtype())?
+            }
+        };
         match &self.b {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
@@ -27,9 +80,13 @@ impl Proj {
     /// cache-blocked f32 GEMM on the 0.5B judge prompt (BENCHMARKS.md, "Local judge").
     fn dense(&self, device: &Device) -> Result<Proj> {
         let w = match &self.w {
-            QMatMul::QTensor(q) => QMatMul::Tensor(q.dequantize(device)?),
-            w => w.clone(),
+            Weight::Candle(QMatMul::QTensor(q)) => QMatMul::Tensor(q.dequantize(device)?),
+            Weight::Rows(rows) => {
+                QMatMul::Tensor(Tensor::from_vec(rows.dequantize(), rows.dims(), device)?)
+            }
+            Weight::Candle(w) => w.clone(),
         };
+        let w = Weight::Candle(w);
         Ok(Proj {
             w,
             b: self.b.clone(),

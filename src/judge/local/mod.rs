@@ -25,6 +25,8 @@ pub mod error;
 #[cfg(feature = "local")]
 mod fused;
 #[cfg(feature = "local")]
+mod gemv;
+#[cfg(feature = "local")]
 mod generate;
 #[cfg(feature = "local")]
 mod judge;
