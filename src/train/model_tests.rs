@@ -17,19 +17,6 @@ fn ids() -> Tensor {
     Tensor::new(&IDS, &Device::Cpu).unwrap()
 }
 
-fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap()
-}
-
 /// candle's stock model's logits at every position: its base `Model` returns the normed
 /// hidden states of all positions; the output projection is applied here.
 fn stock_logits(arch: Arch, dir: &std::path::Path, tied: bool) -> Tensor {
@@ -88,7 +75,7 @@ fn logits_match_candle_stock_models_at_every_position() {
         let m = ours(arch, tmp.path());
         let got = m.forward(&ids(), true).unwrap();
         assert_eq!(got.dims(), &[2, 7, testkit::VOCAB]);
-        let d = max_diff(&got, &expected);
+        let d = testkit::max_abs_diff(&got, &expected);
         assert!(d < 1e-5, "{arch:?} tied={tied}: max |Δlogit| = {d}");
         // The logits are not trivially small: the comparison means something.
         let scale = expected
@@ -112,7 +99,7 @@ fn gguf_weights_give_the_same_logits_as_safetensors() {
     testkit::write_gguf(&gguf, &o, &[]).unwrap();
     let a = ours(Arch::Qwen3, tmp.path()).forward(&ids(), true).unwrap();
     let b = ours(Arch::Qwen3, &gguf).forward(&ids(), true).unwrap();
-    assert!(max_diff(&a, &b) < 1e-5);
+    assert!(testkit::max_abs_diff(&a, &b) < 1e-5);
 }
 
 #[test]
@@ -134,7 +121,7 @@ fn zero_b_adapters_equal_the_base_model_and_gradients_reach_only_adapters() {
         "base_model.model.model.layers.0.mlp.down_proj.lora_A.weight"
     );
     let with = m.forward(&ids(), true).unwrap();
-    assert_eq!(max_diff(&base, &with), 0.0);
+    assert_eq!(testkit::max_abs_diff(&base, &with), 0.0);
 
     // Make B non-zero so A gets gradients too, then check every adapter gets one.
     for (name, v) in &vars {
@@ -147,7 +134,7 @@ fn zero_b_adapters_equal_the_base_model_and_gradients_reach_only_adapters() {
     }
     let logits = m.forward(&ids(), true).unwrap();
     assert!(
-        max_diff(&base, &logits) > 1e-4,
+        testkit::max_abs_diff(&base, &logits) > 1e-4,
         "adapters change the output"
     );
     let lsm = candle_nn::ops::log_softmax(&logits, candle_core::D::Minus1).unwrap();
@@ -168,7 +155,7 @@ fn zero_b_adapters_equal_the_base_model_and_gradients_reach_only_adapters() {
     }
     // Adapters off: the base model again, and no gradient path into base weights.
     let off = m.forward(&ids(), false).unwrap();
-    assert_eq!(max_diff(&base, &off), 0.0);
+    assert_eq!(testkit::max_abs_diff(&base, &off), 0.0);
     let tracked = m
         .merged_tensors()
         .unwrap()
@@ -192,14 +179,14 @@ fn cached_decoding_matches_the_full_forward() {
         .unwrap();
     assert_eq!(cache.len(), 4);
     let first = m.logits(&h).unwrap();
-    assert!(max_diff(&first, &full.narrow(1, 0, 4).unwrap()) < 1e-5);
+    assert!(testkit::max_abs_diff(&first, &full.narrow(1, 0, 4).unwrap()) < 1e-5);
     for p in 4..7 {
         let h = m
             .hidden(&ids.narrow(1, p, 1).unwrap(), p, Some(&mut cache), true)
             .unwrap();
         let step = m.logits(&h).unwrap();
         assert!(
-            max_diff(&step, &full.narrow(1, p, 1).unwrap()) < 1e-5,
+            testkit::max_abs_diff(&step, &full.narrow(1, p, 1).unwrap()) < 1e-5,
             "position {p}"
         );
     }

@@ -147,20 +147,8 @@ impl CustomOp2 for SiluMul {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::local::testkit;
     use candle_core::Device;
-
-    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-    }
 
     /// What the fused kernel replaces: candle's mask add and softmax.
     fn reference(att: &Tensor, s: usize, pos: usize) -> Tensor {
@@ -189,7 +177,7 @@ mod tests {
             let att = Tensor::randn(0f32, 3.0, (1, 2, 3 * s, pos + s), &Device::Cpu).unwrap();
             let want = reference(&att, s, pos);
             let got = causal_softmax(att.copy().unwrap(), s, pos).unwrap();
-            assert!(max_diff(&got, &want) < 1e-6, "s={s} pos={pos}");
+            assert!(testkit::max_abs_diff(&got, &want) < 1e-6, "s={s} pos={pos}");
             // Future keys get exactly 0, and each row sums to 1.
             let rows = got.flatten_to(2).unwrap().to_vec2::<f32>().unwrap();
             for (r, row) in rows.iter().enumerate() {
@@ -227,7 +215,7 @@ mod tests {
             let want = (candle_nn::ops::silu(&g).unwrap() * &u).unwrap();
             let got = silu_mul(&g, &u).unwrap();
             assert_eq!(got.dims(), want.dims());
-            assert!(max_diff(&got, &want) < 1e-5);
+            assert!(testkit::max_abs_diff(&got, &want) < 1e-5);
         }
         let g = Tensor::randn(0f32, 4.0, (3, 5000), &Device::Cpu).unwrap();
         let u = Tensor::randn(0f32, 1.0, (3, 5000), &Device::Cpu).unwrap();
@@ -235,6 +223,6 @@ mod tests {
         let gt = g.t().unwrap();
         let ut = u.t().unwrap();
         let want = (candle_nn::ops::silu(&gt).unwrap() * &ut).unwrap();
-        assert!(max_diff(&silu_mul(&gt, &ut).unwrap(), &want) < 1e-6);
+        assert!(testkit::max_abs_diff(&silu_mul(&gt, &ut).unwrap(), &want) < 1e-6);
     }
 }

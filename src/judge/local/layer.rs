@@ -38,7 +38,7 @@ impl Weight {
 /// for its type (candle runs Q4_1, Q5_1 and Q8_1 as scalar code, several times slower).
 fn fast_on_cpu(q: QTensor, device: &Device) -> Result<QTensor> {
     use candle_core::quantized::GgmlDType as G;
-    let slow = matches!(q.dtype(), G::Q4_1 | G::Q5_0 | G::Q5_1 | G::Q8_1);
+    let slow = matches!(q.dtype(), G::Q4_1 | G::Q5_1 | G::Q8_1);
     let fits = q.shape().dims().last().is_some_and(|n| n % 32 == 0);
     if device.is_cpu() && slow && fits {
         QTensor::quantize(&q.dequantize(device)?, G::Q8_0)

@@ -375,17 +375,6 @@ mod tests {
     use super::*;
     use candle_transformers::models::{quantized_qwen2, quantized_qwen3, qwen2, qwen3};
 
-    fn diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a.flatten_all().unwrap() - b.flatten_all().unwrap())
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-    }
-
     const PROMPT: [u32; 12] = [5, 80, 17, 300, 2, 9, 44, 61, 200, 3, 120, 7];
 
     fn load_ours(path: &std::path::Path) -> Qwen {
@@ -450,17 +439,17 @@ mod tests {
             let mut ours = load_ours(&dir);
             let full = ours.forward(&PROMPT).unwrap();
             assert!(
-                diff(&full, &full_ref) < 1e-4,
+                testkit::max_abs_diff(&full, &full_ref) < 1e-4,
                 "{arch:?}: {}",
-                diff(&full, &full_ref)
+                testkit::max_abs_diff(&full, &full_ref)
             );
             ours.clear_kv_cache();
             ours.forward(&PROMPT[..7]).unwrap();
             let t = ours.forward(&PROMPT[7..]).unwrap();
             assert!(
-                diff(&t, &tail_ref) < 1e-4,
+                testkit::max_abs_diff(&t, &tail_ref) < 1e-4,
                 "{arch:?}: {}",
-                diff(&t, &tail_ref)
+                testkit::max_abs_diff(&t, &tail_ref)
             );
 
             // Q8_0 and Q5_0 run on gavel's kernels (gemv.rs), against candle's own.
@@ -498,9 +487,9 @@ mod tests {
                 }
                 let last = last.unwrap();
                 assert!(
-                    diff(&last, &q_ref) < 1e-3,
+                    testkit::max_abs_diff(&last, &q_ref) < 1e-3,
                     "{arch:?} {dtype:?} gguf: {}",
-                    diff(&last, &q_ref)
+                    testkit::max_abs_diff(&last, &q_ref)
                 );
                 assert_eq!(argmax(&last), argmax(&q_ref));
             }
@@ -527,14 +516,22 @@ mod tests {
         let reused = m.forward(&other[5..]).unwrap();
         m.clear_kv_cache();
         let fresh = m.forward(&other).unwrap();
-        assert!(diff(&reused, &fresh) < 1e-5, "{}", diff(&reused, &fresh));
+        assert!(
+            testkit::max_abs_diff(&reused, &fresh) < 1e-5,
+            "{}",
+            testkit::max_abs_diff(&reused, &fresh)
+        );
         // The snapshot still holds the original 12 positions.
         m.restore(&snap, usize::MAX).unwrap();
         assert_eq!(m.cached_len(), PROMPT.len());
         let cont = m.forward(&[9]).unwrap();
         m.clear_kv_cache();
         let whole = m.forward(&[&PROMPT[..], &[9]].concat()).unwrap();
-        assert!(diff(&cont, &whole) < 1e-5, "{}", diff(&cont, &whole));
+        assert!(
+            testkit::max_abs_diff(&cont, &whole) < 1e-5,
+            "{}",
+            testkit::max_abs_diff(&cont, &whole)
+        );
         assert!(testkit::CONTEXT > PROMPT.len());
     }
 
@@ -552,7 +549,7 @@ mod tests {
         for piece in ids.chunks(100) {
             last = Some(m.forward(piece).unwrap());
         }
-        let d = diff(&chunked, &last.unwrap());
+        let d = testkit::max_abs_diff(&chunked, &last.unwrap());
         assert!(d < 1e-4, "{d}");
     }
 }

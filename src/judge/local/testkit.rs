@@ -280,6 +280,18 @@ fn write_json(path: &Path, v: &Value) -> std::io::Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(v)?)
 }
 
+/// The largest absolute difference between two tensors of the same number of elements.
+pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a.flatten_all().unwrap() - b.flatten_all().unwrap())
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
 /// Writes the tiny model as a Hugging Face folder in `dir` (created if missing).
 pub fn write_folder(dir: &Path, o: &TinyOptions) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
