@@ -1,4 +1,5 @@
-//! The `gavel` command line: serve | score | render | lint | diff | rescore | migrate | cache.
+//! The `gavel` command line: serve | score | render | lint | diff | eval | rescore | train |
+//! migrate | cache.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,7 +7,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde_json::Value;
 
 use gavel::cli::{open_scorer, Common};
 
@@ -15,7 +15,8 @@ use gavel::cli::{open_scorer, Common};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use gavel::config::Config;
-use gavel::score::{RubricRef, ScoreRequest, Scorer};
+use gavel::groupfile::GroupIn;
+use gavel::score::{RubricRef, Scorer};
 use gavel::server::{self, AppState};
 use gavel::store::{PgStore, SledStore, VerdictStore};
 
@@ -75,6 +76,14 @@ enum Command {
         common: Common,
         #[command(flatten)]
         args: gavel::diff::DiffArgs,
+    },
+    /// Measure judges and rubrics against labelled groups: accuracy with bootstrap intervals,
+    /// position and length bias, calibration, invalid verdicts.
+    Eval {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: gavel::eval::EvalArgs,
     },
     /// Re-score logged groups into a JSONL file; resumable, shardable.
     Rescore {
@@ -192,71 +201,22 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One group read from a file, with where it came from.
-struct Group {
-    line: Option<usize>,
-    request: ScoreRequest,
-}
-
-/// Reads a group file: `.jsonl`/`.ndjson` hold one group per line, anything else one group.
-/// Every problem is reported as `FILE[:LINE]: problem`, all of them before any judge is called.
+/// Reads a group file with the shared reader and applies `--rubric`/`--judge` to every group.
 fn read_groups(
     path: &Path,
     max_group_size: usize,
     o: &Overrides,
-) -> Result<Vec<Group>, Vec<String>> {
-    let file = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
-    let jsonl = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("jsonl" | "ndjson")
-    );
-    let parse = |src: &str, line: Option<usize>| -> Result<Group, String> {
-        let at = |l: usize| format!("{file}:{l}");
-        let value: Value = serde_json::from_str(src).map_err(|e| match line {
-            Some(l) => format!("{}: not valid JSON: {e}", at(l)),
-            None => format!("{}: not valid JSON: {e}", at(e.line())),
-        })?;
-        let mut request =
-            ScoreRequest::from_json(&value, max_group_size).map_err(|e| match line {
-                Some(l) => format!("{}: {e}", at(l)),
-                None => format!("{file}: {e}"),
-            })?;
+) -> Result<Vec<GroupIn>, Vec<String>> {
+    let mut groups = gavel::groupfile::read_groups::<()>(path, max_group_size)?;
+    for g in &mut groups {
         if let Some(r) = &o.rubric {
-            request.rubric = RubricRef::Named(r.clone());
+            g.request.rubric = RubricRef::Named(r.clone());
         }
         if let Some(j) = &o.judge {
-            request.judges = vec![j.clone()];
-        }
-        Ok(Group { line, request })
-    };
-    let mut groups = Vec::new();
-    let mut problems = Vec::new();
-    if jsonl {
-        for (i, l) in text.lines().enumerate() {
-            if l.trim().is_empty() {
-                continue;
-            }
-            match parse(l, Some(i + 1)) {
-                Ok(g) => groups.push(g),
-                Err(p) => problems.push(p),
-            }
-        }
-        if groups.is_empty() && problems.is_empty() {
-            problems.push(format!("{file}: no groups (the file is empty)"));
-        }
-    } else {
-        match parse(&text, None) {
-            Ok(g) => groups.push(g),
-            Err(p) => problems.push(p),
+            g.request.judges = vec![j.clone()];
         }
     }
-    if problems.is_empty() {
-        Ok(groups)
-    } else {
-        Err(problems)
-    }
+    Ok(groups)
 }
 
 fn report(problems: &[String]) -> ExitCode {
@@ -427,6 +387,13 @@ async fn main() -> ExitCode {
         Command::Diff { common, args } => {
             init_logs(common.log_json, "warn");
             gavel::diff::run(&common, &args)
+                .await
+                .map(ExitCode::from)
+                .map_err(Into::into)
+        }
+        Command::Eval { common, args } => {
+            init_logs(common.log_json, "warn");
+            gavel::eval::run(&common, &args)
                 .await
                 .map(ExitCode::from)
                 .map_err(Into::into)

@@ -397,7 +397,7 @@ fn merged_weights_give_the_adapted_logits() {
         &out,
         "cpu",
         &gavel::train::lora::LoraConfig::default(),
-        &mut gavel::train::rng::Rng::new(1),
+        &mut gavel::rng::Rng::new(1),
     )
     .unwrap();
     let ids = Tensor::new(&[[1u32, 2, 3, 4, 5, 6, 7]], &Device::Cpu).unwrap();

@@ -12,15 +12,15 @@ pub mod stats;
 mod text;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::cli::{open_scorer, CliError, Common};
 use crate::config::Config;
+use crate::groupfile::{read_groups, GroupIn};
 use crate::rubric::RubricSet;
 use crate::score::{RubricRef, ScoreRequest, Scorer};
 
@@ -112,115 +112,6 @@ pub fn sides(rubrics: &[String], judges: &[String]) -> Result<(Compare, [SideSpe
     }
 }
 
-/// One group read from the file.
-#[derive(Debug, Clone)]
-pub struct GroupIn {
-    /// 1-based position in the file.
-    pub index: usize,
-    /// Line in a .jsonl file.
-    pub line: Option<usize>,
-    /// The group's own `group_id`, stripped before validation.
-    pub group_id: Option<String>,
-    pub label: String,
-    pub request: ScoreRequest,
-    /// Each trajectory's label: its `metadata.id` or `metadata.name`, else its 1-based position.
-    pub trajectory_labels: Vec<String>,
-}
-
-/// A label from a JSON string or number.
-fn label_of(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// Reads a group file: `.jsonl`/`.ndjson` hold one group per line (blank lines skipped),
-/// anything else one group. A top-level `group_id` (string or number) is taken as the group's
-/// label and removed before the request is validated. Every problem is reported as
-/// `FILE[:LINE]: problem`.
-pub fn read_groups(path: &Path, max_group_size: usize) -> Result<Vec<GroupIn>, Vec<String>> {
-    let file = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
-    let jsonl = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("jsonl" | "ndjson")
-    );
-    let name = path
-        .file_name()
-        .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
-    let parse = |src: &str, line: Option<usize>, index: usize| -> Result<GroupIn, String> {
-        let at = match line {
-            Some(l) => format!("{file}:{l}"),
-            None => file.clone(),
-        };
-        let mut value: Value = serde_json::from_str(src).map_err(|e| match line {
-            Some(_) => format!("{at}: not valid JSON: {e}"),
-            None => format!("{file}:{}: not valid JSON: {e}", e.line()),
-        })?;
-        let group_id = match value.as_object_mut().and_then(|o| o.remove("group_id")) {
-            None => None,
-            Some(v) => Some(
-                label_of(&v)
-                    .ok_or_else(|| format!("{at}: group_id: expected a string or a number"))?,
-            ),
-        };
-        let request =
-            ScoreRequest::from_json(&value, max_group_size).map_err(|e| format!("{at}: {e}"))?;
-        let trajectory_labels = request
-            .trajectories
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                ["id", "name"]
-                    .iter()
-                    .find_map(|k| t.metadata.get(*k).and_then(label_of))
-                    .unwrap_or_else(|| (i + 1).to_string())
-            })
-            .collect();
-        let label = group_id.clone().unwrap_or_else(|| match line {
-            Some(l) => format!("line {l}"),
-            None => name.clone(),
-        });
-        Ok(GroupIn {
-            index,
-            line,
-            group_id,
-            label,
-            request,
-            trajectory_labels,
-        })
-    };
-    let mut groups = Vec::new();
-    let mut problems = Vec::new();
-    if jsonl {
-        for (i, l) in text.lines().enumerate() {
-            if l.trim().is_empty() {
-                continue;
-            }
-            match parse(l, Some(i + 1), groups.len() + problems.len() + 1) {
-                Ok(g) => groups.push(g),
-                Err(p) => problems.push(p),
-            }
-        }
-        if groups.is_empty() && problems.is_empty() {
-            problems.push(format!("{file}: no groups (the file is empty)"));
-        }
-    } else {
-        match parse(&text, None, 1) {
-            Ok(g) => groups.push(g),
-            Err(p) => problems.push(p),
-        }
-    }
-    if problems.is_empty() {
-        Ok(groups)
-    } else {
-        Err(problems)
-    }
-}
-
 /// The request a group is scored with on one side.
 fn side_request(g: &GroupIn, side: &SideSpec) -> ScoreRequest {
     let mut r = g.request.clone();
@@ -235,7 +126,11 @@ fn side_request(g: &GroupIn, side: &SideSpec) -> ScoreRequest {
 
 /// Checks the names a side request uses against the configuration, so a typo is a file problem
 /// (exit 2) rather than a failed group after judge calls.
-fn check_names(req: &ScoreRequest, rubrics: &RubricSet, cfg: &Config) -> Result<(), String> {
+pub(crate) fn check_names(
+    req: &ScoreRequest,
+    rubrics: &RubricSet,
+    cfg: &Config,
+) -> Result<(), String> {
     if let RubricRef::Named(n) = &req.rubric {
         rubrics.get(n).map_err(|e| format!("rubric: {e}"))?;
     }
@@ -247,7 +142,7 @@ fn check_names(req: &ScoreRequest, rubrics: &RubricSet, cfg: &Config) -> Result<
     Ok(())
 }
 
-fn unknown_judge(name: &str, cfg: &Config) -> String {
+pub(crate) fn unknown_judge(name: &str, cfg: &Config) -> String {
     let known: Vec<&str> = cfg.judges.keys().map(String::as_str).collect();
     format!("unknown judge {name:?} (configured: {})", known.join(", "))
 }
@@ -295,7 +190,7 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
             }
         }
     }
-    let groups = match read_groups(&args.file, cfg.server.max_group_size) {
+    let groups = match read_groups::<()>(&args.file, cfg.server.max_group_size) {
         Ok(g) => g,
         Err(problems) => {
             for p in problems {

@@ -3,27 +3,12 @@
 use std::fmt::Write;
 
 use super::{Compare, GroupReport, Report};
+use crate::html::clip;
 
 /// Widest line written.
 pub const WIDTH: usize = 100;
 /// Width of the trajectory column.
 const LABEL: usize = 28;
-
-/// Printable text of at most `max` characters: control characters become spaces, and a longer
-/// text ends in `…`.
-pub fn clip(s: &str, max: usize) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if clean.chars().count() <= max {
-        clean
-    } else {
-        let mut out: String = clean.chars().take(max.saturating_sub(1)).collect();
-        out.push('…');
-        out
-    }
-}
 
 /// `0.700`, or `—` for none.
 pub fn num(x: Option<f64>) -> String {
@@ -228,10 +213,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn clip_and_numbers() {
-        assert_eq!(clip("abc", 5), "abc");
-        assert_eq!(clip("abcdef", 4), "abc…");
-        assert_eq!(clip("a\nb\tc", 10), "a b c");
+    fn numbers() {
         assert_eq!(signed(Some(0.5)), "+0.500");
         assert_eq!(signed(Some(-1e-9)), "+0.000");
         assert_eq!(signed(None), "—");

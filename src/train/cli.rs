@@ -12,7 +12,6 @@ use super::grpo::{IsLevel, LossType, TisMode};
 use super::lora::LoraConfig;
 use super::offline::read_scored;
 use super::optim::Schedule;
-use super::rng::Rng;
 use super::rollout::Policy;
 use super::scoring::Rewarder;
 use super::tasks::read_tasks;
@@ -20,6 +19,7 @@ use super::toy;
 use super::trainer::{Source, Trainer};
 use super::TrainError;
 use crate::cli::{open_scorer, Common};
+use crate::rng::Rng;
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum TrainAction {

@@ -6,7 +6,7 @@
 use candle_core::{Result, Tensor, Var};
 use serde::{Deserialize, Serialize};
 
-use super::rng::Rng;
+use crate::rng::Rng;
 
 /// The projections LoRA can adapt, by their Hugging Face module name.
 pub const TARGETS: &[&str] = &[

@@ -3,7 +3,7 @@
 //! - [`model`], [`lora`], [`weights`]: a differentiable Qwen2/Qwen3 with LoRA adapters, loaded
 //!   from the same files as the local judge.
 //! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules.
-//! - [`rng`]: the one seeded generator everything random draws from.
+//! - [`crate::rng`]: the one seeded generator everything random draws from.
 
 pub mod checkpoint;
 pub mod cli;
@@ -13,7 +13,6 @@ pub mod lora;
 pub mod model;
 pub mod offline;
 pub mod optim;
-pub mod rng;
 pub mod rollout;
 pub mod scoring;
 pub mod tasks;

@@ -11,9 +11,9 @@ use candle_nn::ops::{rms_norm_slow, softmax};
 use candle_nn::rotary_emb::rope_slow;
 
 use super::lora::{Linear, LoraConfig};
-use super::rng::Rng;
 use super::weights::{BaseWeights, ModelConfig};
 use crate::judge::local::loader::Arch;
+use crate::rng::Rng;
 
 struct Attention {
     q: Linear,

@@ -6,10 +6,10 @@ use candle_transformers::models::{qwen2, qwen3};
 
 use super::lora::LoraConfig;
 use super::model::Qwen;
-use super::rng::Rng;
 use super::weights;
 use crate::judge::local::loader::{normalized_config, Arch};
 use crate::judge::local::testkit::{self, TinyOptions};
+use crate::rng::Rng;
 
 const IDS: [[u32; 7]; 2] = [[5, 17, 290, 3, 99, 42, 7], [250, 1, 60, 61, 62, 300, 11]];
 

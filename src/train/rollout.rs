@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use super::lora::LoraConfig;
 use super::model::{KvCache, Qwen};
-use super::rng::Rng;
 use super::weights;
 use super::TrainError;
 use crate::judge::local::{LoadedModel, LocalModelSpec};
 use crate::prompt::ChatMessage;
+use crate::rng::Rng;
 
 /// The model being trained and its tokenizer and chat template (from the local judge's loader).
 pub struct Policy {

@@ -14,11 +14,11 @@ use super::checkpoint::{self, TrainerState};
 use super::config::TrainConfig;
 use super::grpo::GrpoInputs;
 use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
-use super::rng::Rng;
 use super::rollout::{sample_rows, Completion, Policy};
 use super::scoring::Rewarder;
 use super::tasks::Task;
 use super::TrainError;
+use crate::rng::Rng;
 
 /// One prompt's completions with their scores.
 #[derive(Debug, Clone)]

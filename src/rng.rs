@@ -1,5 +1,6 @@
-//! The trainer's random numbers: one seeded generator whose whole state is a `u64`, so a
-//! checkpoint can save it and a resumed run draws exactly what a straight run would have.
+//! Seeded random numbers (the trainer's sampling, eval's bootstrap): one generator whose whole
+//! state is a `u64`, so a checkpoint can save it and a resumed run draws exactly what a straight
+//! run would have.
 //! (candle's CPU `set_seed` fails, so nothing random is left to candle.)
 
 use serde::{Deserialize, Serialize};

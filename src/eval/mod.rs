@@ -1,0 +1,406 @@
+//! `gavel eval`: measures a judge's rewards against labels.
+//!
+//! Labelled groups (a `/v1/score_group` body plus `labels`, and optional `id` and `set`) are
+//! scored through the normal pipeline (config, judges, verdict cache, rate limits) under every
+//! judge × rubric combination asked for, each in `--orders` orders (as given, reversed, then
+//! seeded shuffles). The report ([`report`]) gives per set and overall: pairwise accuracy with a
+//! bootstrap interval, top-1 accuracy, Kendall τ-b, position bias (flip rate; accuracy when the
+//! better trajectory is shown first vs later), length bias, calibration, invalid verdicts
+//! (counted, never scored), usage and time; with several combinations, paired comparisons.
+//! Output: a terminal summary, one JSON document, or a self-contained HTML page.
+
+mod html;
+pub mod report;
+pub mod stats;
+mod text;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use crate::cli::{open_scorer, CliError, Common};
+use crate::config::Config;
+use crate::diff::{check_names, outcome, unknown_judge};
+use crate::groupfile::{label_of, read_groups, Extra, GroupIn};
+use crate::rubric::RubricSet;
+use crate::score::request::MAX_PERMUTATIONS;
+use crate::score::{RubricRef, ScoreRequest, Scorer};
+use crate::trajectory::{Role, Trajectory};
+
+pub use report::{Combo, EvalReport, GroupRun, Judging, LabelledGroup, SetResult};
+
+/// Most orders a group may be judged in.
+pub const MAX_ORDERS: usize = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvalFormat {
+    Text,
+    Json,
+    Html,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EvalArgs {
+    /// Judges to evaluate (give --judge more than once); default: the config's default judge.
+    #[arg(long = "judge", env = "GAVEL_EVAL_JUDGES", value_delimiter = ',')]
+    pub judges: Vec<String>,
+    /// Rubrics to evaluate (give --rubric more than once); default: each group's own.
+    #[arg(long = "rubric", env = "GAVEL_EVAL_RUBRICS", value_delimiter = ',')]
+    pub rubrics: Vec<String>,
+    /// Orders each group is judged in: as given, reversed, then seeded shuffles. Two or more
+    /// measure position bias.
+    #[arg(long, env = "GAVEL_EVAL_ORDERS", default_value_t = 2)]
+    pub orders: usize,
+    /// Passed through to every request: gavel's own order averaging within one judging.
+    #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
+    pub permutations: Option<u32>,
+    /// Groups judged at once.
+    #[arg(long, env = "GAVEL_EVAL_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: usize,
+    /// Evaluate only the first N groups of each set.
+    #[arg(long, env = "GAVEL_EVAL_LIMIT")]
+    pub limit: Option<usize>,
+    /// Terminal summary, one JSON document, or a self-contained HTML page.
+    #[arg(long, env = "GAVEL_EVAL_FORMAT", value_enum, default_value_t = EvalFormat::Text)]
+    pub format: EvalFormat,
+    /// Write the report here instead of standard output.
+    #[arg(short = 'o', long = "output", env = "GAVEL_EVAL_OUTPUT")]
+    pub output: Option<PathBuf>,
+    /// Labelled group files (.jsonl, one group per line; or .json, one group).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// The eval fields of a line.
+#[derive(Debug, Clone)]
+pub struct Labels {
+    pub labels: Vec<f64>,
+    pub id: Option<String>,
+    pub set: Option<String>,
+}
+
+impl Extra for Labels {
+    fn take(obj: &mut Map<String, Value>) -> Result<Labels, String> {
+        let id = match obj.remove("id") {
+            None => None,
+            Some(v) => Some(label_of(&v).ok_or("id: expected a string or a number")?),
+        };
+        let set = match obj.remove("set") {
+            None => None,
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s),
+            Some(_) => return Err("set: expected a non-empty string".into()),
+        };
+        let labels = match obj.remove("labels") {
+            None | Some(Value::Null) => {
+                return Err("labels: missing (one number per trajectory, higher is better)".into())
+            }
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    v.as_f64()
+                        .filter(|x| x.is_finite())
+                        .ok_or_else(|| format!("labels[{i}]: expected a number"))
+                })
+                .collect::<Result<Vec<f64>, String>>()?,
+            Some(_) => return Err("labels: expected an array of numbers".into()),
+        };
+        Ok(Labels { labels, id, set })
+    }
+
+    fn check(&self, request: &ScoreRequest) -> Result<(), String> {
+        let (l, t) = (self.labels.len(), request.trajectories.len());
+        if l != t {
+            return Err(format!(
+                "labels: {l} label{} for {t} trajector{}",
+                if l == 1 { "" } else { "s" },
+                if t == 1 { "y" } else { "ies" }
+            ));
+        }
+        if self.labels.windows(2).all(|w| w[0] == w[1]) {
+            return Err("labels: all equal, so there is nothing to rank".into());
+        }
+        Ok(())
+    }
+}
+
+/// Characters the agent wrote in a trajectory: assistant text and tool-call arguments.
+pub fn agent_length(t: &Trajectory) -> usize {
+    t.messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .map(|m| {
+            m.content.as_deref().map_or(0, |c| c.chars().count())
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.arguments.chars().count())
+                    .sum::<usize>()
+        })
+        .sum()
+}
+
+/// The combinations: every judge × every rubric (`None` = the request's own).
+fn combos(args: &EvalArgs, cfg: &Config) -> Vec<(Option<String>, Option<String>, Combo)> {
+    let judges: Vec<Option<String>> = if args.judges.is_empty() {
+        vec![None]
+    } else {
+        args.judges.iter().cloned().map(Some).collect()
+    };
+    let rubrics: Vec<Option<String>> = if args.rubrics.is_empty() {
+        vec![None]
+    } else {
+        args.rubrics.iter().cloned().map(Some).collect()
+    };
+    let default_judge = cfg.default_judge_name().unwrap_or("default").to_string();
+    let mut out = Vec::new();
+    for j in &judges {
+        for r in &rubrics {
+            let combo = Combo {
+                judge: j.clone().unwrap_or_else(|| default_judge.clone()),
+                rubric: r.clone().unwrap_or_else(|| "as in file".into()),
+            };
+            out.push((j.clone(), r.clone(), combo));
+        }
+    }
+    out
+}
+
+/// The request for one group, combination and order.
+fn order_request(
+    g: &GroupIn<Labels>,
+    judge: &Option<String>,
+    rubric: &Option<String>,
+    permutations: Option<u32>,
+    order: &[usize],
+) -> ScoreRequest {
+    let mut r = g.request.clone();
+    if let Some(j) = judge {
+        r.judges = vec![j.clone()];
+    }
+    if let Some(name) = rubric {
+        r.rubric = RubricRef::Named(name.clone());
+    }
+    if permutations.is_some() {
+        r.permutations = permutations;
+    }
+    r.trajectories = order
+        .iter()
+        .map(|&i| g.request.trajectories[i].clone())
+        .collect();
+    r
+}
+
+fn usage_error(m: &str) -> Result<u8, CliError> {
+    eprintln!("gavel eval: {m}");
+    Ok(2)
+}
+
+/// Returns the exit code: 0 when every judging gave a verdict, 1 when some did not (they are
+/// counted in the report, never scored), 2 for a usage or file problem (nothing judged).
+pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
+    if args.orders == 0 || args.orders > MAX_ORDERS {
+        return usage_error(&format!("--orders must be 1 to {MAX_ORDERS}"));
+    }
+    if let Some(p) = args.permutations {
+        if p == 0 || p > MAX_PERMUTATIONS {
+            return usage_error(&format!("--permutations must be 1 to {MAX_PERMUTATIONS}"));
+        }
+    }
+    if args.concurrency == 0 {
+        return usage_error("--concurrency must be at least 1");
+    }
+    let cfg = common.load_config()?;
+    let rubric_set =
+        RubricSet::load(cfg.rubrics_dir.as_deref()).map_err(crate::score::BuildError::from)?;
+    for r in &args.rubrics {
+        if let Err(e) = rubric_set.get(r) {
+            return usage_error(&format!("--rubric: {e}"));
+        }
+    }
+    for j in &args.judges {
+        if !cfg.judges.contains_key(j) {
+            return usage_error(&format!("--judge: {}", unknown_judge(j, &cfg)));
+        }
+    }
+    let combos = combos(args, &cfg);
+
+    // Read every file and check every line before any judge is called.
+    let mut problems = Vec::new();
+    let mut read: Vec<(String, GroupIn<Labels>)> = Vec::new();
+    for file in &args.files {
+        match read_groups::<Labels>(file, cfg.server.max_group_size) {
+            Ok(gs) => {
+                let name = file.display().to_string();
+                read.extend(gs.into_iter().map(|g| (name.clone(), g)));
+            }
+            Err(p) => problems.extend(p),
+        }
+    }
+    for (file, g) in &read {
+        let at = g.line.map_or(file.clone(), |l| format!("{file}:{l}"));
+        for (j, r, _) in &combos {
+            let as_given: Vec<usize> = (0..g.request.trajectories.len()).collect();
+            let req = order_request(g, j, r, args.permutations, &as_given);
+            if let Err(p) = check_names(&req, &rubric_set, &cfg) {
+                problems.push(format!("{at}: {p}"));
+                break;
+            }
+        }
+    }
+    if !problems.is_empty() {
+        for p in problems {
+            eprintln!("{p}");
+        }
+        return Ok(2);
+    }
+
+    // Sets: the line's `set`, else the file's stem; `--limit` per set.
+    let mut groups: Vec<(LabelledGroup, GroupIn<Labels>)> = Vec::new();
+    let mut per_set: std::collections::BTreeMap<String, usize> = Default::default();
+    for (file, g) in read {
+        let stem = std::path::Path::new(&file)
+            .file_stem()
+            .map_or_else(|| file.clone(), |s| s.to_string_lossy().into_owned());
+        let set = g.extra.set.clone().unwrap_or(stem);
+        let n = per_set.entry(set.clone()).or_default();
+        if args.limit.is_some_and(|l| *n >= l) {
+            continue;
+        }
+        *n += 1;
+        let at = g.line.map_or(file.clone(), |l| format!("{file}:{l}"));
+        let id = g
+            .extra
+            .id
+            .clone()
+            .or_else(|| g.group_id.clone())
+            .unwrap_or_else(|| at.clone());
+        let lg = LabelledGroup {
+            at,
+            id,
+            set,
+            labels: g.extra.labels.clone(),
+            lengths: g.request.trajectories.iter().map(agent_length).collect(),
+            answers: g
+                .request
+                .trajectories
+                .iter()
+                .map(|t| t.final_answer().unwrap_or("").to_string())
+                .collect(),
+        };
+        groups.push((lg, g));
+    }
+
+    let scorer: Arc<Scorer> = open_scorer(&cfg).await?;
+    let runs = judge_all(&scorer, args, &combos, &groups).await;
+    scorer.store().flush().await?;
+    let labelled: Vec<LabelledGroup> = groups.into_iter().map(|(l, _)| l).collect();
+    let combo_list: Vec<Combo> = combos.into_iter().map(|(_, _, c)| c).collect();
+    let report = report::build(
+        args.files.iter().map(|f| f.display().to_string()).collect(),
+        args.orders,
+        args.permutations,
+        &combo_list,
+        &labelled,
+        &runs,
+    );
+    let doc = match args.format {
+        EvalFormat::Text => text::render(&report),
+        EvalFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&report)
+                .map_err(|e| CliError::Other(format!("cannot serialise the report: {e}")))?;
+            s.push('\n');
+            s
+        }
+        EvalFormat::Html => html::render(&report),
+    };
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, doc)
+                .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))?;
+            eprintln!("gavel eval: wrote {}", path.display());
+        }
+        None => print!("{doc}"),
+    }
+    let invalid: usize = report
+        .results
+        .iter()
+        .filter(|r| r.set != report::ALL_SETS)
+        .map(|r| r.invalid)
+        .sum();
+    Ok(if invalid > 0 { 1 } else { 0 })
+}
+
+/// Judges every group under every combination in every order, at most `concurrency` groups at
+/// once (the orders of one group one after another), with a progress bar on a terminal.
+async fn judge_all(
+    scorer: &Scorer,
+    args: &EvalArgs,
+    combos: &[(Option<String>, Option<String>, Combo)],
+    groups: &[(LabelledGroup, GroupIn<Labels>)],
+) -> Vec<GroupRun> {
+    let plans: Vec<(usize, usize, Vec<Vec<usize>>)> = (0..combos.len())
+        .flat_map(|c| {
+            groups.iter().enumerate().map(move |(gi, (lg, g))| {
+                let seed = format!("eval/{}/{}", lg.set, lg.id);
+                (
+                    c,
+                    gi,
+                    stats::eval_orders(g.request.trajectories.len(), args.orders, &seed),
+                )
+            })
+        })
+        .collect();
+    let total: u64 = plans.iter().map(|(_, _, o)| o.len() as u64).sum();
+    let bar = progress_bar(total);
+    let bar = &bar;
+    let runs = futures::stream::iter(plans)
+        .map(|(c, gi, orders)| async move {
+            let (judge, rubric, _) = &combos[c];
+            let g = &groups[gi].1;
+            let mut judgings = Vec::with_capacity(orders.len());
+            for order in orders {
+                let req = order_request(g, judge, rubric, args.permutations, &order);
+                let t0 = Instant::now();
+                let out = outcome(scorer.score_group(&req).await);
+                let seconds = t0.elapsed().as_secs_f64();
+                if let Some(b) = bar {
+                    b.inc(1);
+                }
+                judgings.push(Judging {
+                    order,
+                    outcome: out,
+                    seconds,
+                });
+            }
+            GroupRun {
+                group: gi,
+                combo: c,
+                judgings,
+            }
+        })
+        .buffered(args.concurrency)
+        .collect()
+        .await;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    runs
+}
+
+fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} judgings · {per_sec} · ETA {eta}",
+        )
+        .expect("a valid template"),
+    );
+    Some(bar)
+}

@@ -1,0 +1,142 @@
+//! The terminal summary: one block per set × combination, then the comparisons.
+
+use std::fmt::Write;
+
+use super::report::{EvalReport, SetResult};
+use crate::html::clip;
+
+/// `0.700`, or `—`.
+fn num(x: Option<f64>) -> String {
+    x.map_or_else(|| "—".into(), |v| format!("{v:.3}"))
+}
+
+fn interval(ci: Option<[f64; 2]>) -> String {
+    ci.map_or_else(String::new, |[lo, hi]| format!(" [{lo:.3}, {hi:.3}]"))
+}
+
+fn block(out: &mut String, r: &SetResult, orders: usize) {
+    let _ = writeln!(
+        out,
+        "{} · judge {} · rubric {}",
+        clip(&r.set, 40),
+        clip(&r.judge, 30),
+        clip(&r.rubric, 30)
+    );
+    let errors = if r.errors.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!(" ({})", list.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "  {} groups, {} valid, {} pairs, {orders} order{} · {} invalid verdict{}{errors}",
+        r.groups,
+        r.valid_groups,
+        r.pairs,
+        if orders == 1 { "" } else { "s" },
+        r.invalid,
+        if r.invalid == 1 { "" } else { "s" },
+    );
+    let _ = writeln!(
+        out,
+        "  pairwise accuracy {}{} · top-1 {} · Kendall τ-b {}",
+        num(r.pairwise_accuracy),
+        interval(r.ci95),
+        num(r.top1_accuracy),
+        num(r.kendall_tau)
+    );
+    let p = &r.position;
+    let _ = writeln!(
+        out,
+        "  position: flip rate {} · accuracy better shown first {} · later {}",
+        num(p.flip_rate),
+        num(p.accuracy_better_first),
+        num(p.accuracy_better_later)
+    );
+    let l = &r.length;
+    let _ = writeln!(
+        out,
+        "  length: accuracy better longer {} ({} pairs) · better shorter {} ({} pairs) · \
+         prefer-longer rule {} · prefer-shorter rule {}",
+        num(l.accuracy_better_longer),
+        l.pairs_better_longer,
+        num(l.accuracy_better_shorter),
+        l.pairs_better_shorter,
+        num(l.prefer_longer),
+        num(l.prefer_shorter)
+    );
+    let c = &r.calibration;
+    let hist: Vec<String> = c.histogram.iter().map(usize::to_string).collect();
+    let _ = writeln!(
+        out,
+        "  calibration: mean score best {} · worst {} · histogram [{}]",
+        num(c.mean_best),
+        num(c.mean_worst),
+        hist.join(" ")
+    );
+    for (name, a) in &r.components {
+        let _ = writeln!(
+            out,
+            "  component {name}: pairwise accuracy {} ({} decisions)",
+            num(a.pairwise_accuracy),
+            a.decisions
+        );
+    }
+    let u = &r.usage;
+    let _ = writeln!(
+        out,
+        "  usage: {} judge calls · {} cache hits · {} prompt + {} completion tokens · {} s/group",
+        u.judge_calls,
+        u.cache_hits,
+        u.prompt_tokens,
+        u.completion_tokens,
+        r.seconds_per_group
+            .map_or_else(|| "—".into(), |s| format!("{s:.2}"))
+    );
+}
+
+/// The whole summary.
+pub fn render(report: &EvalReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "gavel eval · {} · {} order{}{}",
+        report.files.join(", "),
+        report.orders,
+        if report.orders == 1 { "" } else { "s" },
+        report
+            .permutations
+            .map_or_else(String::new, |p| format!(" · {p} permutations per request"))
+    );
+    for r in &report.results {
+        out.push('\n');
+        block(&mut out, r, report.orders);
+    }
+    if !report.comparisons.is_empty() {
+        let _ = writeln!(out, "\ncomparisons (B − A, paired bootstrap over groups):");
+        for c in &report.comparisons {
+            let verdict = match c.verdict {
+                "b_better" => "B is better",
+                "a_better" => "A is better",
+                _ => "no significant difference",
+            };
+            let _ = writeln!(
+                out,
+                "  {}: A {}/{} {} vs B {}/{} {} · Δ {}{} over {} groups: {verdict}",
+                clip(&c.set, 30),
+                clip(&c.a.judge, 24),
+                clip(&c.a.rubric, 24),
+                num(c.accuracy_a),
+                clip(&c.b.judge, 24),
+                clip(&c.b.rubric, 24),
+                num(c.accuracy_b),
+                c.difference
+                    .map_or_else(|| "—".into(), |d| format!("{d:+.3}")),
+                interval(c.ci95),
+                c.groups
+            );
+        }
+    }
+    out
+}

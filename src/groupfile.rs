@@ -1,0 +1,152 @@
+//! The group file every CLI command reads: `.jsonl`/`.ndjson` hold one group per line (blank
+//! lines skipped), anything else one group. A line is a `/v1/score_group` body plus fields the
+//! command itself reads (`group_id`; `labels`, `id` and `set` for `gavel eval`), taken off by an
+//! [`Extra`] before the body is validated. Every problem is reported as `FILE[:LINE]: problem`,
+//! all of them before any judge is called.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::score::ScoreRequest;
+
+/// Fields of a line that are not part of the scoring request: taken off the JSON object before
+/// validation, then checked against the validated request.
+pub trait Extra: Sized {
+    /// Removes and parses this command's fields; `Err` is the problem (without the location).
+    fn take(obj: &mut Map<String, Value>) -> Result<Self, String>;
+    /// Checks the fields against the validated request (e.g. one label per trajectory).
+    fn check(&self, _request: &ScoreRequest) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// No fields beyond the request (and `group_id`).
+impl Extra for () {
+    fn take(_: &mut Map<String, Value>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// One group read from the file.
+#[derive(Debug, Clone)]
+pub struct GroupIn<E = ()> {
+    /// 1-based position in the file.
+    pub index: usize,
+    /// Line in a .jsonl file.
+    pub line: Option<usize>,
+    /// The group's own `group_id`, stripped before validation.
+    pub group_id: Option<String>,
+    pub label: String,
+    pub request: ScoreRequest,
+    /// Each trajectory's label: its `metadata.id` or `metadata.name`, else its 1-based position.
+    pub trajectory_labels: Vec<String>,
+    /// The command's own fields.
+    pub extra: E,
+}
+
+/// A label from a JSON string or number.
+pub fn label_of(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads a group file (see the module docs). A top-level `group_id` (string or number) is taken
+/// as the group's label.
+pub fn read_groups<E: Extra>(
+    path: &Path,
+    max_group_size: usize,
+) -> Result<Vec<GroupIn<E>>, Vec<String>> {
+    let file = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
+    let jsonl = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("jsonl" | "ndjson")
+    );
+    let name = path
+        .file_name()
+        .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
+    let parse = |src: &str, line: Option<usize>, index: usize| -> Result<GroupIn<E>, String> {
+        let at = match line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.clone(),
+        };
+        let mut value: Value = serde_json::from_str(src).map_err(|e| match line {
+            Some(_) => format!("{at}: not valid JSON: {e}"),
+            None => format!("{file}:{}: not valid JSON: {e}", e.line()),
+        })?;
+        let (group_id, extra) = match value.as_object_mut() {
+            Some(obj) => {
+                let group_id =
+                    match obj.remove("group_id") {
+                        None => None,
+                        Some(v) => Some(label_of(&v).ok_or_else(|| {
+                            format!("{at}: group_id: expected a string or a number")
+                        })?),
+                    };
+                (group_id, E::take(obj).map_err(|p| format!("{at}: {p}"))?)
+            }
+            None => (
+                None,
+                E::take(&mut Map::new()).map_err(|p| format!("{at}: {p}"))?,
+            ),
+        };
+        let request =
+            ScoreRequest::from_json(&value, max_group_size).map_err(|e| format!("{at}: {e}"))?;
+        extra.check(&request).map_err(|p| format!("{at}: {p}"))?;
+        let trajectory_labels = request
+            .trajectories
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                ["id", "name"]
+                    .iter()
+                    .find_map(|k| t.metadata.get(*k).and_then(label_of))
+                    .unwrap_or_else(|| (i + 1).to_string())
+            })
+            .collect();
+        let label = group_id.clone().unwrap_or_else(|| match line {
+            Some(l) => format!("line {l}"),
+            None => name.clone(),
+        });
+        Ok(GroupIn {
+            index,
+            line,
+            group_id,
+            label,
+            request,
+            trajectory_labels,
+            extra,
+        })
+    };
+    let mut groups = Vec::new();
+    let mut problems = Vec::new();
+    if jsonl {
+        for (i, l) in text.lines().enumerate() {
+            if l.trim().is_empty() {
+                continue;
+            }
+            match parse(l, Some(i + 1), groups.len() + problems.len() + 1) {
+                Ok(g) => groups.push(g),
+                Err(p) => problems.push(p),
+            }
+        }
+        if groups.is_empty() && problems.is_empty() {
+            problems.push(format!("{file}: no groups (the file is empty)"));
+        }
+    } else {
+        match parse(&text, None, 1) {
+            Ok(g) => groups.push(g),
+            Err(p) => problems.push(p),
+        }
+    }
+    if problems.is_empty() {
+        Ok(groups)
+    } else {
+        Err(problems)
+    }
+}

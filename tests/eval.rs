@@ -1,0 +1,558 @@
+//! End-to-end tests of `gavel eval`: the binary as a child process against in-process mock
+//! judges (`common`) rigged two ways (one that always prefers the first trajectory shown, one
+//! that follows the labels), bad lines named before any judge call, judge failures counted and
+//! never scored, the HTML page; and, with `GAVEL_TEST_MODEL`, a 10-group eval of the shipped
+//! HaluEval QA set on the real model.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+use tokio::process::Command;
+
+use common::{Behaviour, MockJudge, MOCK_KEY};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gavel");
+const EVALS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/evals");
+/// Variables (and clap env twins) that would change what the child does if they leaked in.
+const LEAKY_ENV: &str = "GAVEL_CONFIG GAVEL_STORE GAVEL_LOG_JSON GAVEL_EVAL_JUDGES \
+    GAVEL_EVAL_RUBRICS GAVEL_EVAL_ORDERS GAVEL_EVAL_PERMUTATIONS GAVEL_EVAL_CONCURRENCY \
+    GAVEL_EVAL_LIMIT GAVEL_EVAL_FORMAT GAVEL_EVAL_OUTPUT OPENAI_API_KEY OPENAI_BASE_URL \
+    GAVEL_JUDGE_MODEL RUST_LOG";
+
+/// A `[judges.NAME]` table pointing at `mock`.
+fn judge_toml(name: &str, mock: &MockJudge, max_retries: u32) -> String {
+    format!(
+        "[judges.{name}]\nbackend = \"openai\"\nbase_url = \"{}\"\nmodel = \"{name}-model\"\n\
+         api_key_env = \"GAVEL_TEST_MOCK_KEY\"\nmax_retries = {max_retries}\n\
+         max_backoff_s = 0.05\ntimeout_s = 5\n\n",
+        mock.base_url()
+    )
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    cfg: PathBuf,
+    store: PathBuf,
+}
+
+impl Setup {
+    fn new(config: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let (cfg, store) = (dir.path().join("gavel.toml"), dir.path().join("store"));
+        std::fs::write(&cfg, config).unwrap();
+        Setup { dir, cfg, store }
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    fn eval(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        for k in LEAKY_ENV.split_whitespace() {
+            c.env_remove(k);
+        }
+        c.current_dir(self.dir.path())
+            .env("GAVEL_TEST_MOCK_KEY", MOCK_KEY);
+        c.stdin(Stdio::null()).kill_on_drop(true);
+        c.arg("eval").args(args);
+        c.args([OsStr::new("--config"), self.cfg.as_os_str()]);
+        c.args([OsStr::new("--store"), self.store.as_os_str()]);
+        c
+    }
+}
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+async fn run(mut c: Command) -> Out {
+    let o = c.output().await.unwrap();
+    Out {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn traj(answer: &str) -> Value {
+    json!({"messages": [
+        {"role": "system", "content": "Answer the question from the knowledge given."},
+        {"role": "user", "content": "Who wrote the report?"},
+        {"role": "assistant", "content": answer}
+    ]})
+}
+
+/// Two-trajectory groups: the better one first in two groups and second in two, longer in two
+/// and shorter in two. `mark` appends a `SCORE=` marker that follows the labels.
+fn pairs_file(mark: bool) -> String {
+    let m = |s: f64| {
+        if mark {
+            format!(" SCORE={s}")
+        } else {
+            String::new()
+        }
+    };
+    let lines = [
+        json!({"id": "g1", "trajectories": [traj(&format!("Ada Lovelace wrote it in 1843.{}", m(0.9))),
+               traj(&format!("Bob.{}", m(0.2)))], "labels": [1, 0]}),
+        json!({"id": "g2", "trajectories": [traj(&format!("Nobody knows, it was probably a committee of clerks.{}", m(0.1))),
+               traj(&format!("Grace.{}", m(0.8)))], "labels": [0, 1]}),
+        json!({"id": "g3", "trajectories": [traj(&format!("Alan.{}", m(0.7))),
+               traj(&format!("It was written by a long list of people.{}", m(0.3)))], "labels": [1, 0]}),
+        json!({"id": "g4", "trajectories": [traj(&format!("A machine.{}", m(0.4))),
+               traj(&format!("Edsger Dijkstra, as the report's cover says.{}", m(0.6)))], "labels": [0, 1]}),
+    ];
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn result<'a>(report: &'a Value, set: &str, judge: &str) -> &'a Value {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["set"] == set && r["judge"] == judge)
+        .unwrap_or_else(|| panic!("no result for {set}/{judge}: {report}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_position_judge_shows_its_bias_and_a_faithful_one_is_always_right() {
+    let biased = MockJudge::start().await;
+    biased.set_fallback(Behaviour::FirstBias(0.3));
+    let faithful = MockJudge::start().await;
+    let s = Setup::new(&format!(
+        "default_judge = \"faithful\"\n{}{}",
+        judge_toml("biased", &biased, 0),
+        judge_toml("faithful", &faithful, 0)
+    ));
+    // The biased judge sees no markers (every score 0.5, plus 0.3 for the first shown); the
+    // faithful one reads markers that follow the labels.
+    let plain = s.write("plain.jsonl", &pairs_file(false));
+    let marked = s.write("marked.jsonl", &pairs_file(true));
+
+    let out = run(s.eval(&["--judge", "biased", "--format", "json", &plain])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    let r = result(&report, "plain", "biased");
+    assert_eq!(r["groups"], 4);
+    assert_eq!(r["valid_groups"], 4);
+    assert_eq!(r["pairs"], 4);
+    assert_eq!(r["invalid"], 0);
+    // Two orders per group: right when the better one is shown first, wrong otherwise.
+    assert_eq!(f(&r["position"]["flip_rate"]), 1.0, "{r}");
+    assert_eq!(f(&r["position"]["accuracy_better_first"]), 1.0);
+    assert_eq!(f(&r["position"]["accuracy_better_later"]), 0.0);
+    assert_eq!(f(&r["pairwise_accuracy"]), 0.5);
+    assert_eq!(f(&r["top1_accuracy"]), 0.5);
+    assert_eq!(f(&r["kendall_tau"]), 0.0);
+    // Length: the sets are balanced, the trivial rules score 0.5 each.
+    assert_eq!(f(&r["length"]["prefer_longer"]), 0.5);
+    assert_eq!(f(&r["length"]["prefer_shorter"]), 0.5);
+    assert_eq!(f(&r["length"]["accuracy_better_longer"]), 0.5);
+    assert_eq!(f(&r["calibration"]["mean_best"]), 0.65);
+    assert_eq!(f(&r["calibration"]["mean_worst"]), 0.65);
+    assert_eq!(r["usage"]["judge_calls"], 8);
+    assert_eq!(biased.calls(), 8);
+    // Both orders of each group differ, so every group is misranked in one of them; the
+    // misranked table lists the groups wrong in the order as given (the better one second).
+    let ids: Vec<&str> = r["misranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.contains(&"g2") && ids.contains(&"g4"), "{ids:?}");
+
+    let out = run(s.eval(&["--format", "json", &marked])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    let r = result(&report, "marked", "faithful");
+    assert_eq!(f(&r["pairwise_accuracy"]), 1.0, "{r}");
+    assert_eq!(r["ci95"], json!([1.0, 1.0]));
+    assert_eq!(f(&r["top1_accuracy"]), 1.0);
+    assert_eq!(f(&r["kendall_tau"]), 1.0);
+    assert_eq!(f(&r["position"]["flip_rate"]), 0.0);
+    assert_eq!(f(&r["position"]["accuracy_better_first"]), 1.0);
+    assert_eq!(f(&r["position"]["accuracy_better_later"]), 1.0);
+    assert_eq!(f(&r["calibration"]["mean_best"]), 0.75);
+    assert_eq!(f(&r["calibration"]["mean_worst"]), 0.25);
+    assert!(r["misranked"].as_array().unwrap().is_empty());
+
+    // A re-run judges nothing again: every verdict comes from the cache.
+    let before = faithful.calls();
+    let out = run(s.eval(&["--format", "json", &marked])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(faithful.calls(), before);
+    let r2 = out.json();
+    let r2 = result(&r2, "marked", "faithful");
+    assert_eq!(r2["usage"]["cache_hits"], 8);
+    assert_eq!(r2["pairwise_accuracy"], r["pairwise_accuracy"]);
+
+    // Both judges on both files: a pooled set, and a comparison that says the faithful judge
+    // is better only where it is (paired bootstrap over the same groups).
+    let out = run(s.eval(&[
+        "--judge", "biased", "--judge", "faithful", "--format", "json", &plain, &marked,
+    ]))
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    assert_eq!(report["results"].as_array().unwrap().len(), 6, "{report}");
+    let all = result(&report, "all", "biased");
+    assert_eq!(all["groups"], 8);
+    let cmp: Vec<&Value> = report["comparisons"].as_array().unwrap().iter().collect();
+    assert_eq!(cmp.len(), 3);
+    // On `marked` the biased judge also sees the markers, plus its bias of 0.3: it still
+    // follows the labels where the gap is over 0.3 and the better one is shown later.
+    let on_plain = cmp.iter().find(|c| c["set"] == "plain").unwrap();
+    assert_eq!(on_plain["a"]["judge"], "biased");
+    assert_eq!(on_plain["b"]["judge"], "faithful");
+    // The faithful judge reads no markers on `plain`: every score ties, accuracy 0.5 as well.
+    assert_eq!(f(&on_plain["difference"]), 0.0);
+    assert_eq!(on_plain["verdict"], "no_difference");
+    let on_marked = cmp.iter().find(|c| c["set"] == "marked").unwrap();
+    // biased on marked: g1 (0.9 vs 0.2) right both ways; g2 (0.1+0.3 vs 0.8) right, (0.8+0.3
+    // vs 0.1) right; g3 (0.7 vs 0.3): 1.0 vs 0.3 right, 0.7 vs 0.6 right; g4 (0.4 vs 0.6):
+    // 0.7 vs 0.6 wrong, 0.9 vs 0.4 right → 7 of 8.
+    assert_eq!(f(&on_marked["accuracy_a"]), 0.875, "{on_marked}");
+    assert_eq!(f(&on_marked["accuracy_b"]), 1.0);
+    assert_eq!(f(&on_marked["difference"]), 0.125);
+    assert_eq!(on_marked["groups"], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_and_html_reports_and_a_clear_verdict_between_judges() {
+    let biased = MockJudge::start().await;
+    biased.set_fallback(Behaviour::FirstBias(0.3));
+    let faithful = MockJudge::start().await;
+    let s = Setup::new(&format!(
+        "default_judge = \"faithful\"\n{}{}",
+        judge_toml("biased", &biased, 0),
+        judge_toml("faithful", &faithful, 0)
+    ));
+    // 40 groups, every one with the better answer shown second and marked: the biased judge
+    // (bias 0.3 over a gap of 0.2) gets each wrong in the given order and right reversed; the
+    // faithful one always right. An answer with markup must come out escaped in the page.
+    let mut text = String::new();
+    for i in 0..40 {
+        let l = json!({"id": format!("q{i}"), "set": "second",
+            "trajectories": [traj("<script>alert(1)</script> Bob. SCORE=0.4"),
+                             traj("Ada. SCORE=0.6")],
+            "labels": [0, 1]});
+        text.push_str(&format!("{l}\n"));
+    }
+    let file = s.write("second.jsonl", &text);
+    let html = s.dir.path().join("report.html");
+    let out = run(s.eval(&[
+        "--judge",
+        "biased",
+        "--judge",
+        "faithful",
+        "--format",
+        "html",
+        "-o",
+        html.to_str().unwrap(),
+        &file,
+    ]))
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    for want in [
+        "Pairwise accuracy",
+        "Position bias",
+        "Length bias",
+        "Comparisons",
+        "Misranked groups",
+        "B is better",
+        "&lt;script&gt;alert(1)&lt;/script&gt; Bob.",
+    ] {
+        assert!(page.contains(want), "missing {want:?}");
+    }
+    assert!(!page.contains("<script>"), "unescaped input in the page");
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "external reference"
+    );
+
+    // The same run as text (from the cache): the verdict line and the figures.
+    let out = run(s.eval(&["--judge", "biased", "--judge", "faithful", &file])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("pairwise accuracy 0.500"),
+        "{}",
+        out.stdout
+    );
+    assert!(out
+        .stdout
+        .contains("pairwise accuracy 1.000 [1.000, 1.000]"));
+    assert!(out.stdout.contains("flip rate 1.000"));
+    assert!(out.stdout.contains("B is better"), "{}", out.stdout);
+    let out = run(s.eval(&[
+        "--judge", "biased", "--judge", "faithful", "--format", "json", &file,
+    ]))
+    .await;
+    let report = out.json();
+    let c = &report["comparisons"][0];
+    assert_eq!(c["verdict"], "b_better");
+    assert_eq!(c["ci95"], json!([0.5, 0.5]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_lines_are_named_before_any_judge_call() {
+    let mock = MockJudge::start().await;
+    let s = Setup::new(&format!(
+        "default_judge = \"m\"\n{}",
+        judge_toml("m", &mock, 0)
+    ));
+    let good = json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0]});
+    let lines = [
+        good.clone(),
+        json!({"trajectories": [traj("a"), traj("b")]}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0, 2]}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 1]}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, "x"]}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": 1}),
+        json!({"trajectories": [traj("a")], "labels": [1]}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "set": 3}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "colour": "red"}),
+    ];
+    let mut text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    text.push_str("{not json\n");
+    let file = s.write("bad.jsonl", &text);
+    let out = run(s.eval(&[&file])).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    let problems: Vec<&str> = out.stderr.lines().collect();
+    let want = [
+        (2, "labels: missing"),
+        (3, "labels: 3 labels for 2 trajectories"),
+        (4, "labels: all equal"),
+        (5, "labels[1]: expected a number"),
+        (6, "labels: expected an array of numbers"),
+        (7, "labels: all equal"),
+        (8, "set: expected a non-empty string"),
+        (9, "colour: unknown field"),
+        (10, "not valid JSON"),
+    ];
+    assert_eq!(problems.len(), want.len(), "{}", out.stderr);
+    for ((line, what), got) in want.iter().zip(&problems) {
+        assert!(
+            got.starts_with(&format!("{file}:{line}: ")) && got.contains(what),
+            "line {line}: {got}"
+        );
+    }
+    assert_eq!(mock.calls(), 0);
+
+    // Unknown judge or rubric, and bad options: usage errors, nothing judged.
+    let ok = s.write("ok.jsonl", &format!("{good}\n"));
+    for args in [
+        vec!["--judge", "nope", ok.as_str()],
+        vec!["--rubric", "nope", ok.as_str()],
+        vec!["--orders", "0", ok.as_str()],
+        vec!["--orders", "17", ok.as_str()],
+        vec!["--permutations", "0", ok.as_str()],
+    ] {
+        let out = run(s.eval(&args)).await;
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    }
+    let missing = s.dir.path().join("missing.jsonl");
+    let out = run(s.eval(&[missing.to_str().unwrap()])).await;
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr.contains("missing.jsonl: cannot read"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(mock.calls(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_judge_failure_is_counted_never_scored() {
+    let mock = MockJudge::start().await;
+    let s = Setup::new(&format!(
+        "default_judge = \"m\"\n{}",
+        judge_toml("m", &mock, 0)
+    ));
+    // The first request (group 1, as given) fails; everything after is judged.
+    mock.push(Behaviour::Status(400, None, "{\"error\":\"bad\"}".into()));
+    let file = s.write("pairs.jsonl", &pairs_file(true));
+    let out = run(s.eval(&["--concurrency", "1", "--format", "json", &file])).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let report = out.json();
+    let r = result(&report, "pairs", "m");
+    assert_eq!(r["groups"], 4);
+    assert_eq!(r["valid_groups"], 3);
+    assert_eq!(r["pairs"], 3);
+    assert_eq!(r["invalid"], 1);
+    assert_eq!(
+        r["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(f)
+            .sum::<f64>(),
+        1.0
+    );
+    // The failed group is left out, not scored 0: the others are all right.
+    assert_eq!(f(&r["pairwise_accuracy"]), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verifier_set_reports_judge_and_verifier_accuracy_apart() {
+    // The shipped verifier set, first 6 groups: the mock (no markers) ties every judge score,
+    // while the answer-line verifier knows the truth.
+    let mock = MockJudge::start().await;
+    let s = Setup::new(&format!(
+        "default_judge = \"m\"\n{}",
+        judge_toml("m", &mock, 0)
+    ));
+    let file = format!("{EVALS}/gavel_answers.jsonl");
+    let out = run(s.eval(&["--limit", "6", "--orders", "1", "--format", "json", &file])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    let r = result(&report, "gavel_answers", "m");
+    assert_eq!(r["groups"], 6);
+    assert_eq!(
+        f(&r["components"]["answer_line"]["pairwise_accuracy"]),
+        1.0,
+        "{r}"
+    );
+    assert_eq!(
+        f(&r["components"]["judge"]["pairwise_accuracy"]),
+        0.5,
+        "{r}"
+    );
+    assert!(r["position"]["flip_rate"].is_null());
+}
+
+#[test]
+fn shipped_sets_read_and_are_balanced() {
+    // Every shipped line is a valid labelled group (the reader's checks), and the QA set is
+    // length-balanced, so "prefer the longer" scores 0.5 there.
+    for (name, min_groups) in [
+        ("halueval_qa", 200),
+        ("halueval_summarization", 100),
+        ("gavel_answers", 40),
+    ] {
+        let path = PathBuf::from(format!("{EVALS}/{name}.jsonl"));
+        let groups = gavel::groupfile::read_groups::<gavel::eval::Labels>(&path, 64)
+            .unwrap_or_else(|p| panic!("{}", p.join("\n")));
+        assert!(groups.len() >= min_groups, "{name}: {}", groups.len());
+        if name == "halueval_qa" {
+            let mut longer = 0;
+            for g in &groups {
+                let l = &g.extra.labels;
+                let len: Vec<usize> = g
+                    .request
+                    .trajectories
+                    .iter()
+                    .map(gavel::eval::agent_length)
+                    .collect();
+                let (b, w) = if l[0] > l[1] { (0, 1) } else { (1, 0) };
+                assert_ne!(len[b], len[w]);
+                longer += usize::from(len[b] > len[w]);
+            }
+            assert_eq!(longer * 2, groups.len(), "{name}: not length-balanced");
+        }
+    }
+}
+
+/// With `GAVEL_TEST_MODEL` (CI: the 0.5B test model): a 10-group eval of the shipped QA set on
+/// the real model produces a complete report. No accuracy threshold here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_model_eval_produces_a_complete_report() {
+    let Some(model) = std::env::var_os("GAVEL_TEST_MODEL") else {
+        eprintln!("skipped: set GAVEL_TEST_MODEL to a Qwen2.5 GGUF file or model folder to run");
+        return;
+    };
+    let s = Setup::new(&format!(
+        "default_judge = \"local\"\n[judges.local]\nbackend = \"local\"\nmodel_path = {}\n\
+         max_explanation_bytes = 0\ndeadline_s = 3600\n\n[server]\nrequest_timeout_s = 3600\n",
+        toml::Value::String(model.to_string_lossy().into_owned())
+    ));
+    let file = format!("{EVALS}/halueval_qa.jsonl");
+    let html = s.dir.path().join("real.html");
+    let t0 = std::time::Instant::now();
+    let out = run(s.eval(&["--limit", "10", "--format", "json", &file])).await;
+    eprintln!("10 groups, 2 orders, in {:?}", t0.elapsed());
+    assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
+    let report = out.json();
+    let r = result(&report, "halueval_qa", "local");
+    assert_eq!(r["groups"], 10);
+    let valid = r["valid_groups"].as_u64().unwrap();
+    assert_eq!(r["pairs"].as_u64().unwrap(), valid);
+    assert_eq!(
+        r["usage"]["judge_calls"].as_u64().unwrap() + r["invalid"].as_u64().unwrap(),
+        20,
+        "{r}"
+    );
+    assert!(valid > 0, "{r}");
+    for key in ["pairwise_accuracy", "top1_accuracy", "seconds_per_group"] {
+        let v = f(&r[key]);
+        assert!(
+            (0.0..=1.0).contains(&v) || key == "seconds_per_group",
+            "{key}: {v}"
+        );
+    }
+    let [lo, hi] = [f(&r["ci95"][0]), f(&r["ci95"][1])];
+    assert!(lo <= f(&r["pairwise_accuracy"]) && f(&r["pairwise_accuracy"]) <= hi);
+    for key in [
+        "flip_rate",
+        "accuracy_better_first",
+        "accuracy_better_later",
+    ] {
+        assert!(r["position"][key].is_number(), "{key}: {r}");
+    }
+    for key in [
+        "accuracy_better_longer",
+        "accuracy_better_shorter",
+        "prefer_longer",
+    ] {
+        assert!(r["length"][key].is_number(), "{key}: {r}");
+    }
+    assert_eq!(
+        r["calibration"]["histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(f)
+            .sum::<f64>(),
+        (4 * valid) as f64
+    );
+    assert!(r["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    // The HTML page from the same verdicts (all cached now).
+    let out = run(s.eval(&[
+        "--limit",
+        "10",
+        "--format",
+        "html",
+        "-o",
+        html.to_str().unwrap(),
+        &file,
+    ]))
+    .await;
+    assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("Pairwise accuracy"));
+}
