@@ -4,7 +4,8 @@
 # copy the answer into them, and they cost decode time; scores do not depend on them).
 #
 #   benches/judge_quality.sh                 # both models, every set, every group
-#   MODELS=0.5b LIMIT=40 benches/judge_quality.sh
+#   MODELS=0.5b SETS=halueval_qa LIMIT=40 benches/judge_quality.sh
+#   GAVEL_BIN=path/to/gavel ...              # a built binary instead of `cargo build --release`
 #
 # Models come from the shared fetch script (cached after the first run). Results: one JSON
 # report and one text summary per model and set under $OUT (default target/judge-quality), and
@@ -17,14 +18,15 @@ out=${OUT:-target/judge-quality}
 fetch=${FETCH:-../shared/tools/fetch-test-model.sh}
 [[ -x $fetch ]] || fetch=tools/fetch-test-model.sh
 mkdir -p "$out"
-cargo build --release --quiet
+bin=${GAVEL_BIN:-}
+if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
 limit=(); [[ -n ${LIMIT:-} ]] && limit=(--limit "$LIMIT")
 for m in $models; do
   path=$("$fetch" "$m")
   cfg=$out/local-$m.toml
   cat > "$cfg" <<TOML
 default_judge = "local-$m"
-[judges.local-$m]
+[judges."local-$m"]
 backend = "local"
 model_path = "$path"
 max_explanation_bytes = 0
@@ -35,10 +37,28 @@ TOML
   for s in $sets; do
     echo "== local-$m on $s" >&2
     start=$(date +%s)
-    target/release/gavel eval --config "$cfg" --store "$out/store-$m" "${limit[@]}" \
+    "$bin" eval --config "$cfg" --store "$out/store-$m" "${limit[@]}" \
       --concurrency 1 --format json -o "$out/$m-$s.json" "evals/$s.jsonl" || true
-    target/release/gavel eval --config "$cfg" --store "$out/store-$m" "${limit[@]}" \
+    "$bin" eval --config "$cfg" --store "$out/store-$m" "${limit[@]}" \
       --concurrency 1 "evals/$s.jsonl" | tee "$out/$m-$s.txt" || true
     echo "   $(( $(date +%s) - start )) s" >&2
   done
 done
+# One markdown table of every report in $OUT (the BENCHMARKS.md "Judge quality" table).
+python3 - "$out" <<'PY' | tee "$out/summary.md"
+import glob, json, os, sys
+def f(x): return "—" if x is None else f"{x:.3f}"
+print("| model | set | groups | pairwise accuracy (95% CI) | top-1 | τ-b | flip rate | acc. better first · later | acc. better longer · shorter | prefer-longer rule | mean score best · worst | invalid |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    for r in json.load(open(path))["results"]:
+        ci = r["ci95"] or [None, None]
+        p, l, c = r["position"], r["length"], r["calibration"]
+        print(f'| {r["judge"]} | {r["set"]} | {r["valid_groups"]}/{r["groups"]} | '
+              f'{f(r["pairwise_accuracy"])} ({f(ci[0])}–{f(ci[1])}) | {f(r["top1_accuracy"])} | '
+              f'{f(r["kendall_tau"])} | {f(p["flip_rate"])} | '
+              f'{f(p["accuracy_better_first"])} · {f(p["accuracy_better_later"])} | '
+              f'{f(l["accuracy_better_longer"])} · {f(l["accuracy_better_shorter"])} | '
+              f'{f(l["prefer_longer"])} | {f(c["mean_best"])} · {f(c["mean_worst"])} | '
+              f'{r["invalid"]} |')
+PY

@@ -4,100 +4,19 @@
 
 mod common;
 
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
+use std::path::Path;
 
 use serde_json::{json, Value};
-use tokio::process::Command;
 
-use common::{marked_group, Behaviour, MockJudge, MOCK_KEY};
+use common::cli::{judge_toml, run, CliSetup, Out};
+use common::{marked_group, Behaviour, MockJudge};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gavel");
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/groups");
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/diff");
-/// Variables (and clap env twins) that would change what the child does if they leaked in.
-const LEAKY_ENV: &str = "GAVEL_CONFIG GAVEL_STORE GAVEL_LOG_JSON GAVEL_DIFF_RUBRICS \
-    GAVEL_DIFF_JUDGES GAVEL_DIFF_FORMAT GAVEL_DIFF_HTML GAVEL_DIFF_CONCURRENCY OPENAI_API_KEY \
-    OPENAI_BASE_URL GAVEL_JUDGE_MODEL RUST_LOG";
 
-/// A `[judges.NAME]` table pointing at `mock`.
-fn judge_toml(name: &str, mock: &MockJudge, max_retries: u32) -> String {
-    format!(
-        "[judges.{name}]\nbackend = \"openai\"\nbase_url = \"{}\"\nmodel = \"{name}-model\"\n\
-         api_key_env = \"GAVEL_TEST_MOCK_KEY\"\nmax_retries = {max_retries}\n\
-         max_backoff_s = 0.05\ntimeout_s = 5\n\n",
-        mock.base_url()
-    )
-}
-
-/// A temp dir with a config, a store path and the test's files.
-struct Setup {
-    dir: tempfile::TempDir,
-    cfg: PathBuf,
-    store: PathBuf,
-}
-
-impl Setup {
-    /// `head` holds top-level keys, `judges` the judge tables.
-    fn new(head: &str, judges: &str) -> Setup {
-        let dir = tempfile::tempdir().unwrap();
-        let (cfg, store) = (dir.path().join("gavel.toml"), dir.path().join("store"));
-        std::fs::write(&cfg, format!("{head}\n{judges}")).unwrap();
-        Setup { dir, cfg, store }
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).display().to_string()
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let p = self.dir.path().join(name);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, text).unwrap();
-        p.display().to_string()
-    }
-
-    /// `gavel diff ARGS... --config CFG --store STORE`.
-    fn diff(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        for k in LEAKY_ENV.split_whitespace() {
-            c.env_remove(k);
-        }
-        c.current_dir(self.dir.path())
-            .env("GAVEL_TEST_MOCK_KEY", MOCK_KEY);
-        c.stdin(Stdio::null()).kill_on_drop(true);
-        c.arg("diff").args(args);
-        c.args([OsStr::new("--config"), self.cfg.as_os_str()]);
-        c.args([OsStr::new("--store"), self.store.as_os_str()]);
-        c
-    }
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", self.stdout, self.stderr))
-    }
-}
-
-async fn run(mut c: Command) -> Out {
-    let out = tokio::time::timeout(Duration::from_secs(60), c.output())
-        .await
-        .expect("ran over 60 s")
-        .unwrap();
-    Out {
-        code: out.status.code(),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+/// A config of top-level keys `head` and judge tables `judges`.
+fn setup(head: &str, judges: &str) -> CliSetup {
+    CliSetup::new(&format!("{head}\n{judges}"))
 }
 
 fn f(v: &Value) -> f64 {
@@ -148,13 +67,16 @@ async fn judge_diff_reports_exact_numbers_html_and_reruns_from_the_cache() {
     let (plain, biased) = (MockJudge::start().await, MockJudge::start().await);
     biased.set_fallback(Behaviour::FirstBias(0.5));
     let judges = judge_toml("plain", &plain, 1) + &judge_toml("biased", &biased, 1);
-    let s = Setup::new("default_judge = \"plain\"", &judges);
+    let s = setup("default_judge = \"plain\"", &judges);
     let file = s.write("groups.jsonl", &three_groups());
     let html = s.path("report.html");
 
-    let out = run(s.diff(&[
-        "--judge", "plain", "--judge", "biased", "--format", "json", "--html", &html, &file,
-    ]))
+    let out = run(s.command(
+        "diff",
+        &[
+            "--judge", "plain", "--judge", "biased", "--format", "json", "--html", &html, &file,
+        ],
+    ))
     .await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     let r = out.json();
@@ -264,7 +186,7 @@ async fn judge_diff_reports_exact_numbers_html_and_reruns_from_the_cache() {
     assert!(page.contains("<title>gavel diff: judge plain vs biased</title>"));
 
     // Again, as a table: every verdict comes from the store.
-    let out = run(s.diff(&["--judge", "plain", "--judge", "biased", &file])).await;
+    let out = run(s.command("diff", &["--judge", "plain", "--judge", "biased", &file])).await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert_eq!(
         (plain.calls(), biased.calls()),
@@ -314,7 +236,7 @@ async fn judge_diff_reports_exact_numbers_html_and_reruns_from_the_cache() {
 #[tokio::test(flavor = "multi_thread")]
 async fn rubric_diff_with_a_rubric_blind_judge_changes_nothing() {
     let mock = MockJudge::start().await;
-    let s = Setup::new(
+    let s = setup(
         "default_judge = \"mock\"\nrubrics_dir = \"rubrics\"",
         &judge_toml("mock", &mock, 1),
     );
@@ -333,7 +255,7 @@ async fn rubric_diff_with_a_rubric_blind_judge_changes_nothing() {
     ];
 
     let json_args = ["--format", "json", "--concurrency", "1", &file];
-    let out = run(s.diff(&[&args[..], &json_args].concat())).await;
+    let out = run(s.command("diff", &[&args[..], &json_args].concat())).await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     let r = out.json();
     assert_eq!(mock.calls(), 4, "two groups under two rubrics");
@@ -384,7 +306,11 @@ async fn rubric_diff_with_a_rubric_blind_judge_changes_nothing() {
     assert_eq!(sm["top_movers"], json!([]));
 
     // The same comparison again (the judge from default_judge): all from the store.
-    let out = run(s.diff(&["--rubric", "strict,lenient", "--format", "json", &file])).await;
+    let out = run(s.command(
+        "diff",
+        &["--rubric", "strict,lenient", "--format", "json", &file],
+    ))
+    .await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert_eq!(mock.calls(), 4, "re-run made judge calls");
     assert_eq!(out.json()["summary"]["cache_hits"], json!({"a": 2, "b": 2}));
@@ -394,7 +320,7 @@ async fn rubric_diff_with_a_rubric_blind_judge_changes_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn readme_example_on_a_shipped_group() {
     let mock = MockJudge::start().await;
-    let s = Setup::new("default_judge = \"mock\"", &judge_toml("mock", &mock, 1));
+    let s = setup("default_judge = \"mock\"", &judge_toml("mock", &mock, 1));
     let file = format!("{EXAMPLES}/rag_answer.json");
     let html = s.path("report.html");
     let args = [
@@ -406,7 +332,7 @@ async fn readme_example_on_a_shipped_group() {
         "--html",
         &html,
     ];
-    let out = run(s.diff(&args)).await;
+    let out = run(s.command("diff", &args)).await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert_eq!(mock.calls(), 2);
     let t = &out.stdout;
@@ -436,7 +362,7 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
     let (plain, flaky) = (MockJudge::start().await, MockJudge::start().await);
     flaky.push(Behaviour::Status(500, None, "down".into()));
     let judges = judge_toml("plain", &plain, 0) + &judge_toml("flaky", &flaky, 0);
-    let s = Setup::new("default_judge = \"plain\"", &judges);
+    let s = setup("default_judge = \"plain\"", &judges);
     let text = format!(
         "{}\n{}\n",
         marked_group(&[0.4, 0.6]),
@@ -454,7 +380,7 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
         &file,
     ];
 
-    let out = run(s.diff(&[&args[..], &["--format", "json"]].concat())).await;
+    let out = run(s.command("diff", &[&args[..], &["--format", "json"]].concat())).await;
     assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
     let r = out.json();
     let g = &r["groups"][0];
@@ -482,7 +408,7 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
     // Again, as a table: group 1 fails no more (its verdict was never stored, the judge is
     // asked again and now answers); the cached verdicts are not asked for.
     let html = s.path("r.html");
-    let out = run(s.diff(&[&args[..], &["--html", &html]].concat())).await;
+    let out = run(s.command("diff", &[&args[..], &["--html", &html]].concat())).await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert_eq!((plain.calls(), flaky.calls()), (2, 3));
 
@@ -490,9 +416,12 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
     flaky.set_fallback(Behaviour::Status(500, None, "down".into()));
     let text = format!("{}\n", marked_group(&[0.1, 0.2, 0.3]));
     let file = s.write("new.jsonl", &text);
-    let out = run(s.diff(&[
-        "--judge", "plain", "--judge", "flaky", &file, "--html", &html,
-    ]))
+    let out = run(s.command(
+        "diff",
+        &[
+            "--judge", "plain", "--judge", "flaky", &file, "--html", &html,
+        ],
+    ))
     .await;
     assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
     assert!(out.stdout.contains("[1] line 1 · FAILED"), "{}", out.stdout);
@@ -515,7 +444,7 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_arguments_and_files_exit_2_before_any_judge_call() {
     let mock = MockJudge::start().await;
-    let s = Setup::new("default_judge = \"mock\"", &judge_toml("mock", &mock, 1));
+    let s = setup("default_judge = \"mock\"", &judge_toml("mock", &mock, 1));
     let good = s.write("good.jsonl", &format!("{}\n", marked_group(&[0.1, 0.2])));
     let expect_2 = |out: Out, lines: usize, starts: &[String]| {
         assert_eq!(
@@ -552,10 +481,10 @@ async fn bad_arguments_and_files_exit_2_before_any_judge_call() {
         ),
     ];
     for (args, want) in cases {
-        let out = run(s.diff(&[args, &[good.as_str()]].concat())).await;
+        let out = run(s.command("diff", &[args, &[good.as_str()]].concat())).await;
         expect_2(out, 1, &usage(want));
     }
-    let out = run(s.diff(&["--judge", "mock", "--judge", "ghost", &good])).await;
+    let out = run(s.command("diff", &["--judge", "mock", "--judge", "ghost", &good])).await;
     expect_2(
         out,
         1,
@@ -575,7 +504,7 @@ async fn bad_arguments_and_files_exit_2_before_any_judge_call() {
         marked_group(&[0.1])
     );
     let bad = s.write("bad.jsonl", &text);
-    let out = run(s.diff(&["--judge", "mock", "--judge", "mock", &bad])).await;
+    let out = run(s.command("diff", &["--judge", "mock", "--judge", "mock", &bad])).await;
     let want = [
         format!("{bad}:2: not valid JSON"),
         format!("{bad}:3: trajectories[0].messages[1].role: unknown role \"robot\""),
@@ -586,15 +515,15 @@ async fn bad_arguments_and_files_exit_2_before_any_judge_call() {
     // With the files's lines valid, the rubric a line names is checked too.
     let text = format!("{}\n{bad_rubric}\n", marked_group(&[0.1]));
     let bad = s.write("bad_rubric.jsonl", &text);
-    let out = run(s.diff(&["--judge", "mock", "--judge", "mock", &bad])).await;
+    let out = run(s.command("diff", &["--judge", "mock", "--judge", "mock", &bad])).await;
     let want = format!("{bad}:2: rubric: unknown rubric \"missing_rubric\"");
     expect_2(out, 1, &[want]);
 
     let missing = s.path("missing.json");
-    let out = run(s.diff(&["--judge", "mock,mock", &missing])).await;
+    let out = run(s.command("diff", &["--judge", "mock,mock", &missing])).await;
     expect_2(out, 1, &[format!("{missing}: cannot read")]);
     let empty = s.write("empty.jsonl", "\n\n");
-    let out = run(s.diff(&["--judge", "mock,mock", &empty])).await;
+    let out = run(s.command("diff", &["--judge", "mock,mock", &empty])).await;
     expect_2(out, 1, &[format!("{empty}: no groups")]);
 
     assert_eq!(mock.calls(), 0, "nothing is judged when the input is bad");

@@ -6,89 +6,15 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::process::Command;
 
-use common::{Behaviour, MockJudge, MOCK_KEY};
+use common::cli::{judge_toml, run, run_within, CliSetup};
+use common::{Behaviour, MockJudge};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gavel");
 const EVALS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/evals");
-/// Variables (and clap env twins) that would change what the child does if they leaked in.
-const LEAKY_ENV: &str = "GAVEL_CONFIG GAVEL_STORE GAVEL_LOG_JSON GAVEL_EVAL_JUDGES \
-    GAVEL_EVAL_RUBRICS GAVEL_EVAL_ORDERS GAVEL_EVAL_PERMUTATIONS GAVEL_EVAL_CONCURRENCY \
-    GAVEL_EVAL_LIMIT GAVEL_EVAL_FORMAT GAVEL_EVAL_OUTPUT OPENAI_API_KEY OPENAI_BASE_URL \
-    GAVEL_JUDGE_MODEL RUST_LOG";
-
-/// A `[judges.NAME]` table pointing at `mock`.
-fn judge_toml(name: &str, mock: &MockJudge, max_retries: u32) -> String {
-    format!(
-        "[judges.{name}]\nbackend = \"openai\"\nbase_url = \"{}\"\nmodel = \"{name}-model\"\n\
-         api_key_env = \"GAVEL_TEST_MOCK_KEY\"\nmax_retries = {max_retries}\n\
-         max_backoff_s = 0.05\ntimeout_s = 5\n\n",
-        mock.base_url()
-    )
-}
-
-struct Setup {
-    dir: tempfile::TempDir,
-    cfg: PathBuf,
-    store: PathBuf,
-}
-
-impl Setup {
-    fn new(config: &str) -> Setup {
-        let dir = tempfile::tempdir().unwrap();
-        let (cfg, store) = (dir.path().join("gavel.toml"), dir.path().join("store"));
-        std::fs::write(&cfg, config).unwrap();
-        Setup { dir, cfg, store }
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p.display().to_string()
-    }
-
-    fn eval(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        for k in LEAKY_ENV.split_whitespace() {
-            c.env_remove(k);
-        }
-        c.current_dir(self.dir.path())
-            .env("GAVEL_TEST_MOCK_KEY", MOCK_KEY);
-        c.stdin(Stdio::null()).kill_on_drop(true);
-        c.arg("eval").args(args);
-        c.args([OsStr::new("--config"), self.cfg.as_os_str()]);
-        c.args([OsStr::new("--store"), self.store.as_os_str()]);
-        c
-    }
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
-    }
-}
-
-async fn run(mut c: Command) -> Out {
-    let o = c.output().await.unwrap();
-    Out {
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
 
 fn traj(answer: &str) -> Value {
     json!({"messages": [
@@ -139,7 +65,7 @@ async fn a_first_position_judge_shows_its_bias_and_a_faithful_one_is_always_righ
     let biased = MockJudge::start().await;
     biased.set_fallback(Behaviour::FirstBias(0.3));
     let faithful = MockJudge::start().await;
-    let s = Setup::new(&format!(
+    let s = CliSetup::new(&format!(
         "default_judge = \"faithful\"\n{}{}",
         judge_toml("biased", &biased, 0),
         judge_toml("faithful", &faithful, 0)
@@ -149,7 +75,7 @@ async fn a_first_position_judge_shows_its_bias_and_a_faithful_one_is_always_righ
     let plain = s.write("plain.jsonl", &pairs_file(false));
     let marked = s.write("marked.jsonl", &pairs_file(true));
 
-    let out = run(s.eval(&["--judge", "biased", "--format", "json", &plain])).await;
+    let out = run(s.command("eval", &["--judge", "biased", "--format", "json", &plain])).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let report = out.json();
     let r = result(&report, "plain", "biased");
@@ -183,7 +109,7 @@ async fn a_first_position_judge_shows_its_bias_and_a_faithful_one_is_always_righ
     assert_eq!(ids.len(), 2, "{ids:?}");
     assert!(ids.contains(&"g2") && ids.contains(&"g4"), "{ids:?}");
 
-    let out = run(s.eval(&["--format", "json", &marked])).await;
+    let out = run(s.command("eval", &["--format", "json", &marked])).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let report = out.json();
     let r = result(&report, "marked", "faithful");
@@ -200,7 +126,7 @@ async fn a_first_position_judge_shows_its_bias_and_a_faithful_one_is_always_righ
 
     // A re-run judges nothing again: every verdict comes from the cache.
     let before = faithful.calls();
-    let out = run(s.eval(&["--format", "json", &marked])).await;
+    let out = run(s.command("eval", &["--format", "json", &marked])).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(faithful.calls(), before);
     let r2 = out.json();
@@ -210,9 +136,12 @@ async fn a_first_position_judge_shows_its_bias_and_a_faithful_one_is_always_righ
 
     // Both judges on both files: a pooled set, and a comparison that says the faithful judge
     // is better only where it is (paired bootstrap over the same groups).
-    let out = run(s.eval(&[
-        "--judge", "biased", "--judge", "faithful", "--format", "json", &plain, &marked,
-    ]))
+    let out = run(s.command(
+        "eval",
+        &[
+            "--judge", "biased", "--judge", "faithful", "--format", "json", &plain, &marked,
+        ],
+    ))
     .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let report = out.json();
@@ -244,7 +173,7 @@ async fn text_and_html_reports_and_a_clear_verdict_between_judges() {
     let biased = MockJudge::start().await;
     biased.set_fallback(Behaviour::FirstBias(0.3));
     let faithful = MockJudge::start().await;
-    let s = Setup::new(&format!(
+    let s = CliSetup::new(&format!(
         "default_judge = \"faithful\"\n{}{}",
         judge_toml("biased", &biased, 0),
         judge_toml("faithful", &faithful, 0)
@@ -262,17 +191,20 @@ async fn text_and_html_reports_and_a_clear_verdict_between_judges() {
     }
     let file = s.write("second.jsonl", &text);
     let html = s.dir.path().join("report.html");
-    let out = run(s.eval(&[
-        "--judge",
-        "biased",
-        "--judge",
-        "faithful",
-        "--format",
-        "html",
-        "-o",
-        html.to_str().unwrap(),
-        &file,
-    ]))
+    let out = run(s.command(
+        "eval",
+        &[
+            "--judge",
+            "biased",
+            "--judge",
+            "faithful",
+            "--format",
+            "html",
+            "-o",
+            html.to_str().unwrap(),
+            &file,
+        ],
+    ))
     .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let page = std::fs::read_to_string(&html).unwrap();
@@ -295,7 +227,7 @@ async fn text_and_html_reports_and_a_clear_verdict_between_judges() {
     );
 
     // The same run as text (from the cache): the verdict line and the figures.
-    let out = run(s.eval(&["--judge", "biased", "--judge", "faithful", &file])).await;
+    let out = run(s.command("eval", &["--judge", "biased", "--judge", "faithful", &file])).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
         out.stdout.contains("pairwise accuracy 0.500"),
@@ -307,9 +239,12 @@ async fn text_and_html_reports_and_a_clear_verdict_between_judges() {
         .contains("pairwise accuracy 1.000 [1.000, 1.000]"));
     assert!(out.stdout.contains("flip rate 1.000"));
     assert!(out.stdout.contains("B is better"), "{}", out.stdout);
-    let out = run(s.eval(&[
-        "--judge", "biased", "--judge", "faithful", "--format", "json", &file,
-    ]))
+    let out = run(s.command(
+        "eval",
+        &[
+            "--judge", "biased", "--judge", "faithful", "--format", "json", &file,
+        ],
+    ))
     .await;
     let report = out.json();
     let c = &report["comparisons"][0];
@@ -320,7 +255,7 @@ async fn text_and_html_reports_and_a_clear_verdict_between_judges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_lines_are_named_before_any_judge_call() {
     let mock = MockJudge::start().await;
-    let s = Setup::new(&format!(
+    let s = CliSetup::new(&format!(
         "default_judge = \"m\"\n{}",
         judge_toml("m", &mock, 0)
     ));
@@ -335,11 +270,12 @@ async fn bad_lines_are_named_before_any_judge_call() {
         json!({"trajectories": [traj("a")], "labels": [1]}),
         json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "set": 3}),
         json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "colour": "red"}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "set": "all"}),
     ];
     let mut text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     text.push_str("{not json\n");
     let file = s.write("bad.jsonl", &text);
-    let out = run(s.eval(&[&file])).await;
+    let out = run(s.command("eval", &[&file])).await;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     let problems: Vec<&str> = out.stderr.lines().collect();
     let want = [
@@ -351,7 +287,8 @@ async fn bad_lines_are_named_before_any_judge_call() {
         (7, "labels: all equal"),
         (8, "set: expected a non-empty string"),
         (9, "colour: unknown field"),
-        (10, "not valid JSON"),
+        (10, "set: \"all\" is the name of the figures pooled"),
+        (11, "not valid JSON"),
     ];
     assert_eq!(problems.len(), want.len(), "{}", out.stderr);
     for ((line, what), got) in want.iter().zip(&problems) {
@@ -371,12 +308,12 @@ async fn bad_lines_are_named_before_any_judge_call() {
         vec!["--orders", "17", ok.as_str()],
         vec!["--permutations", "0", ok.as_str()],
     ] {
-        let out = run(s.eval(&args)).await;
+        let out = run(s.command("eval", &args)).await;
         assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     }
     let missing = s.dir.path().join("missing.jsonl");
-    let out = run(s.eval(&[missing.to_str().unwrap()])).await;
+    let out = run(s.command("eval", &[missing.to_str().unwrap()])).await;
     assert_eq!(out.code, Some(2));
     assert!(
         out.stderr.contains("missing.jsonl: cannot read"),
@@ -389,14 +326,14 @@ async fn bad_lines_are_named_before_any_judge_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_judge_failure_is_counted_never_scored() {
     let mock = MockJudge::start().await;
-    let s = Setup::new(&format!(
+    let s = CliSetup::new(&format!(
         "default_judge = \"m\"\n{}",
         judge_toml("m", &mock, 0)
     ));
     // The first request (group 1, as given) fails; everything after is judged.
     mock.push(Behaviour::Status(400, None, "{\"error\":\"bad\"}".into()));
     let file = s.write("pairs.jsonl", &pairs_file(true));
-    let out = run(s.eval(&["--concurrency", "1", "--format", "json", &file])).await;
+    let out = run(s.command("eval", &["--concurrency", "1", "--format", "json", &file])).await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let report = out.json();
     let r = result(&report, "pairs", "m");
@@ -422,12 +359,16 @@ async fn verifier_set_reports_judge_and_verifier_accuracy_apart() {
     // The shipped verifier set, first 6 groups: the mock (no markers) ties every judge score,
     // while the answer-line verifier knows the truth.
     let mock = MockJudge::start().await;
-    let s = Setup::new(&format!(
+    let s = CliSetup::new(&format!(
         "default_judge = \"m\"\n{}",
         judge_toml("m", &mock, 0)
     ));
     let file = format!("{EVALS}/gavel_answers.jsonl");
-    let out = run(s.eval(&["--limit", "6", "--orders", "1", "--format", "json", &file])).await;
+    let out = run(s.command(
+        "eval",
+        &["--limit", "6", "--orders", "1", "--format", "json", &file],
+    ))
+    .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let report = out.json();
     let r = result(&report, "gavel_answers", "m");
@@ -485,7 +426,7 @@ async fn real_model_eval_produces_a_complete_report() {
         eprintln!("skipped: set GAVEL_TEST_MODEL to a Qwen2.5 GGUF file or model folder to run");
         return;
     };
-    let s = Setup::new(&format!(
+    let s = CliSetup::new(&format!(
         "default_judge = \"local\"\n[judges.local]\nbackend = \"local\"\nmodel_path = {}\n\
          max_explanation_bytes = 0\ndeadline_s = 3600\n\n[server]\nrequest_timeout_s = 3600\n",
         toml::Value::String(model.to_string_lossy().into_owned())
@@ -493,7 +434,9 @@ async fn real_model_eval_produces_a_complete_report() {
     let file = format!("{EVALS}/halueval_qa.jsonl");
     let html = s.dir.path().join("real.html");
     let t0 = std::time::Instant::now();
-    let out = run(s.eval(&["--limit", "10", "--format", "json", &file])).await;
+    let hour = Duration::from_secs(3600);
+    let args = ["--limit", "10", "--format", "json", &file];
+    let out = run_within(s.command("eval", &args), hour).await;
     eprintln!("10 groups, 2 orders, in {:?}", t0.elapsed());
     assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
     let report = out.json();
@@ -541,15 +484,18 @@ async fn real_model_eval_produces_a_complete_report() {
     );
     assert!(r["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
     // The HTML page from the same verdicts (all cached now).
-    let out = run(s.eval(&[
-        "--limit",
-        "10",
-        "--format",
-        "html",
-        "-o",
-        html.to_str().unwrap(),
-        &file,
-    ]))
+    let out = run(s.command(
+        "eval",
+        &[
+            "--limit",
+            "10",
+            "--format",
+            "html",
+            "-o",
+            html.to_str().unwrap(),
+            &file,
+        ],
+    ))
     .await;
     assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
     assert!(std::fs::read_to_string(&html)

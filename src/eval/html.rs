@@ -42,7 +42,7 @@ fn bars_svg(
     ci: bool,
 ) -> String {
     let row_h = 10.0 + 12.0 * series.len() as f64;
-    let (l, r, t, b) = (230.0, 20.0, 30.0, 34.0);
+    let (l, r, t, b) = (230.0, 48.0, 30.0, 34.0);
     let w = 760.0;
     let ht = t + b + row_h * results.len().max(1) as f64;
     let (x0, x1) = (l, w - r);
@@ -184,11 +184,7 @@ fn comparisons_table(h: &mut String, report: &EvalReport) {
          <th>verdict</th></tr></thead>\n<tbody>\n",
     );
     for c in &report.comparisons {
-        let verdict = match c.verdict {
-            "b_better" => "B is better",
-            "a_better" => "A is better",
-            _ => "no significant difference",
-        };
+        let verdict = c.verdict_text();
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"lbl-cell\">{}</td><td class=\"lbl-cell\">{}</td>\

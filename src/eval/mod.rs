@@ -90,6 +90,12 @@ impl Extra for Labels {
         };
         let set = match obj.remove("set") {
             None => None,
+            Some(Value::String(s)) if s == report::ALL_SETS => {
+                return Err(format!(
+                    "set: {:?} is the name of the figures pooled over every set",
+                    report::ALL_SETS
+                ))
+            }
             Some(Value::String(s)) if !s.trim().is_empty() => Some(s),
             Some(_) => return Err("set: expected a non-empty string".into()),
         };
@@ -324,12 +330,14 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         }
         None => print!("{doc}"),
     }
-    let invalid: usize = report
-        .results
+    let invalid = runs
         .iter()
-        .filter(|r| r.set != report::ALL_SETS)
-        .map(|r| r.invalid)
-        .sum();
+        .flat_map(|r| &r.judgings)
+        .filter(|j| match &j.outcome {
+            Ok(resp) => resp.rewards.iter().any(Option::is_none),
+            Err(_) => true,
+        })
+        .count();
     Ok(if invalid > 0 { 1 } else { 0 })
 }
 

@@ -170,6 +170,17 @@ pub struct ComparisonResult {
     pub verdict: &'static str,
 }
 
+impl ComparisonResult {
+    /// The verdict in words.
+    pub fn verdict_text(&self) -> &'static str {
+        match self.verdict {
+            "b_better" => "B is better",
+            "a_better" => "A is better",
+            _ => "no significant difference",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalReport {
     pub files: Vec<String>,

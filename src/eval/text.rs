@@ -116,11 +116,7 @@ pub fn render(report: &EvalReport) -> String {
     if !report.comparisons.is_empty() {
         let _ = writeln!(out, "\ncomparisons (B − A, paired bootstrap over groups):");
         for c in &report.comparisons {
-            let verdict = match c.verdict {
-                "b_better" => "B is better",
-                "a_better" => "A is better",
-                _ => "no significant difference",
-            };
+            let verdict = c.verdict_text();
             let _ = writeln!(
                 out,
                 "  {}: A {}/{} {} vs B {}/{} {} · Δ {}{} over {} groups: {verdict}",

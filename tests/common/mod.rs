@@ -20,6 +20,8 @@ use gavel::score::Scorer;
 use gavel::server::{self, AppState};
 use gavel::store::{SledStore, VerdictStore};
 
+pub mod cli;
+
 pub const MOCK_KEY: &str = "sk-mock-test-key-0123456789";
 
 /// What the mock judge does with one request.
