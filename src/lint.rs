@@ -410,7 +410,7 @@ fn check_policy(
 }
 
 /// What a judge template may use, for the hint after "`x` is undefined".
-const JUDGE_VARS: &str = "n, ids, rubric, context, shared, trajectories, tools";
+const JUDGE_VARS: &str = "n, ids, rubric, context, shared, trajectories, tools, reference";
 
 /// Checks the template pairs — the shipped ones, plus (or replaced by) those in `dir` — by
 /// rendering each with each rubric against the sample group, with and without tools.
@@ -462,7 +462,9 @@ fn lint_templates(dir: Option<&Path>, rubrics: &[Rubric], report: &mut Report) {
             shown(&format!("{p}.user.jinja")),
         );
         for (rubric, tools) in all.iter().flat_map(|r| [(r, Some(&tools)), (r, None)]) {
-            let rendered = match prompts.render(p, &input, &order, rubric, tools) {
+            // With tools, also with a reference answer: both optional blocks are rendered.
+            let reference = tools.map(|_| "LINT-SAMPLE-REFERENCE");
+            let rendered = match prompts.render(p, &input, &order, rubric, tools, reference) {
                 Ok(r) => r.messages,
                 Err(e) => {
                     report.template_error(&e, &shown, JUDGE_VARS);

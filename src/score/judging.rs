@@ -165,9 +165,14 @@ impl Scorer {
         let input = JudgeInput::build(&req.trajectories, &self.dedup);
         let m = input.candidates.len();
         let all: Vec<usize> = (0..m).collect();
-        let identity =
-            self.prompts
-                .render(DEFAULT_PROMPT, &input, &all, rubric, req.tools.as_ref())?;
+        let identity = self.prompts.render(
+            DEFAULT_PROMPT,
+            &input,
+            &all,
+            rubric,
+            req.tools.as_ref(),
+            req.reference.as_deref(),
+        )?;
         // Orders are seeded by the group's content; hashing the prompt is only worth it when
         // there is more than one order to draw.
         let seed = if permutations > 1 {
@@ -199,6 +204,7 @@ impl Scorer {
                                 &order,
                                 rubric,
                                 req.tools.as_ref(),
+                                req.reference.as_deref(),
                             )?);
                             renders.insert(order.clone(), r.clone());
                             r
@@ -332,6 +338,7 @@ impl Scorer {
             &all,
             plan.rubric,
             req.tools.as_ref(),
+            req.reference.as_deref(),
         )?;
         Ok(count_tokens(&naive.messages) as u64)
     }

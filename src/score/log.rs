@@ -78,6 +78,9 @@ pub fn request_body(req: &ScoreRequest) -> Value {
     if let Some(t) = &req.tools {
         body.insert("tools".into(), t.clone());
     }
+    if let Some(r) = &req.reference {
+        body.insert("reference".into(), json!(r));
+    }
     if !req.verifiers.is_empty() {
         body.insert("verifiers".into(), json!(req.verifiers));
     }

@@ -1,7 +1,7 @@
 //! The plan memo: a cache hit without re-running dedup and rendering.
 //!
 //! A group's cache keys depend only on what the judge would read — its trajectories' messages,
-//! tools, rubric, judges and number of orders — and on the scorer's fixed templates and dedup
+//! tools, reference answer, rubric, judges and number of orders — and on the scorer's fixed templates and dedup
 //! settings. So the keys (and what is needed to map verdicts back) are remembered in memory under
 //! a SHA-256 of those inputs. A request seen before then costs a hash of its messages and store
 //! lookups, not dedup + render + a hash of the rendered prompt; any miss in the store falls back
@@ -56,6 +56,7 @@ pub(super) fn memo_key(
         }
         None => 0u8.hash(&mut h),
     }
+    req.reference.hash(&mut h);
     req.trajectories.len().hash(&mut h);
     for t in &req.trajectories {
         t.messages.hash(&mut h);
@@ -146,6 +147,11 @@ mod tests {
                 1,
                 &request("a", Some(json!([{"type": "function"}]))),
             ),
+            {
+                let mut r = request("a", None);
+                r.reference = Some("4120".into());
+                memo_key(default, &j, 1, &r)
+            },
         ];
         for (i, v) in variants.iter().enumerate() {
             assert_ne!(&base, v, "variant {i} must change the key");

@@ -36,6 +36,8 @@ pub struct ScoreRequest {
     /// How a panel's judges combine.
     pub aggregate: Aggregate,
     pub tools: Option<Value>,
+    /// A reference answer the judge is shown as correct (graders' "gold" answer).
+    pub reference: Option<String>,
     /// Verifier specs as given; merged by name with the rubric's and compiled by the scorer.
     pub verifiers: Vec<Value>,
     /// Overrides the rubric's policy.
@@ -52,6 +54,7 @@ pub const REQUEST_FIELDS: &[&str] = &[
     "permutations",
     "aggregate",
     "tools",
+    "reference",
     "verifiers",
     "policy",
     "scale_rewards",
@@ -79,6 +82,7 @@ impl ScoreRequest {
             permutations: None,
             aggregate: Aggregate::Mean,
             tools: None,
+            reference: None,
             verifiers: Vec::new(),
             policy: None,
             scale_rewards: ScaleRewards::Group,
@@ -187,6 +191,16 @@ impl ScoreRequest {
             None | Some(Value::Null) => None,
             Some(t @ Value::Array(_)) => Some(t.clone()),
             Some(_) => return Err(fail("tools", "expected an array of tool definitions")),
+        };
+        req.reference = match obj.get("reference") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+            Some(_) => {
+                return Err(fail(
+                    "reference",
+                    "expected a non-empty string: the reference answer shown to the judge",
+                ))
+            }
         };
         req.verifiers = match obj.get("verifiers") {
             None | Some(Value::Null) => Vec::new(),
