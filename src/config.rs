@@ -168,6 +168,18 @@ pub struct JudgeConfig {
     /// digits it could write there) instead of its most likely digits.
     #[serde(default = "yes")]
     pub expected_score: bool,
+    /// How the judge is asked (`listwise`, or for local judges `pointwise` / `pairwise`);
+    /// a request's `judge_mode` overrides it.
+    #[serde(default)]
+    pub mode: crate::prompt::JudgeMode,
+    /// local, pairwise mode: in groups of more than 8 distinct trajectories, how many others
+    /// each one meets (in both orders); smaller groups meet every pair.
+    #[serde(default = "default_pairwise_opponents")]
+    pub pairwise_opponents: usize,
+}
+
+fn default_pairwise_opponents() -> usize {
+    4
 }
 
 fn default_device() -> String {
@@ -241,6 +253,8 @@ impl JudgeConfig {
             prefix_cache_entries: default_prefix_cache_entries(),
             seed: 0,
             expected_score: true,
+            mode: crate::prompt::JudgeMode::Listwise,
+            pairwise_opponents: default_pairwise_opponents(),
         }
     }
 
@@ -567,6 +581,18 @@ impl Config {
                 }
                 Backend::Local if j.max_queue == 0 => {
                     return Err(invalid(format!("[judges.{name}]: max_queue must be > 0")));
+                }
+                Backend::Local if j.pairwise_opponents == 0 => {
+                    return Err(invalid(format!(
+                        "[judges.{name}]: pairwise_opponents must be > 0"
+                    )));
+                }
+                Backend::Openai if j.mode.reads_probabilities() => {
+                    return Err(invalid(format!(
+                        "[judges.{name}]: mode \"{}\" reads token probabilities: it needs \
+                         backend \"local\"",
+                        j.mode.name()
+                    )));
                 }
                 _ => {}
             }

@@ -22,6 +22,60 @@ use crate::trajectory::content_hash;
 /// The prompt used when none is named.
 pub const DEFAULT_PROMPT: &str = "relative";
 
+/// How a judge is asked about a group. Listwise is the one verdict for the whole group that
+/// every judge can give; pointwise and pairwise read token probabilities, so only local judges
+/// can run them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgeMode {
+    /// One JSON verdict scoring every trajectory relative to the others.
+    #[default]
+    Listwise,
+    /// Each trajectory alone, one yes/no question: the score is P(yes) / (P(yes) + P(no)).
+    Pointwise,
+    /// Trajectories two at a time, both orders: P(1) / (P(1) + P(2)), averaged per trajectory.
+    Pairwise,
+}
+
+impl std::str::FromStr for JudgeMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<JudgeMode, String> {
+        match s {
+            "listwise" => Ok(JudgeMode::Listwise),
+            "pointwise" => Ok(JudgeMode::Pointwise),
+            "pairwise" => Ok(JudgeMode::Pairwise),
+            _ => Err(format!("expected {}", JudgeMode::NAMES)),
+        }
+    }
+}
+
+impl JudgeMode {
+    pub const NAMES: &'static str = "\"listwise\", \"pointwise\" or \"pairwise\"";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            JudgeMode::Listwise => "listwise",
+            JudgeMode::Pointwise => "pointwise",
+            JudgeMode::Pairwise => "pairwise",
+        }
+    }
+
+    /// The template pair that renders this mode's prompts.
+    pub fn prompt(self) -> &'static str {
+        match self {
+            JudgeMode::Listwise => DEFAULT_PROMPT,
+            JudgeMode::Pointwise => "pointwise",
+            JudgeMode::Pairwise => "pairwise",
+        }
+    }
+
+    /// Whether the mode reads token probabilities (local judges only).
+    pub fn reads_probabilities(self) -> bool {
+        self != JudgeMode::Listwise
+    }
+}
+
 const BUILT_IN: &[(&str, &str)] = &[
     (
         "relative.system.jinja",
@@ -30,6 +84,22 @@ const BUILT_IN: &[(&str, &str)] = &[
     (
         "relative.user.jinja",
         include_str!("../prompts/relative.user.jinja"),
+    ),
+    (
+        "pointwise.system.jinja",
+        include_str!("../prompts/pointwise.system.jinja"),
+    ),
+    (
+        "pointwise.user.jinja",
+        include_str!("../prompts/pointwise.user.jinja"),
+    ),
+    (
+        "pairwise.system.jinja",
+        include_str!("../prompts/pairwise.system.jinja"),
+    ),
+    (
+        "pairwise.user.jinja",
+        include_str!("../prompts/pairwise.user.jinja"),
     ),
     ("reask.jinja", include_str!("../prompts/reask.jinja")),
 ];
@@ -307,6 +377,69 @@ mod tests {
                 reference,
             )
             .unwrap()
+    }
+
+    #[test]
+    fn every_mode_shows_the_reference_and_its_trajectories() {
+        let g = parse_trajectories(
+            &json!([
+                {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+                {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "b"}]}]),
+            64,
+        )
+        .unwrap();
+        let input = JudgeInput::build(&g, &DedupConfig::default());
+        let prompts = Prompts::load(None).unwrap();
+        let rubrics = RubricSet::load(None).unwrap();
+        let rubric = rubrics.get("default").unwrap();
+        for (mode, order, shown) in [
+            (JudgeMode::Listwise, vec![0, 1], 2),
+            (JudgeMode::Pointwise, vec![1], 1),
+            (JudgeMode::Pairwise, vec![1, 0], 2),
+        ] {
+            let p = prompts
+                .render(mode.prompt(), &input, &order, rubric, None, Some("gold 42"))
+                .unwrap();
+            let user = &p.messages[1].content;
+            assert!(
+                user.contains("<reference>\n\"gold 42\"\n</reference>"),
+                "{mode:?}"
+            );
+            assert!(
+                p.messages[0].content.contains("<reference> holds"),
+                "{mode:?}"
+            );
+            assert!(
+                p.messages[0].content.contains("partial credit"),
+                "{mode:?}: rubric"
+            );
+            assert_eq!(user.matches("<trajectory id=").count(), shown, "{mode:?}");
+            // The trajectory shown first is order[0]'s ("b" for pointwise and pairwise).
+            let first = user.find("<trajectory id=\"1\">").unwrap();
+            let want = if order[0] == 1 { "\"b\"" } else { "\"a\"" };
+            assert!(user[first..].find(want).is_some(), "{mode:?}");
+            let plain = prompts
+                .render(mode.prompt(), &input, &order, rubric, None, None)
+                .unwrap();
+            assert!(
+                !plain.messages[1].content.contains("<reference>"),
+                "{mode:?}"
+            );
+            // Everything before the trajectories is the same whichever trajectory is shown:
+            // the prefix a local judge prefills once per group.
+            if mode != JudgeMode::Listwise {
+                let other: Vec<usize> = order.iter().map(|c| 1 - c).collect();
+                let q = prompts
+                    .render(mode.prompt(), &input, &other, rubric, None, None)
+                    .unwrap();
+                assert_eq!(plain.messages[0], q.messages[0]);
+                let cut = plain.messages[1].content.find("<trajectory").unwrap();
+                assert_eq!(
+                    plain.messages[1].content[..cut],
+                    q.messages[1].content[..cut]
+                );
+            }
+        }
     }
 
     #[test]

@@ -386,6 +386,82 @@ async fn verifier_set_reports_judge_and_verifier_accuracy_apart() {
     assert!(r["position"]["flip_rate"].is_null());
 }
 
+/// The three judging modes side by side on a tiny random-weight local model: one result per
+/// mode, the probability modes reading one prompt per trajectory (pointwise) or per ordered
+/// pair (pairwise), comparisons between every two; and a probability mode asked of a remote
+/// judge is a usage error before any call.
+#[cfg(feature = "local")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn judge_modes_side_by_side_on_a_local_model() {
+    use gavel::judge::local::testkit::{write_folder, TinyOptions};
+    use gavel::judge::local::Arch;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny");
+    let mut o = TinyOptions::new(Arch::Qwen2);
+    o.context_length = 8192;
+    write_folder(&model, &o).unwrap();
+    let s = CliSetup::new(&format!(
+        "default_judge = \"tiny\"\n[judges.tiny]\nbackend = \"local\"\nmodel_path = {}\n\
+         max_explanation_bytes = 8\n",
+        toml::Value::String(model.display().to_string())
+    ));
+    let file = s.write("pairs.jsonl", &pairs_file(false));
+    let args = [
+        "--judge-mode",
+        "listwise",
+        "--judge-mode",
+        "pointwise",
+        "--judge-mode",
+        "pairwise",
+        "--format",
+        "json",
+        &file,
+    ];
+    let out = run_within(s.command("eval", &args), Duration::from_secs(600)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    let results = report["results"].as_array().unwrap();
+    let modes: Vec<&str> = results
+        .iter()
+        .map(|r| r["judge_mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["listwise", "pointwise", "pairwise"]);
+    // 4 two-trajectory groups × 2 orders: listwise 1 call a judging; pointwise 2 probes (one
+    // per trajectory) and pairwise 2 (both orders of the one pair) a judging. The reversed order
+    // is a verdict of its own (the key follows the candidates' order), asked again.
+    let calls: Vec<u64> = results
+        .iter()
+        .map(|r| r["usage"]["judge_calls"].as_u64().unwrap())
+        .collect();
+    assert_eq!(calls, [8, 16, 16], "{report}");
+    assert!(results.iter().all(|r| r["usage"]["cache_hits"] == 0));
+    assert_eq!(results[1]["usage"]["completion_tokens"], 0);
+    for r in results {
+        assert_eq!(r["valid_groups"], 4, "{r}");
+        let acc = f(&r["pairwise_accuracy"]);
+        assert!((0.0..=1.0).contains(&acc), "{r}");
+    }
+    // Probability modes see no order: their decisions never flip.
+    assert_eq!(f(&results[1]["position"]["flip_rate"]), 0.0);
+    assert_eq!(f(&results[2]["position"]["flip_rate"]), 0.0);
+    assert_eq!(report["comparisons"].as_array().unwrap().len(), 3);
+
+    let mock = MockJudge::start().await;
+    let s = CliSetup::new(&format!(
+        "default_judge = \"m\"\n{}",
+        judge_toml("m", &mock, 0)
+    ));
+    let file = s.write("pairs.jsonl", &pairs_file(false));
+    let out = run(s.command("eval", &["--judge-mode", "pointwise", &file])).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("only local judges can"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(mock.calls(), 0);
+}
+
 #[test]
 fn shipped_sets_read_and_are_balanced() {
     // Every shipped line is a valid labelled group (the reader's checks), and the QA set is

@@ -55,7 +55,7 @@ fn shipped_rubrics_and_prompts_lint_clean() {
     assert_eq!(out.stderr, "");
     assert_eq!(
         out.stdout,
-        "lint: 4 rubrics, 3 templates checked; 0 problems, 0 warnings\n"
+        "lint: 4 rubrics, 7 templates checked; 0 problems, 0 warnings\n"
     );
     assert_eq!(out.code, 0);
 }
@@ -73,7 +73,7 @@ fn custom_rubric_and_template_pair_lint_clean() {
     assert_eq!(out.stderr, "");
     assert_eq!(
         out.stdout,
-        "lint: 1 rubric, 5 templates checked; 0 problems, 0 warnings\n"
+        "lint: 1 rubric, 9 templates checked; 0 problems, 0 warnings\n"
     );
     assert_eq!(out.code, 0);
 }
@@ -90,7 +90,7 @@ fn toml_syntax_error_names_its_line() {
     );
     assert_eq!(
         out.stdout,
-        "lint: 1 rubric, 3 templates checked; 1 problem, 0 warnings\n"
+        "lint: 1 rubric, 7 templates checked; 1 problem, 0 warnings\n"
     );
     assert_eq!(out.code, 1);
 }
@@ -175,7 +175,7 @@ fn all_zero_weights() {
     );
     assert_eq!(
         out.stdout,
-        "lint: 2 rubrics, 3 templates checked; 2 problems, 0 warnings\n"
+        "lint: 2 rubrics, 7 templates checked; 2 problems, 0 warnings\n"
     );
     assert_eq!(out.code, 1);
 }
@@ -203,7 +203,7 @@ fn template_using_an_undefined_variable() {
     );
     assert_eq!(
         out.stdout,
-        "lint: 1 rubric, 5 templates checked; 1 problem, 0 warnings\n"
+        "lint: 1 rubric, 9 templates checked; 1 problem, 0 warnings\n"
     );
     assert_eq!(out.code, 1);
 }
@@ -264,7 +264,7 @@ fn template_that_hides_the_rubric_or_the_trajectories() {
     );
     assert_eq!(
         out.stdout,
-        "lint: 1 rubric, 6 templates checked; 4 problems, 0 warnings\n"
+        "lint: 1 rubric, 10 templates checked; 4 problems, 0 warnings\n"
     );
     assert_eq!(out.code, 1);
 }
@@ -280,7 +280,7 @@ fn overriding_a_shipped_half_pairs_with_the_shipped_other_half() {
     assert_eq!(out.stderr, "");
     assert_eq!(
         out.stdout,
-        "lint: 1 rubric, 3 templates checked; 0 problems, 0 warnings\n"
+        "lint: 1 rubric, 7 templates checked; 0 problems, 0 warnings\n"
     );
     assert_eq!(out.code, 0);
 }
@@ -303,7 +303,7 @@ fn warnings_alone_exit_zero() {
     );
     assert_eq!(
         out.stdout,
-        "lint: 1 rubric, 3 templates checked; 0 problems, 2 warnings\n"
+        "lint: 1 rubric, 7 templates checked; 0 problems, 2 warnings\n"
     );
     assert_eq!(out.code, 0);
 }
@@ -314,7 +314,7 @@ fn missing_path_is_one_line_and_exit_one() {
     assert_eq!(out.stderr, "no_such_rubrics: no such file or directory\n");
     assert_eq!(
         out.stdout,
-        "lint: 0 rubrics, 3 templates checked; 1 problem, 0 warnings\n"
+        "lint: 0 rubrics, 7 templates checked; 1 problem, 0 warnings\n"
     );
     assert_eq!(out.code, 1);
 }

@@ -7,6 +7,7 @@ mod common;
 /// The judge served by the daemon (a module here, not a test binary of its own: each binary
 /// links candle, which CI pays for).
 mod local {
+    mod modes;
     mod serving;
 }
 

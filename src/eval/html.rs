@@ -30,7 +30,7 @@ fn num(x: Option<f64>) -> String {
 }
 
 fn row_label(r: &SetResult) -> String {
-    format!("{} · {} · {}", r.set, r.judge, r.rubric)
+    r.label()
 }
 
 /// Horizontal bars on a 0–1 axis, one row per result and one bar per series; `ci` draws the
@@ -129,7 +129,7 @@ fn bars_svg(
 fn results_table(h: &mut String, report: &EvalReport) {
     h.push_str(
         "<div class=\"box scroll\"><table class=\"res\"><thead><tr><th>set</th><th>judge</th>\
-         <th>rubric</th><th class=\"n\">groups</th><th class=\"n\">valid</th>\
+         <th>rubric</th><th>mode</th><th class=\"n\">groups</th><th class=\"n\">valid</th>\
          <th class=\"n\">pairs</th><th class=\"n\">accuracy</th><th class=\"n\">95% interval</th>\
          <th class=\"n\">top-1</th><th class=\"n\">τ-b</th><th class=\"n\">flip rate</th>\
          <th class=\"n\">mean best</th><th class=\"n\">mean worst</th><th class=\"n\">invalid</th>\
@@ -160,10 +160,11 @@ fn results_table(h: &mut String, report: &EvalReport) {
         let _ = write!(
             h,
             "<tr><td class=\"lbl-cell\">{}</td><td class=\"lbl-cell\">{}</td>\
-             <td class=\"lbl-cell\">{}</td>",
+             <td class=\"lbl-cell\">{}</td><td>{}</td>",
             esc(&r.set),
             esc(&r.judge),
-            esc(&r.rubric)
+            esc(&r.rubric),
+            esc(&r.judge_mode)
         );
         for c in cells {
             let _ = write!(h, "<td class=\"n\">{}</td>", esc(&c));
@@ -191,8 +192,8 @@ fn comparisons_table(h: &mut String, report: &EvalReport) {
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td>{verdict}</td></tr>",
             esc(&c.set),
-            esc(&format!("{} · {}", c.a.judge, c.a.rubric)),
-            esc(&format!("{} · {}", c.b.judge, c.b.rubric)),
+            esc(&c.a.label()),
+            esc(&c.b.label()),
             c.groups,
             num(c.accuracy_a),
             num(c.accuracy_b),
@@ -225,7 +226,7 @@ fn misranked_section(h: &mut String, report: &EvalReport) {
                 "<details><summary><span class=\"gl\">{}</span><span class=\"chip\">{}</span>\
                  <span class=\"chip bad\">accuracy {:.2}</span></summary>",
                 esc(&format!("{} ({})", m.id, m.at)),
-                esc(&format!("{} · {} · {}", r.set, r.judge, r.rubric)),
+                esc(&r.label()),
                 m.accuracy
             );
             h.push_str(
@@ -286,7 +287,7 @@ pub fn render(report: &EvalReport) -> String {
         card(
             &mut h,
             &num(r.pairwise_accuracy),
-            &format!("pairwise accuracy · {} · {} · {}", r.set, r.judge, r.rubric),
+            &format!("pairwise accuracy · {}", r.label()),
             false,
         );
     }

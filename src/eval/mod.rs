@@ -25,6 +25,7 @@ use crate::cli::{open_scorer, CliError, Common};
 use crate::config::Config;
 use crate::diff::{check_names, outcome, unknown_judge};
 use crate::groupfile::{label_of, read_groups, Extra, GroupIn};
+use crate::prompt::JudgeMode;
 use crate::rubric::RubricSet;
 use crate::score::request::MAX_PERMUTATIONS;
 use crate::score::{RubricRef, ScoreRequest, Scorer};
@@ -50,6 +51,14 @@ pub struct EvalArgs {
     /// Rubrics to evaluate (give --rubric more than once); default: each group's own.
     #[arg(long = "rubric", env = "GAVEL_EVAL_RUBRICS", value_delimiter = ',')]
     pub rubrics: Vec<String>,
+    /// Judging modes to evaluate (give --judge-mode more than once: listwise, pointwise,
+    /// pairwise; the last two need a local judge); default: each judge's configured mode.
+    #[arg(
+        long = "judge-mode",
+        env = "GAVEL_EVAL_JUDGE_MODES",
+        value_delimiter = ','
+    )]
+    pub modes: Vec<JudgeMode>,
     /// Orders each group is judged in: as given, reversed, then seeded shuffles. Two or more
     /// measure position bias.
     #[arg(long, env = "GAVEL_EVAL_ORDERS", default_value_t = 2)]
@@ -148,27 +157,40 @@ pub fn agent_length(t: &Trajectory) -> usize {
         .sum()
 }
 
-/// The combinations: every judge × every rubric (`None` = the request's own).
-fn combos(args: &EvalArgs, cfg: &Config) -> Vec<(Option<String>, Option<String>, Combo)> {
-    let judges: Vec<Option<String>> = if args.judges.is_empty() {
-        vec![None]
-    } else {
-        args.judges.iter().cloned().map(Some).collect()
-    };
-    let rubrics: Vec<Option<String>> = if args.rubrics.is_empty() {
-        vec![None]
-    } else {
-        args.rubrics.iter().cloned().map(Some).collect()
-    };
+/// One combination as the requests get it (`None` = the request's own, or the judge's mode).
+struct Variant {
+    judge: Option<String>,
+    rubric: Option<String>,
+    mode: Option<JudgeMode>,
+    combo: Combo,
+}
+
+/// The combinations: every judge × every rubric × every judging mode.
+fn combos(args: &EvalArgs, cfg: &Config) -> Vec<Variant> {
+    fn each<T: Clone>(given: &[T]) -> Vec<Option<T>> {
+        if given.is_empty() {
+            vec![None]
+        } else {
+            given.iter().cloned().map(Some).collect()
+        }
+    }
     let default_judge = cfg.default_judge_name().unwrap_or("default").to_string();
     let mut out = Vec::new();
-    for j in &judges {
-        for r in &rubrics {
-            let combo = Combo {
-                judge: j.clone().unwrap_or_else(|| default_judge.clone()),
-                rubric: r.clone().unwrap_or_else(|| "as in file".into()),
-            };
-            out.push((j.clone(), r.clone(), combo));
+    for judge in each(&args.judges) {
+        for rubric in each(&args.rubrics) {
+            for mode in each(&args.modes) {
+                let combo = Combo {
+                    judge: judge.clone().unwrap_or_else(|| default_judge.clone()),
+                    rubric: rubric.clone().unwrap_or_else(|| "as in file".into()),
+                    judge_mode: mode.map_or("as configured", JudgeMode::name).to_string(),
+                };
+                out.push(Variant {
+                    judge: judge.clone(),
+                    rubric: rubric.clone(),
+                    mode,
+                    combo,
+                });
+            }
         }
     }
     out
@@ -177,17 +199,19 @@ fn combos(args: &EvalArgs, cfg: &Config) -> Vec<(Option<String>, Option<String>,
 /// The request for one group, combination and order.
 fn order_request(
     g: &GroupIn<Labels>,
-    judge: &Option<String>,
-    rubric: &Option<String>,
+    v: &Variant,
     permutations: Option<u32>,
     order: &[usize],
 ) -> ScoreRequest {
     let mut r = g.request.clone();
-    if let Some(j) = judge {
+    if let Some(j) = &v.judge {
         r.judges = vec![j.clone()];
     }
-    if let Some(name) = rubric {
+    if let Some(name) = &v.rubric {
         r.rubric = RubricRef::Named(name.clone());
+    }
+    if v.mode.is_some() {
+        r.judge_mode = v.mode;
     }
     if permutations.is_some() {
         r.permutations = permutations;
@@ -231,6 +255,28 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
             return usage_error(&format!("--judge: {}", unknown_judge(j, &cfg)));
         }
     }
+    if let Some(m) = args.modes.iter().find(|m| m.reads_probabilities()) {
+        let names: Vec<String> = if args.judges.is_empty() {
+            cfg.default_judge_name()
+                .map(str::to_string)
+                .into_iter()
+                .collect()
+        } else {
+            args.judges.clone()
+        };
+        let remote = names.iter().find(|n| {
+            cfg.judges
+                .get(*n)
+                .is_some_and(|j| j.backend != crate::config::Backend::Local)
+        });
+        if let Some(n) = remote {
+            return usage_error(&format!(
+                "--judge-mode {} reads token probabilities, which judge {n:?} cannot give \
+                 (only local judges can)",
+                m.name()
+            ));
+        }
+    }
     let combos = combos(args, &cfg);
 
     // Read every file and check every line before any judge is called.
@@ -247,9 +293,9 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
     }
     for (file, g) in &read {
         let at = g.line.map_or(file.clone(), |l| format!("{file}:{l}"));
-        for (j, r, _) in &combos {
+        for v in &combos {
             let as_given: Vec<usize> = (0..g.request.trajectories.len()).collect();
-            let req = order_request(g, j, r, args.permutations, &as_given);
+            let req = order_request(g, v, args.permutations, &as_given);
             if let Err(p) = check_names(&req, &rubric_set, &cfg) {
                 problems.push(format!("{at}: {p}"));
                 break;
@@ -303,7 +349,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
     let runs = judge_all(&scorer, args, &combos, &groups).await;
     scorer.store().flush().await?;
     let labelled: Vec<LabelledGroup> = groups.into_iter().map(|(l, _)| l).collect();
-    let combo_list: Vec<Combo> = combos.into_iter().map(|(_, _, c)| c).collect();
+    let combo_list: Vec<Combo> = combos.into_iter().map(|v| v.combo).collect();
     let report = report::build(
         args.files.iter().map(|f| f.display().to_string()).collect(),
         args.orders,
@@ -346,7 +392,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
 async fn judge_all(
     scorer: &Scorer,
     args: &EvalArgs,
-    combos: &[(Option<String>, Option<String>, Combo)],
+    combos: &[Variant],
     groups: &[(LabelledGroup, GroupIn<Labels>)],
 ) -> Vec<GroupRun> {
     let plans: Vec<(usize, usize, Vec<Vec<usize>>)> = (0..combos.len())
@@ -366,11 +412,11 @@ async fn judge_all(
     let bar = &bar;
     let runs = futures::stream::iter(plans)
         .map(|(c, gi, orders)| async move {
-            let (judge, rubric, _) = &combos[c];
+            let v = &combos[c];
             let g = &groups[gi].1;
             let mut judgings = Vec::with_capacity(orders.len());
             for order in orders {
-                let req = order_request(g, judge, rubric, args.permutations, &order);
+                let req = order_request(g, v, args.permutations, &order);
                 let t0 = Instant::now();
                 let out = outcome(scorer.score_group(&req).await);
                 let seconds = t0.elapsed().as_secs_f64();

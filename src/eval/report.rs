@@ -26,6 +26,7 @@ pub const ALL_SETS: &str = "all";
 pub struct Combo {
     pub judge: String,
     pub rubric: String,
+    pub judge_mode: String,
 }
 
 /// One labelled group as read.
@@ -129,6 +130,7 @@ pub struct SetResult {
     pub set: String,
     pub judge: String,
     pub rubric: String,
+    pub judge_mode: String,
     pub groups: usize,
     /// Groups whose every order was judged with a reward for every trajectory.
     pub valid_groups: usize,
@@ -168,6 +170,28 @@ pub struct ComparisonResult {
     pub ci95: Option<[f64; 2]>,
     /// `b_better` / `a_better` only when the interval excludes 0, else `no_difference`.
     pub verdict: &'static str,
+}
+
+impl Combo {
+    /// `judge · rubric`, and the mode when one was asked for.
+    pub fn label(&self) -> String {
+        match self.judge_mode.as_str() {
+            "as configured" => format!("{} · {}", self.judge, self.rubric),
+            m => format!("{} · {} · {m}", self.judge, self.rubric),
+        }
+    }
+}
+
+impl SetResult {
+    /// `set · judge · rubric`, and the mode when one was asked for.
+    pub fn label(&self) -> String {
+        let combo = Combo {
+            judge: self.judge.clone(),
+            rubric: self.rubric.clone(),
+            judge_mode: self.judge_mode.clone(),
+        };
+        format!("{} · {}", self.set, combo.label())
+    }
 }
 
 impl ComparisonResult {
@@ -324,6 +348,7 @@ pub fn set_result(
         set: set.to_string(),
         judge: combo.judge.clone(),
         rubric: combo.rubric.clone(),
+        judge_mode: combo.judge_mode.clone(),
         groups: runs.len(),
         valid_groups: figures.len(),
         pairs: total.pairs,

@@ -15,9 +15,13 @@ fn interval(ci: Option<[f64; 2]>) -> String {
 }
 
 fn block(out: &mut String, r: &SetResult, orders: usize) {
+    let mode = match r.judge_mode.as_str() {
+        "as configured" => String::new(),
+        m => format!(" · mode {m}"),
+    };
     let _ = writeln!(
         out,
-        "{} · judge {} · rubric {}",
+        "{} · judge {} · rubric {}{mode}",
         clip(&r.set, 40),
         clip(&r.judge, 30),
         clip(&r.rubric, 30)
@@ -119,13 +123,11 @@ pub fn render(report: &EvalReport) -> String {
             let verdict = c.verdict_text();
             let _ = writeln!(
                 out,
-                "  {}: A {}/{} {} vs B {}/{} {} · Δ {}{} over {} groups: {verdict}",
+                "  {}: A {} {} vs B {} {} · Δ {}{} over {} groups: {verdict}",
                 clip(&c.set, 30),
-                clip(&c.a.judge, 24),
-                clip(&c.a.rubric, 24),
+                clip(&c.a.label(), 60),
                 num(c.accuracy_a),
-                clip(&c.b.judge, 24),
-                clip(&c.b.rubric, 24),
+                clip(&c.b.label(), 60),
                 num(c.accuracy_b),
                 c.difference
                     .map_or_else(|| "—".into(), |d| format!("{d:+.3}")),

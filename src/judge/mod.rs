@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::config::{Backend, JudgeConfig};
-use crate::prompt::ChatMessage;
+use crate::prompt::{ChatMessage, JudgeMode};
 
 #[cfg(feature = "local")]
 pub use local::LocalJudge;
@@ -82,6 +82,18 @@ pub struct Completion {
 pub struct JudgeInfo {
     pub name: String,
     pub model: String,
+}
+
+/// Each choice's probability as a judge's next token (pointwise and pairwise judging).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChoiceProbabilities {
+    /// Renormalised over the choices: they sum to 1.
+    pub shares: Vec<f64>,
+    /// The choices' total probability before renormalising.
+    pub coverage: f64,
+    pub prompt_tokens: u64,
+    /// Prompt tokens whose KV was reused, not prefilled.
+    pub cached_prompt_tokens: u64,
 }
 
 /// The judges gavel can use (a closed set: each backend is a variant).
@@ -220,6 +232,52 @@ impl Judge {
             #[cfg(feature = "local")]
             Judge::Local(l) => l.deadline,
             Judge::Unconfigured { .. } => std::time::Duration::from_secs(1),
+        }
+    }
+
+    /// The mode the judge is asked in unless a request says otherwise (its config's `mode`;
+    /// remote judges are always listwise).
+    pub fn mode(&self) -> JudgeMode {
+        match self {
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.mode,
+            _ => JudgeMode::Listwise,
+        }
+    }
+
+    /// Pairwise mode: how many others each trajectory of a large group meets.
+    pub fn pairwise_opponents(&self) -> usize {
+        match self {
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.pairwise_opponents,
+            _ => 4,
+        }
+    }
+
+    /// Whether the judge can read token probabilities (pointwise and pairwise modes).
+    pub fn reads_probabilities(&self) -> bool {
+        match self {
+            #[cfg(feature = "local")]
+            Judge::Local(_) => true,
+            _ => false,
+        }
+    }
+
+    /// How likely each choice is as the first token of the judge's answer to `messages`
+    /// (local judges only; the scorer checks [`Judge::reads_probabilities`] first).
+    pub async fn choice_probabilities(
+        &self,
+        messages: &[ChatMessage],
+        choices: &[Vec<String>],
+    ) -> Result<ChoiceProbabilities, JudgeError> {
+        match self {
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.choice_probabilities(messages, choices).await,
+            Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
+            _ => Err(JudgeError::Unavailable(format!(
+                "judge {:?} cannot read token probabilities (a remote judge judges listwise)",
+                self.info().name
+            ))),
         }
     }
 

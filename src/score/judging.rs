@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map};
 
+use super::probes::{plan_probes, probe_key, ProbePlan};
 use super::response::{ItemOut, RenderResponse, Usage, VersionInfo};
 use super::samples::{
     chunk_candidates, combine_judges, mean_std, merge_chunks, permutation_orders, Aggregate,
@@ -77,7 +78,7 @@ impl KeyLocks {
 /// order, the ids the judge sees for them, and its cache key.
 #[derive(Debug, Clone)]
 pub(super) struct SampleSpec {
-    judge: usize,
+    pub judge: usize,
     order_index: u32,
     /// Candidate indices in prompt order.
     order: Vec<usize>,
@@ -89,11 +90,13 @@ pub(super) struct SampleSpec {
 /// A plan without its rendered prompts: all a request needs when every verdict is cached.
 #[derive(Debug)]
 pub(super) struct Skeleton {
-    samples: Vec<SampleSpec>,
+    pub samples: Vec<SampleSpec>,
     chunks: usize,
     distinct: usize,
     /// For each request trajectory, its candidate.
     candidate_of: Vec<usize>,
+    /// The template (first judge's mode) and its version.
+    pub template_name: &'static str,
     pub template_version: String,
 }
 
@@ -105,6 +108,7 @@ impl Skeleton {
             chunks: 1,
             distinct: 0,
             candidate_of: Vec::new(),
+            template_name: DEFAULT_PROMPT,
             template_version: String::new(),
         }
     }
@@ -116,8 +120,11 @@ pub(super) struct Plan<'a> {
     pub judges: Vec<&'a Arc<Judge>>,
     pub input: JudgeInput,
     pub skeleton: Arc<Skeleton>,
-    /// The rendered prompt of each sample (parallel to `skeleton.samples`).
+    /// The rendered prompt of each sample (parallel to `skeleton.samples`); for a
+    /// probability-mode sample, the listwise prompt of the group (its token figures).
     rendered: Vec<Arc<RenderedPrompt>>,
+    /// What each probability-mode sample asks (`None`: listwise).
+    probes: Vec<Option<ProbePlan>>,
 }
 
 impl Plan<'_> {
@@ -184,8 +191,51 @@ impl Scorer {
         renders.insert(all.clone(), Arc::new(identity));
         let mut samples = Vec::new();
         let mut prompts = Vec::new();
+        let mut probes = Vec::new();
+        let mut template: Option<(&'static str, String)> = None;
         let mut max_chunks = 1;
         for (j, judge) in judges.iter().enumerate() {
+            let mode = req.judge_mode.unwrap_or(judge.mode());
+            if mode.reads_probabilities() {
+                let bad = |problem: String| {
+                    ScoreError::Input(crate::trajectory::InputError::new("judge_mode", problem))
+                };
+                if !judge.reads_probabilities() {
+                    return Err(bad(format!(
+                        "\"{}\" reads token probabilities, which judge {:?} cannot give: use a \
+                         local judge or \"listwise\"",
+                        mode.name(),
+                        judge.info().name
+                    )));
+                }
+                if !rubric.items.is_empty() {
+                    return Err(bad(format!(
+                        "rubric {:?} is a checklist, which is judged listwise only",
+                        rubric.name
+                    )));
+                }
+                let probe = plan_probes(
+                    &self.prompts,
+                    mode,
+                    &input,
+                    rubric,
+                    req.tools.as_ref(),
+                    req.reference.as_deref(),
+                    judge.pairwise_opponents(),
+                )?;
+                template.get_or_insert((mode.prompt(), probe.template_version.clone()));
+                samples.push(SampleSpec {
+                    judge: j,
+                    order_index: 0,
+                    order: all.clone(),
+                    ids: renders[&all].ids.clone(),
+                    key: probe_key(judge, &probe, rubric),
+                });
+                prompts.push(renders[&all].clone());
+                probes.push(Some(probe));
+                continue;
+            }
+            template.get_or_insert((DEFAULT_PROMPT, renders[&all].template_version.clone()));
             let chunks = self.chunks_for(judge, &input, &renders[&all])?;
             max_chunks = max_chunks.max(chunks.len());
             for (c, members) in chunks.iter().enumerate() {
@@ -219,6 +269,7 @@ impl Scorer {
                         key,
                     });
                     prompts.push(rendered);
+                    probes.push(None);
                 }
             }
         }
@@ -227,7 +278,8 @@ impl Scorer {
             chunks: max_chunks,
             distinct: input.candidates.len(),
             candidate_of: input.candidate_of(),
-            template_version: prompts[0].template_version.clone(),
+            template_name: template.as_ref().map_or(DEFAULT_PROMPT, |t| t.0),
+            template_version: template.map_or_else(String::new, |t| t.1),
         });
         Ok(Plan {
             rubric,
@@ -235,6 +287,7 @@ impl Scorer {
             input,
             skeleton,
             rendered: prompts,
+            probes,
         })
     }
 
@@ -450,6 +503,9 @@ impl Scorer {
     /// Asks the judge for a verdict: one call, and one structural re-ask stating the exact
     /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline.
     async fn ask_judge(&self, plan: &Plan<'_>, i: usize) -> Result<StoredVerdict, JudgeError> {
+        if let Some(probe) = &plan.probes[i] {
+            return self.ask_probes(plan, i, probe).await;
+        }
         let s = &plan.skeleton.samples[i];
         let rendered = &plan.rendered[i];
         let judge = plan.judges[s.judge];

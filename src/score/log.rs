@@ -81,6 +81,9 @@ pub fn request_body(req: &ScoreRequest) -> Value {
     if let Some(r) = &req.reference {
         body.insert("reference".into(), json!(r));
     }
+    if let Some(m) = req.judge_mode {
+        body.insert("judge_mode".into(), json!(m));
+    }
     if !req.verifiers.is_empty() {
         body.insert("verifiers".into(), json!(req.verifiers));
     }

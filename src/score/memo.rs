@@ -57,6 +57,7 @@ pub(super) fn memo_key(
         None => 0u8.hash(&mut h),
     }
     req.reference.hash(&mut h);
+    req.judge_mode.hash(&mut h);
     req.trajectories.len().hash(&mut h);
     for t in &req.trajectories {
         t.messages.hash(&mut h);

@@ -8,6 +8,7 @@
 mod judging;
 pub mod log;
 mod memo;
+mod probes;
 pub mod request;
 pub mod response;
 pub mod samples;
@@ -22,7 +23,7 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::dedup::DedupConfig;
 use crate::judge::{Judge, JudgeError};
-use crate::prompt::{PromptError, Prompts, DEFAULT_PROMPT};
+use crate::prompt::{PromptError, Prompts};
 use crate::reward::{advantages, ResolvedPolicy, ScaleRewards, INDEPENDENT, JUDGE};
 use crate::rubric::{Rubric, RubricError, RubricSet};
 use crate::store::{StoreError, VerdictStore};
@@ -279,13 +280,13 @@ impl Scorer {
                 Some(sk) => self
                     .judge_cached(&sk, &rubric, &panel, req.aggregate)
                     .await?
-                    .map(|o| (o, sk.template_version.clone())),
+                    .map(|o| (o, sk.template_name, sk.template_version.clone())),
                 None => None,
             };
             let judged = match cached {
-                Some((outcome, version)) => {
+                Some((outcome, name, version)) => {
                     template = Some(VersionInfo {
-                        name: DEFAULT_PROMPT.into(),
+                        name: name.into(),
                         version,
                     });
                     Ok(outcome)
@@ -293,7 +294,7 @@ impl Scorer {
                 None => {
                     let p = self.plan_judging(&rubric, panel, permutations, req)?;
                     template = Some(VersionInfo {
-                        name: DEFAULT_PROMPT.into(),
+                        name: p.skeleton.template_name.into(),
                         version: p.template_version(),
                     });
                     let judged = self.judge_group(&p, req.aggregate).await?;

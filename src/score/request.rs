@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::samples::Aggregate;
+use crate::prompt::JudgeMode;
 use crate::reward::{Policy, ScaleRewards};
 use crate::rubric::RubricSpec;
 use crate::trajectory::{parse_trajectories, InputError, Trajectory};
@@ -38,6 +39,8 @@ pub struct ScoreRequest {
     pub tools: Option<Value>,
     /// A reference answer the judge is shown as correct (graders' "gold" answer).
     pub reference: Option<String>,
+    /// How the judges are asked; `None` = each judge's configured mode.
+    pub judge_mode: Option<JudgeMode>,
     /// Verifier specs as given; merged by name with the rubric's and compiled by the scorer.
     pub verifiers: Vec<Value>,
     /// Overrides the rubric's policy.
@@ -55,6 +58,7 @@ pub const REQUEST_FIELDS: &[&str] = &[
     "aggregate",
     "tools",
     "reference",
+    "judge_mode",
     "verifiers",
     "policy",
     "scale_rewards",
@@ -83,6 +87,7 @@ impl ScoreRequest {
             aggregate: Aggregate::Mean,
             tools: None,
             reference: None,
+            judge_mode: None,
             verifiers: Vec::new(),
             policy: None,
             scale_rewards: ScaleRewards::Group,
@@ -201,6 +206,13 @@ impl ScoreRequest {
                     "expected a non-empty string: the reference answer shown to the judge",
                 ))
             }
+        };
+        req.judge_mode = match obj.get("judge_mode") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|_| fail("judge_mode", &format!("expected {}", JudgeMode::NAMES)))?,
+            ),
         };
         req.verifiers = match obj.get("verifiers") {
             None | Some(Value::Null) => Vec::new(),

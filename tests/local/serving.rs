@@ -17,7 +17,7 @@ use gavel::store::{SledStore, VerdictStore};
 const TINY_CONTEXT: usize = 32768;
 const EXPLANATION: usize = 24;
 
-fn tiny_models(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn tiny_models(dir: &Path) -> Vec<PathBuf> {
     let mut o = TinyOptions::new(Arch::Qwen2);
     o.context_length = TINY_CONTEXT;
     let folder = dir.join("qwen2");
@@ -30,7 +30,11 @@ fn tiny_models(dir: &Path) -> Vec<PathBuf> {
     vec![folder, gguf]
 }
 
-fn local_config(model: &Path, store: &Path, edit: impl FnOnce(&mut JudgeConfig)) -> Config {
+pub(crate) fn local_config(
+    model: &Path,
+    store: &Path,
+    edit: impl FnOnce(&mut JudgeConfig),
+) -> Config {
     let mut j = JudgeConfig::local(model);
     j.max_explanation_bytes = EXPLANATION;
     j.deadline_s = 300.0;
@@ -43,14 +47,14 @@ fn local_config(model: &Path, store: &Path, edit: impl FnOnce(&mut JudgeConfig))
     cfg
 }
 
-fn example(name: &str) -> Value {
+pub(crate) fn example(name: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/groups")
         .join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn with(mut group: Value, key: &str, v: Value) -> Value {
+pub(crate) fn with(mut group: Value, key: &str, v: Value) -> Value {
     group[key] = v;
     group
 }

@@ -70,6 +70,31 @@ pub struct Request {
     pub items: Vec<String>,
 }
 
+/// A prompt whose next-token distribution is read instead of decoded: how likely each choice
+/// is as the answer's first token (pointwise and pairwise judging).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeRequest {
+    pub messages: Vec<ChatMessage>,
+    /// Each choice's spellings (`["yes", "Yes"]`); a choice's probability is that of the first
+    /// tokens of its spellings (each token counted once).
+    pub choices: Vec<Vec<String>>,
+}
+
+/// The choices' probabilities and what reading them took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probed {
+    /// Each choice's probability, renormalised over the choices (they sum to 1).
+    pub shares: Vec<f64>,
+    /// The probability of any choice before renormalising: how much of its mass the model put
+    /// on the answers it was offered.
+    pub coverage: f64,
+    pub prompt_tokens: u64,
+    /// Prompt tokens whose KV came from an earlier sequence (not prefilled again).
+    pub cached_prompt_tokens: u64,
+    pub queued: Duration,
+    pub prefill: Duration,
+}
+
 /// A completion and what producing it took.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generated {
@@ -110,9 +135,21 @@ pub struct EngineStats {
     pub rejected: AtomicU64,
 }
 
+/// What a job asks of the model thread.
+enum Work {
+    Generate(Request),
+    Probe(ProbeRequest),
+}
+
+/// What the model thread answers.
+enum Done {
+    Generated(Generated),
+    Probed(Probed),
+}
+
 struct Job {
-    request: Request,
-    reply: oneshot::Sender<Result<Generated, EngineError>>,
+    work: Work,
+    reply: oneshot::Sender<Result<Done, EngineError>>,
     enqueued: Instant,
     _slot: OwnedSemaphorePermit,
 }
@@ -156,12 +193,20 @@ impl Engine {
                     }
                     let queued = job.enqueued.elapsed();
                     let reply = &job.reply;
-                    let result = worker.run(&job.request, &|| reply.is_closed());
-                    let result = result.map(|mut g| {
-                        g.queued = queued;
-                        record(&thread_stats, &g);
-                        g
-                    });
+                    let result = match &job.work {
+                        Work::Generate(request) => {
+                            worker.run(request, &|| reply.is_closed()).map(|mut g| {
+                                g.queued = queued;
+                                record(&thread_stats, &g);
+                                Done::Generated(g)
+                            })
+                        }
+                        Work::Probe(request) => worker.probe(request).map(|mut p| {
+                            p.queued = queued;
+                            record_probe(&thread_stats, &p);
+                            Done::Probed(p)
+                        }),
+                    };
                     let _ = job.reply.send(result);
                 }
             })
@@ -190,6 +235,22 @@ impl Engine {
 
     /// Completes `request` on the owner thread; refused at once when the queue is full.
     pub async fn generate(&self, request: Request) -> Result<Generated, EngineError> {
+        match self.submit(Work::Generate(request)).await? {
+            Done::Generated(g) => Ok(g),
+            Done::Probed(_) => unreachable!("a generate job answers Generated"),
+        }
+    }
+
+    /// Reads the choices' probabilities after `request`'s prompt (no decoding); queued and
+    /// refused like [`Engine::generate`].
+    pub async fn probe(&self, request: ProbeRequest) -> Result<Probed, EngineError> {
+        match self.submit(Work::Probe(request)).await? {
+            Done::Probed(p) => Ok(p),
+            Done::Generated(_) => unreachable!("a probe job answers Probed"),
+        }
+    }
+
+    async fn submit(&self, work: Work) -> Result<Done, EngineError> {
         let slot = self.slots.clone().try_acquire_owned().map_err(|_| {
             self.stats.rejected.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("gavel_local_rejected_total").increment(1);
@@ -198,7 +259,7 @@ impl Engine {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Job {
-                request,
+                work,
                 reply,
                 enqueued: Instant::now(),
                 _slot: slot,
@@ -206,6 +267,20 @@ impl Engine {
             .map_err(|_| EngineError::Stopped)?;
         answer.await.map_err(|_| EngineError::Stopped)?
     }
+}
+
+fn record_probe(stats: &EngineStats, p: &Probed) {
+    stats.requests.fetch_add(1, Ordering::Relaxed);
+    stats
+        .prompt_tokens
+        .fetch_add(p.prompt_tokens, Ordering::Relaxed);
+    stats
+        .cached_prompt_tokens
+        .fetch_add(p.cached_prompt_tokens, Ordering::Relaxed);
+    metrics::counter!("gavel_local_prompt_tokens_total").increment(p.prompt_tokens);
+    metrics::counter!("gavel_local_cached_prompt_tokens_total").increment(p.cached_prompt_tokens);
+    metrics::histogram!("gavel_local_queue_seconds").record(p.queued.as_secs_f64());
+    metrics::histogram!("gavel_local_prefill_seconds").record(p.prefill.as_secs_f64());
 }
 
 fn record(stats: &EngineStats, g: &Generated) {

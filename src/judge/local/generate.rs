@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::constrain::{Cursor, TokenMask, VerdictGrammar};
-use super::engine::{EngineError, EngineSettings, Generated, Request};
+use super::engine::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
 use super::model::LoadedModel;
 use super::prefix_cache::PrefixCache;
 use super::qwen::KvState;
@@ -152,6 +152,52 @@ impl Worker {
             queued: Default::default(),
             prefill,
             decode: t1.elapsed(),
+        })
+    }
+
+    /// Reads the choices' probabilities as the answer's first token after the prompt: one
+    /// prefill (from the best cached prefix, so prompts that share a group's context and rubric
+    /// prefill it once), no decoding.
+    pub fn probe(&mut self, req: &ProbeRequest) -> Result<Probed, EngineError> {
+        let t0 = Instant::now();
+        let prompt = self.model.prompt_tokens(&req.messages)?;
+        let context = self.model.context_length();
+        if prompt.len() >= context {
+            return Err(EngineError::TooLong {
+                prompt: prompt.len(),
+                context,
+            });
+        }
+        let (reused, logits) = self.prefill(&prompt)?;
+        let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let total: f64 = logits.iter().map(|&l| f64::from(l - top).exp()).sum();
+        let mut counted = std::collections::HashSet::new();
+        let mut mass = Vec::with_capacity(req.choices.len());
+        for spellings in &req.choices {
+            let mut m = 0.0;
+            for s in spellings {
+                let first = self.model.encode(s)?.first().copied();
+                if let Some(id) = first.filter(|id| counted.insert(*id)) {
+                    if let Some(&l) = logits.get(id as usize) {
+                        m += f64::from(l - top).exp() / total;
+                    }
+                }
+            }
+            mass.push(m);
+        }
+        let coverage: f64 = mass.iter().sum();
+        let shares = if coverage > 0.0 {
+            mass.iter().map(|m| m / coverage).collect()
+        } else {
+            vec![1.0 / mass.len().max(1) as f64; mass.len()]
+        };
+        Ok(Probed {
+            shares,
+            coverage,
+            prompt_tokens: prompt.len() as u64,
+            cached_prompt_tokens: reused.min(prompt.len()) as u64,
+            queued: Default::default(),
+            prefill: t0.elapsed(),
         })
     }
 

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::engine::{Engine, EngineError, EngineSettings, Request};
+use super::engine::{Engine, EngineError, EngineSettings, ProbeRequest, Request};
 use super::error::LocalError;
 use super::loader::ModelInfo;
 use super::model::{LoadedModel, LocalModelSpec};
 use crate::config::JudgeConfig;
-use crate::judge::{Completion, JudgeError};
-use crate::prompt::ChatMessage;
+use crate::judge::{ChoiceProbabilities, Completion, JudgeError};
+use crate::prompt::{ChatMessage, JudgeMode};
 
 #[derive(Debug)]
 pub struct LocalJudge {
@@ -25,6 +25,9 @@ pub struct LocalJudge {
     pub(crate) deadline: Duration,
     pub(crate) context_tokens: usize,
     pub(crate) max_tokens: u32,
+    /// The configured judging mode.
+    pub(crate) mode: JudgeMode,
+    pub(crate) pairwise_opponents: usize,
 }
 
 impl LocalJudge {
@@ -65,6 +68,8 @@ impl LocalJudge {
                 .context_tokens
                 .map_or(info.context_length, |c| c.min(info.context_length)),
             max_tokens: cfg.max_tokens,
+            mode: cfg.mode,
+            pairwise_opponents: cfg.pairwise_opponents,
         })
     }
 
@@ -128,6 +133,32 @@ impl LocalJudge {
             cached_prompt_tokens: g.cached_prompt_tokens,
             attempts: 1,
             retries: Default::default(),
+        })
+    }
+
+    /// Each choice's probability as the first token of the answer (one prefill, no decoding).
+    pub async fn choice_probabilities(
+        &self,
+        messages: &[ChatMessage],
+        choices: &[Vec<String>],
+    ) -> Result<ChoiceProbabilities, JudgeError> {
+        let p = self
+            .engine
+            .probe(ProbeRequest {
+                messages: messages.to_vec(),
+                choices: choices.to_vec(),
+            })
+            .await
+            .map_err(|e| self.error(e))?;
+        tracing::debug!(judge = %self.name, prompt_tokens = p.prompt_tokens,
+            cached_prompt_tokens = p.cached_prompt_tokens, coverage = p.coverage,
+            queued_s = p.queued.as_secs_f64(), prefill_s = p.prefill.as_secs_f64(),
+            "local judge probe");
+        Ok(ChoiceProbabilities {
+            shares: p.shares,
+            coverage: p.coverage,
+            prompt_tokens: p.prompt_tokens,
+            cached_prompt_tokens: p.cached_prompt_tokens,
         })
     }
 

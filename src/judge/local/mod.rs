@@ -49,7 +49,7 @@ pub mod tokenizer;
 #[cfg(feature = "local")]
 pub use chat_template::{ChatTemplate, RenderOptions, TemplateOrigin};
 #[cfg(feature = "local")]
-pub use engine::{Engine, EngineError, EngineSettings, Generated, Request};
+pub use engine::{Engine, EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
 #[cfg(feature = "local")]
 pub use error::LocalError;
 #[cfg(feature = "local")]

@@ -1,0 +1,135 @@
+//! Pointwise and pairwise judging on the tiny random-weight models: scores in 0–1 read from
+//! token probabilities (no decoding), every pair asked in both orders, the group's shared prefix
+//! prefilled once and reused (counted in `cached_prompt_tokens`), cached like any verdict; and the
+//! refusals: a probability mode on a remote judge or a checklist rubric, a bad `judge_mode`.
+
+use serde_json::{json, Value};
+
+use super::serving::{example, local_config, tiny_models, with};
+use crate::common::{rewards, Gavel, MockJudge};
+use gavel::prompt::JudgeMode;
+
+fn usage(body: &Value, key: &str) -> u64 {
+    body["usage"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key}: {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_models(tmp.path()).remove(0);
+    let cfg = local_config(&model, &tmp.path().join("store"), |j| {
+        j.mode = JudgeMode::Pointwise;
+    });
+    let gavel = Gavel::start(cfg).await;
+    let rag = example("rag_answer.json");
+    let n = rag["trajectories"].as_array().unwrap().len();
+
+    // The configured mode: pointwise, one probe per distinct trajectory.
+    let (status, body) = gavel.post("/v1/score_group", &rag).await;
+    assert_eq!(status, 200, "{body}");
+    let r = rewards(&body);
+    assert_eq!(r.len(), n);
+    assert!(r.iter().all(|x| (0.0..=1.0).contains(x)), "{body}");
+    assert_eq!(body["template"]["name"], "pointwise", "{body}");
+    assert_eq!(
+        usage(&body, "judge_calls"),
+        n as u64,
+        "one probe per trajectory"
+    );
+    assert_eq!(usage(&body, "completion_tokens"), 0, "nothing decoded");
+    // Every prompt after the first starts from the KV of the shared prefix (system message,
+    // rubric, shared context): at least that much of each of the n − 1 later prompts is reused.
+    let (prompt, cached) = (
+        usage(&body, "prompt_tokens"),
+        usage(&body, "cached_prompt_tokens"),
+    );
+    assert!(cached > 100 * (n as u64 - 1), "{}", body["usage"]);
+    assert!(cached < prompt, "{}", body["usage"]);
+    // Random weights give distinct probabilities for distinct answers.
+    let distinct: std::collections::BTreeSet<String> =
+        r.iter().map(|x| format!("{x:.6}")).collect();
+    assert!(distinct.len() > 1, "{r:?}");
+
+    // The request's mode overrides the judge's: pairwise asks every ordered pair.
+    let pairwise = with(rag.clone(), "judge_mode", json!("pairwise"));
+    let (status, body) = gavel.post("/v1/score_group", &pairwise).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["template"]["name"], "pairwise");
+    assert_eq!(usage(&body, "judge_calls"), (n * (n - 1)) as u64);
+    let r2 = rewards(&body);
+    assert!(r2.iter().all(|x| (0.0..=1.0).contains(x)), "{body}");
+    // Mean preferences over both orders of every pair average to ½ exactly.
+    let mean = r2.iter().sum::<f64>() / n as f64;
+    assert!((mean - 0.5).abs() < 1e-9, "{r2:?}");
+    assert!(usage(&body, "cached_prompt_tokens") > 100 * (n * (n - 1) - 1) as u64);
+
+    // Both verdicts are cached, under keys of their own.
+    for (req, want) in [(&rag, &r), (&pairwise, &r2)] {
+        let (_, again) = gavel.post("/v1/score_group", req).await;
+        assert_eq!(usage(&again, "judge_calls"), 0);
+        assert_eq!(usage(&again, "cache_hits"), 1);
+        assert_eq!(&rewards(&again), want);
+    }
+    // Listwise on request is a third verdict.
+    let listwise = with(rag.clone(), "judge_mode", json!("listwise"));
+    let (status, body) = gavel.post("/v1/score_group", &listwise).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["template"]["name"], "relative");
+    assert_eq!(usage(&body, "judge_calls"), 1);
+
+    // A checklist rubric is judged listwise only.
+    let report = with(
+        example("research_report.json"),
+        "judge_mode",
+        json!("pointwise"),
+    );
+    let (status, body) = gavel.post("/v1/score_group", &report).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("judge_mode:"),
+        "{body}"
+    );
+    let bad = with(rag.clone(), "judge_mode", json!("sideways"));
+    let (status, body) = gavel.post("/v1/score_group", &bad).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"pairwise\""),
+        "{body}"
+    );
+    gavel.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_judge_cannot_judge_by_probabilities() {
+    let mock = MockJudge::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let gavel = Gavel::start(mock.config(&tmp.path().join("store"))).await;
+    let rag = with(example("rag_answer.json"), "judge_mode", json!("pairwise"));
+    let (status, body) = gavel.post("/v1/score_group", &rag).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request");
+    let m = body["error"]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("judge_mode:") && m.contains("local judge"),
+        "{m}"
+    );
+    assert_eq!(mock.calls(), 0);
+    // In the config, too: a remote judge with a probability mode does not start.
+    let toml = "[judges.api]\nbackend = \"openai\"\nmodel = \"m\"\nmode = \"pointwise\"\n";
+    let e = gavel::config::Config::from_toml(toml, "g.toml", &|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[judges.api]: mode \"pointwise\" reads token probabilities"),
+        "{e}"
+    );
+    gavel.stop().await;
+}
