@@ -269,35 +269,46 @@ impl Engine {
     }
 }
 
-fn record_probe(stats: &EngineStats, p: &Probed) {
+/// Counts one request's prompt side (generate and probe alike).
+fn record_prompt(
+    stats: &EngineStats,
+    prompt: u64,
+    cached: u64,
+    queued: Duration,
+    prefill: Duration,
+) {
     stats.requests.fetch_add(1, Ordering::Relaxed);
-    stats
-        .prompt_tokens
-        .fetch_add(p.prompt_tokens, Ordering::Relaxed);
+    stats.prompt_tokens.fetch_add(prompt, Ordering::Relaxed);
     stats
         .cached_prompt_tokens
-        .fetch_add(p.cached_prompt_tokens, Ordering::Relaxed);
-    metrics::counter!("gavel_local_prompt_tokens_total").increment(p.prompt_tokens);
-    metrics::counter!("gavel_local_cached_prompt_tokens_total").increment(p.cached_prompt_tokens);
-    metrics::histogram!("gavel_local_queue_seconds").record(p.queued.as_secs_f64());
-    metrics::histogram!("gavel_local_prefill_seconds").record(p.prefill.as_secs_f64());
+        .fetch_add(cached, Ordering::Relaxed);
+    metrics::counter!("gavel_local_prompt_tokens_total").increment(prompt);
+    metrics::counter!("gavel_local_cached_prompt_tokens_total").increment(cached);
+    metrics::histogram!("gavel_local_queue_seconds").record(queued.as_secs_f64());
+    metrics::histogram!("gavel_local_prefill_seconds").record(prefill.as_secs_f64());
+}
+
+fn record_probe(stats: &EngineStats, p: &Probed) {
+    record_prompt(
+        stats,
+        p.prompt_tokens,
+        p.cached_prompt_tokens,
+        p.queued,
+        p.prefill,
+    );
 }
 
 fn record(stats: &EngineStats, g: &Generated) {
-    stats.requests.fetch_add(1, Ordering::Relaxed);
-    stats
-        .prompt_tokens
-        .fetch_add(g.prompt_tokens, Ordering::Relaxed);
-    stats
-        .cached_prompt_tokens
-        .fetch_add(g.cached_prompt_tokens, Ordering::Relaxed);
+    record_prompt(
+        stats,
+        g.prompt_tokens,
+        g.cached_prompt_tokens,
+        g.queued,
+        g.prefill,
+    );
     stats
         .completion_tokens
         .fetch_add(g.completion_tokens, Ordering::Relaxed);
-    metrics::counter!("gavel_local_prompt_tokens_total").increment(g.prompt_tokens);
-    metrics::counter!("gavel_local_cached_prompt_tokens_total").increment(g.cached_prompt_tokens);
     metrics::counter!("gavel_local_completion_tokens_total").increment(g.completion_tokens);
-    metrics::histogram!("gavel_local_queue_seconds").record(g.queued.as_secs_f64());
-    metrics::histogram!("gavel_local_prefill_seconds").record(g.prefill.as_secs_f64());
     metrics::histogram!("gavel_local_decode_seconds").record(g.decode.as_secs_f64());
 }
