@@ -41,8 +41,11 @@ TOML
     for mode in $modes; do
       echo "== local-$m on $s, $mode" >&2
       start=$(date +%s)
+      # gavel_answers carries a verifier that knows the truth, and the reward follows it: rank
+      # the judge component there, which is what the set measures.
+      score=reward; [[ $s == gavel_answers ]] && score=judge
       args=(--config "$cfg" --store "$out/store-$m" "${limit[@]}" --orders "${ORDERS:-2}"
-            --judge-mode "$mode" --concurrency 1)
+            --judge-mode "$mode" --score "$score" --concurrency 1)
       "$bin" eval "${args[@]}" --format json -o "$out/$m-$s-$mode.json" "evals/$s.jsonl" || true
       "$bin" eval "${args[@]}" "evals/$s.jsonl" > "$out/$m-$s-$mode.txt" || true
       echo "   $(( $(date +%s) - start )) s" >&2

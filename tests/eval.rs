@@ -384,6 +384,34 @@ async fn verifier_set_reports_judge_and_verifier_accuracy_apart() {
         "{r}"
     );
     assert!(r["position"]["flip_rate"].is_null());
+    assert_eq!(
+        f(&r["pairwise_accuracy"]),
+        1.0,
+        "the reward follows the verifier: {r}"
+    );
+    assert_eq!(report["score"], "reward");
+    // Ranking one component instead of the reward: the judge alone ties everything.
+    let args = [
+        "--limit", "6", "--orders", "1", "--score", "judge", "--format", "json", &file,
+    ];
+    let out = run(s.command("eval", &args)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    assert_eq!(report["score"], "judge");
+    let r = result(&report, "gavel_answers", "m");
+    assert_eq!(f(&r["pairwise_accuracy"]), 0.5, "{r}");
+    assert_eq!(r["usage"]["cache_hits"], 6, "from the cache: {r}");
+    // A component the rewards do not have: every judging invalid, exit 1, never a score.
+    let args = [
+        "--limit", "6", "--orders", "1", "--score", "nope", "--format", "json", &file,
+    ];
+    let out = run(s.command("eval", &args)).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let report = out.json();
+    let r = result(&report, "gavel_answers", "m");
+    assert_eq!(r["valid_groups"], 0);
+    assert_eq!(r["errors"]["no_component"], 6, "{r}");
+    assert!(r["pairwise_accuracy"].is_null());
 }
 
 /// The three judging modes side by side on a tiny random-weight local model: one result per

@@ -262,8 +262,13 @@ pub fn render(report: &EvalReport) -> String {
     let _ = writeln!(h, "<h1>Judge quality</h1>");
     let _ = writeln!(
         h,
-        "<p class=\"sub\">{} · each group judged in {} order{}{}</p>",
+        "<p class=\"sub\">{} · {} · each group judged in {} order{}{}</p>",
         esc(&files),
+        if report.score == "reward" {
+            "ranking rewards".to_string()
+        } else {
+            format!("ranking the {} component", esc(&report.score))
+        },
         report.orders,
         if report.orders == 1 { "" } else { "s" },
         report

@@ -63,6 +63,11 @@ pub struct EvalArgs {
     /// measure position bias.
     #[arg(long, env = "GAVEL_EVAL_ORDERS", default_value_t = 2)]
     pub orders: usize,
+    /// What is ranked against the labels: `reward` (what training gets), or one component of
+    /// it by name (`judge`, a verifier's name), e.g. the judge alone on a set whose verifier
+    /// knows the truth.
+    #[arg(long, env = "GAVEL_EVAL_SCORE", default_value = "reward")]
+    pub score: String,
     /// Passed through to every request: gavel's own order averaging within one judging.
     #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
     pub permutations: Option<u32>,
@@ -346,12 +351,18 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
     }
 
     let scorer: Arc<Scorer> = open_scorer(&cfg).await?;
-    let runs = judge_all(&scorer, args, &combos, &groups).await;
+    let mut runs = judge_all(&scorer, args, &combos, &groups).await;
     scorer.store().flush().await?;
+    if args.score != "reward" {
+        for j in runs.iter_mut().flat_map(|r| &mut r.judgings) {
+            rank_by_component(&mut j.outcome, &args.score);
+        }
+    }
     let labelled: Vec<LabelledGroup> = groups.into_iter().map(|(l, _)| l).collect();
     let combo_list: Vec<Combo> = combos.into_iter().map(|v| v.combo).collect();
     let report = report::build(
         args.files.iter().map(|f| f.display().to_string()).collect(),
+        &args.score,
         args.orders,
         args.permutations,
         &combo_list,
@@ -385,6 +396,34 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         })
         .count();
     Ok(if invalid > 0 { 1 } else { 0 })
+}
+
+/// Replaces a judging's rewards by one component's values; a response without that component
+/// becomes an invalid judging (`no_component`), never a score.
+fn rank_by_component(outcome: &mut crate::diff::Outcome, name: &str) {
+    let Ok(resp) = outcome else { return };
+    let values: Option<Vec<Option<f64>>> = resp
+        .scores
+        .iter()
+        .map(|s| s.components.get(name).copied())
+        .collect();
+    match values {
+        Some(v) if v.len() == resp.rewards.len() => resp.rewards = v,
+        _ => {
+            let known: Vec<&str> = resp
+                .scores
+                .first()
+                .map(|s| s.components.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            *outcome = Err((
+                "no_component".into(),
+                format!(
+                    "no component {name:?} (the rewards have: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
 }
 
 /// Judges every group under every combination in every order, at most `concurrency` groups at

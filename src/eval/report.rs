@@ -208,6 +208,8 @@ impl ComparisonResult {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalReport {
     pub files: Vec<String>,
+    /// What was ranked: `reward`, or a component's name.
+    pub score: String,
     pub orders: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permutations: Option<u32>,
@@ -425,6 +427,7 @@ fn misranked_group(g: &LabelledGroup, run: &GroupRun, scores: &[Vec<f64>], acc: 
 /// per combination; then each pair of combinations on each set.
 pub fn build(
     files: Vec<String>,
+    score: &str,
     orders: usize,
     permutations: Option<u32>,
     combos: &[Combo],
@@ -462,6 +465,7 @@ pub fn build(
     }
     EvalReport {
         files,
+        score: score.to_string(),
         orders,
         permutations,
         results,

@@ -105,8 +105,13 @@ pub fn render(report: &EvalReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "gavel eval · {} · {} order{}{}",
+        "gavel eval · {} · {} · {} order{}{}",
         report.files.join(", "),
+        if report.score == "reward" {
+            "ranking rewards".to_string()
+        } else {
+            format!("ranking the {} component", report.score)
+        },
         report.orders,
         if report.orders == 1 { "" } else { "s" },
         report
