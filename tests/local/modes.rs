@@ -107,6 +107,47 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     gavel.stop().await;
 }
 
+/// A trajectory's pointwise score does not depend on the order the group's prompts were asked
+/// in (which changes how much of each prompt the prefix cache supplies): on the Q8_0 GGUF model,
+/// whose short forwards would otherwise quantize activations, the reversed group gets exactly
+/// the reversed scores, and pairwise the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probability_scores_do_not_depend_on_the_order_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_models(tmp.path()).remove(1);
+    let gavel = Gavel::start(local_config(&model, &tmp.path().join("store"), |_| {})).await;
+    let rag = example("rag_answer.json");
+    let mut reversed = rag.clone();
+    reversed["trajectories"].as_array_mut().unwrap().reverse();
+    for mode in ["pointwise", "pairwise"] {
+        let (s1, a) = gavel
+            .post(
+                "/v1/score_group",
+                &with(rag.clone(), "judge_mode", json!(mode)),
+            )
+            .await;
+        let (s2, b) = gavel
+            .post(
+                "/v1/score_group",
+                &with(reversed.clone(), "judge_mode", json!(mode)),
+            )
+            .await;
+        assert_eq!((s1, s2), (200, 200), "{a} {b}");
+        assert_eq!(
+            usage(&b, "cache_hits"),
+            0,
+            "asked again, in the other order"
+        );
+        let mut rb = rewards(&b);
+        rb.reverse();
+        // Exactly the same probabilities; pairwise sums them in another order (1e-16).
+        for (x, y) in rewards(&a).iter().zip(&rb) {
+            assert!((x - y).abs() < 1e-12, "{mode}: {:?} vs {rb:?}", rewards(&a));
+        }
+    }
+    gavel.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_judge_cannot_judge_by_probabilities() {
     let mock = MockJudge::start().await;

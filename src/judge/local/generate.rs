@@ -168,7 +168,12 @@ impl Worker {
                 context,
             });
         }
-        let (reused, logits) = self.prefill(&prompt)?;
+        // The same arithmetic whatever the prefix cache supplies: a group's scores must not
+        // depend on the order its prompts were asked in.
+        self.model.set_dense_always(true);
+        let prefilled = self.prefill(&prompt);
+        self.model.set_dense_always(false);
+        let (reused, logits) = prefilled?;
         let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let total: f64 = logits.iter().map(|&l| f64::from(l - top).exp()).sum();
         let mut counted = std::collections::HashSet::new();

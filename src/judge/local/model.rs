@@ -216,6 +216,12 @@ impl LoadedModel {
     /// last one ([`LoadedModel::vocab_size`] values, f32). `pos` 0 starts a new sequence (the
     /// KV cache is emptied); any other `pos` must equal [`LoadedModel::cached_len`], i.e.
     /// continue the cached sequence. After an error the cache is emptied.
+    /// See [`super::qwen::Qwen::set_dense_always`]: every forward on the same arithmetic, so a
+    /// prompt's logits do not depend on how much of it the prefix cache supplied.
+    pub fn set_dense_always(&mut self, on: bool) {
+        self.weights.set_dense_always(on);
+    }
+
     pub fn forward_logits(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
         if tokens.is_empty() {
             return Err(LocalError::Forward(

@@ -75,6 +75,9 @@ pub(crate) struct Qwen {
     lm_head: Proj,
     geo: Geometry,
     cache: KvState,
+    /// Forwards of at least this many tokens run dense f32 GEMMs ([`GEMM_ROWS`] by default;
+    /// 1 makes every forward take the same arithmetic, see [`Qwen::set_dense_always`]).
+    dense_from: usize,
 }
 
 impl<R: std::io::Read + std::io::Seek> Source<'_, R> {
@@ -237,6 +240,7 @@ impl Qwen {
         let (cos, sin) = rope_tables(d, cfg.rope_theta, cfg.context, device)?;
         let embed_dtype = if gguf { DType::F32 } else { dtype };
         Ok(Qwen {
+            dense_from: GEMM_ROWS,
             embed: embed.to_dtype(embed_dtype)?,
             layers,
             norm,
@@ -300,13 +304,22 @@ impl Qwen {
     /// Layer by layer, each layer over the tokens in chunks of [`PREFILL_CHUNK`]: a prefill
     /// dequantizes each layer's weights once (see [`Proj::dense`]) however long the prompt,
     /// and holds only one layer's f32 weights at a time.
+    /// With `on`, every forward runs the dense f32 path, however few its tokens. A short forward
+    /// otherwise runs quantized matmuls, which quantize the activations too: the same prompt then
+    /// gets different logits depending on how much of it came from the prefix cache. Reading
+    /// probabilities (pointwise, pairwise) needs a prompt's answer not to depend on what ran
+    /// before it, so probes turn this on; decoding keeps the fast path.
+    pub fn set_dense_always(&mut self, on: bool) {
+        self.dense_from = if on { 1 } else { GEMM_ROWS };
+    }
+
     pub fn forward(&mut self, tokens: &[u32]) -> Result<Tensor> {
         if tokens.is_empty() {
             candle_core::bail!("no tokens");
         }
         let (s, pos) = (tokens.len(), self.cache.len);
         let device = &self.geo.device;
-        let dense = device.is_cpu() && s >= GEMM_ROWS;
+        let dense = device.is_cpu() && s >= self.dense_from;
         let ids = Tensor::new(tokens, device)?;
         let mut x = self
             .embed
