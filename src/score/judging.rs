@@ -14,7 +14,7 @@ use super::response::{ItemOut, RenderResponse, Usage, VersionInfo};
 use super::samples::{
     chunk_candidates, combine_judges, mean_std, merge_chunks, permutation_orders, Aggregate,
 };
-use super::{ScoreError, ScoreRequest, Scorer};
+use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::dedup::JudgeInput;
 use crate::judge::parse::{parse_verdict, ParseOptions};
 use crate::judge::{verdict_schema, Judge, JudgeError, JudgeInfo};
@@ -24,8 +24,6 @@ use crate::rubric::Rubric;
 use crate::store::{StoredScore, StoredVerdict};
 use crate::trajectory::content_hash;
 
-/// Bumped whenever what a cached verdict means changes, so old entries are never reused.
-pub const CACHE_SCHEMA: u32 = 1;
 /// Anchor candidates shared by every chunk of a split group.
 const CHUNK_ANCHORS: usize = 2;
 
@@ -78,7 +76,7 @@ impl KeyLocks {
 /// order, the ids the judge sees for them, and its cache key.
 #[derive(Debug, Clone)]
 pub(super) struct SampleSpec {
-    pub judge: usize,
+    judge: usize,
     order_index: u32,
     /// Candidate indices in prompt order.
     order: Vec<usize>,
@@ -90,7 +88,7 @@ pub(super) struct SampleSpec {
 /// A plan without its rendered prompts: all a request needs when every verdict is cached.
 #[derive(Debug)]
 pub(super) struct Skeleton {
-    pub samples: Vec<SampleSpec>,
+    samples: Vec<SampleSpec>,
     chunks: usize,
     distinct: usize,
     /// For each request trajectory, its candidate.
@@ -504,7 +502,10 @@ impl Scorer {
     /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline.
     async fn ask_judge(&self, plan: &Plan<'_>, i: usize) -> Result<StoredVerdict, JudgeError> {
         if let Some(probe) = &plan.probes[i] {
-            return self.ask_probes(plan, i, probe).await;
+            let judge = plan.judges[plan.skeleton.samples[i].judge];
+            return self
+                .ask_probes(judge, plan.input.candidates.len(), probe)
+                .await;
         }
         let s = &plan.skeleton.samples[i];
         let rendered = &plan.rendered[i];

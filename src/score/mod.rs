@@ -30,7 +30,10 @@ use crate::store::{StoreError, VerdictStore};
 use crate::trajectory::InputError;
 use crate::verify::Verifier;
 
-pub use judging::{cache_key, CACHE_SCHEMA};
+pub use judging::cache_key;
+
+/// Bumped whenever what a cached verdict means changes, so old entries are never reused.
+pub const CACHE_SCHEMA: u32 = 1;
 pub use request::{BatchRequest, OnJudgeError, RubricRef, ScoreRequest};
 pub use response::{
     BatchResponse, ErrorBody, ItemOut, RenderResponse, ScoreResponse, TrajectoryScore, Usage,

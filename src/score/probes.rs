@@ -8,8 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map};
 
-use super::judging::{Plan, CACHE_SCHEMA};
-use super::Scorer;
+use super::{Scorer, CACHE_SCHEMA};
 use crate::dedup::JudgeInput;
 use crate::judge::{Judge, JudgeError};
 use crate::prompt::{JudgeMode, PromptError, Prompts, RenderedPrompt};
@@ -144,16 +143,15 @@ impl Scorer {
     /// Asks a probability-mode sample: every prompt in turn (the engine runs one sequence at a
     /// time anyway, and in turn each reuses the prefix the last one left), bounded by the
     /// judge's verdict deadline.
+    /// `m` is the group's number of distinct trajectories (candidates).
     pub(super) async fn ask_probes(
         &self,
-        plan: &Plan<'_>,
-        i: usize,
+        judge: &Judge,
+        m: usize,
         probe: &ProbePlan,
     ) -> Result<StoredVerdict, JudgeError> {
-        let judge = plan.judges[plan.skeleton.samples[i].judge];
         let name = judge.info().name;
         let deadline = judge.deadline();
-        let m = plan.input.candidates.len();
         let choices = match probe.mode {
             JudgeMode::Pairwise => one_two(),
             _ => yes_no(),
