@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::constrain::{Cursor, TokenMask, VerdictGrammar};
 use super::engine::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
+use super::error::LocalError;
 use super::model::LoadedModel;
 use super::prefix_cache::PrefixCache;
 use super::qwen::KvState;
@@ -141,7 +142,7 @@ impl Worker {
                 .model
                 .tokenizer()
                 .decode(&d.ids, true)
-                .map_err(|e| super::error::LocalError::Tokenizer(e.to_string()))?,
+                .map_err(|e| LocalError::Tokenizer(e.to_string()))?,
         };
         Ok(Generated {
             text,
@@ -180,22 +181,34 @@ impl Worker {
         let mut mass = Vec::with_capacity(req.choices.len());
         for spellings in &req.choices {
             let mut m = 0.0;
+            let mut any = false;
             for s in spellings {
                 let first = self.model.encode(s)?.first().copied();
-                if let Some(id) = first.filter(|id| counted.insert(*id)) {
-                    if let Some(&l) = logits.get(id as usize) {
-                        m += f64::from(l - top).exp() / total;
+                if let Some(id) = first.filter(|id| (*id as usize) < logits.len()) {
+                    any = true;
+                    if counted.insert(id) {
+                        m += f64::from(logits[id as usize] - top).exp() / total;
                     }
                 }
             }
+            if !any {
+                return Err(LocalError::Tokenizer(format!(
+                    "no token of the answer {spellings:?} in the model's vocabulary"
+                ))
+                .into());
+            }
             mass.push(m);
         }
+        // A judge failure is never a score: with no mass on any answer there is no verdict.
         let coverage: f64 = mass.iter().sum();
-        let shares = if coverage > 0.0 {
-            mass.iter().map(|m| m / coverage).collect()
-        } else {
-            vec![1.0 / mass.len().max(1) as f64; mass.len()]
-        };
+        if !(coverage > 0.0 && coverage.is_finite()) {
+            return Err(LocalError::Forward(format!(
+                "the model gave the answers {:?} no probability",
+                req.choices
+            ))
+            .into());
+        }
+        let shares = mass.iter().map(|m| m / coverage).collect();
         Ok(Probed {
             shares,
             coverage,
