@@ -62,6 +62,14 @@ impl Common {
     }
 }
 
+/// A progress bar on stderr counting `unit` (rescore's groups, eval's judgings).
+pub fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    let template = format!("{{bar:40}} {{pos}}/{{len}} {unit} · {{per_sec}} · ETA {{eta}} {{msg}}");
+    bar.set_style(indicatif::ProgressStyle::with_template(&template).expect("a valid template"));
+    bar
+}
+
 /// A scorer over the configured store (Postgres when `[store] url` is set, else sled).
 pub async fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
     let store = crate::store::open(&cfg.store).await?;

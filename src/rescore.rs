@@ -567,14 +567,7 @@ fn progress_bar(mode: ProgressMode, total: u64, already: usize) -> Option<indica
         }
         return None;
     }
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} groups · {per_sec} · ETA {eta} {msg}",
-        )
-        .expect("a valid template"),
-    );
-    Some(bar)
+    Some(crate::cli::progress_bar(total, "groups"))
 }
 
 #[cfg(test)]

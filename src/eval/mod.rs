@@ -485,15 +485,7 @@ async fn judge_all(
 
 fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} judgings · {per_sec} · ETA {eta}",
-        )
-        .expect("a valid template"),
-    );
-    Some(bar)
+    std::io::stderr()
+        .is_terminal()
+        .then(|| crate::cli::progress_bar(total, "judgings"))
 }
