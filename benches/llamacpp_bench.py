@@ -76,6 +76,15 @@ def main():
     print(f"\nfour orders of the group through gavel: {ours['four_orders_s']:.1f} s, "
           f"{ours['four_orders_new_calls']} new calls, {ours['four_orders_cached_prompt_tokens']} of "
           f"{ours['four_orders_prompt_tokens']} prompt tokens reused from the prefix cache")
+    print(f"CPU features: {' '.join(ours.get('cpu_features', []))}")
+    modes = ours.get("modes") or {}
+    if modes:
+        base = modes["listwise"]["group_s"]
+        print("\n| judging mode, one cold group | s | × listwise | judge calls | prefilled | reused | forward passes |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, m in modes.items():
+            print(f"| {name} | {m['group_s']:.1f} | {m['group_s'] / base:.2f} | {m['judge_calls']} | "
+                  f"{m['prefilled_tokens']} | {m['reused_tokens']} | {m['forward_passes']} |")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,9 @@ fn main() {
     j.device = device.clone();
     j.max_explanation_bytes = 80;
     j.deadline_s = 3600.0;
+    // The listwise verdict is what llama.cpp's decode is compared with; the probability modes
+    // are timed below on a store of their own.
+    j.mode = Some(gavel::prompt::JudgeMode::Listwise);
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
     cfg.judges.insert("local".into(), j);
@@ -104,6 +107,38 @@ fn main() {
         let r = scorer.score_group(&req4).await.unwrap();
         (t.elapsed(), r.usage)
     });
+    // Each judging mode on the same group, cold (a fresh store and a fresh prefix cache, so
+    // nothing is reused from the runs above): seconds, prompt tokens prefilled and reused,
+    // forward passes. Explanations off in every mode, as the probability modes have none.
+    let mut modes = serde_json::Map::new();
+    for mode in ["listwise", "pointwise", "pairwise"] {
+        let mut cfg = cfg.clone();
+        if let Some(j) = cfg.judges.get_mut("local") {
+            j.max_explanation_bytes = 0;
+        }
+        let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());
+        let scorer = Scorer::new(&cfg, store).unwrap();
+        let mut r = req.clone();
+        r.judge_mode = Some(mode.parse().unwrap());
+        let (t, u) = rt.block_on(async {
+            let t = Instant::now();
+            let out = scorer.score_group(&r).await.unwrap();
+            (t.elapsed(), out.usage)
+        });
+        eprintln!("{mode}: {:.2} s, {u:?}", t.as_secs_f64());
+        modes.insert(
+            mode.into(),
+            json!({
+                "group_s": t.as_secs_f64(),
+                "judge_calls": u.judge_calls,
+                "prompt_tokens": u.prompt_tokens,
+                "prefilled_tokens": u.prompt_tokens - u.cached_prompt_tokens,
+                "reused_tokens": u.cached_prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "forward_passes": u.forward_passes,
+            }),
+        );
+    }
     let tps = |n: usize, d: Duration| n as f64 / d.as_secs_f64();
     let result = json!({
         "engine": "gavel (candle)",
@@ -123,7 +158,30 @@ fn main() {
         "four_orders_new_calls": perm4_usage.judge_calls,
         "four_orders_prompt_tokens": perm4_usage.prompt_tokens,
         "four_orders_cached_prompt_tokens": perm4_usage.cached_prompt_tokens,
+        "cpu_features": cpu_features(),
+        "modes": modes,
     });
     println!("{}", serde_json::to_string_pretty(&result).unwrap());
     std::fs::write(out.join("candle.json"), result.to_string()).unwrap();
+}
+
+/// The SIMD features the kernels pick from at run time (BENCHMARKS.md records them per run).
+fn cpu_features() -> Vec<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut f = Vec::new();
+        macro_rules! has {
+            ($($name:tt),*) => {$(
+                if std::arch::is_x86_feature_detected!($name) {
+                    f.push($name);
+                }
+            )*};
+        }
+        has!("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avxvnni");
+        f
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Vec::new()
+    }
 }

@@ -79,6 +79,7 @@ fn bench_hits(c: &mut Criterion) {
             prompt_tokens: r.prompt_tokens,
             completion_tokens: 100,
             cached_prompt_tokens: 0,
+            forward_passes: 0,
             calls: 1,
             counted_prompt_tokens: r.prompt_tokens,
             counted_prompt_tokens_without_dedup: r.prompt_tokens_without_dedup,

@@ -169,13 +169,19 @@ pub struct JudgeConfig {
     #[serde(default = "yes")]
     pub expected_score: bool,
     /// How the judge is asked (`listwise`, or for local judges `pointwise` / `pairwise`);
-    /// a request's `judge_mode` overrides it.
+    /// a request's `judge_mode` overrides it. Default: `pointwise` for local judges (the most
+    /// accurate on the labelled sets, README "Judge quality"), `listwise` for remote ones.
     #[serde(default)]
-    pub mode: crate::prompt::JudgeMode,
+    pub mode: Option<crate::prompt::JudgeMode>,
     /// local, pairwise mode: in groups of more than 8 distinct trajectories, how many others
     /// each one meets (in both orders); smaller groups meet every pair.
     #[serde(default = "default_pairwise_opponents")]
     pub pairwise_opponents: usize,
+    /// local, pointwise and pairwise modes: after a group's scores are read, decode a short
+    /// explanation for each trajectory (at most `max_explanation_bytes`). The scores are fixed
+    /// before it starts, so it never changes them; it costs decode time.
+    #[serde(default)]
+    pub explain: bool,
 }
 
 fn default_pairwise_opponents() -> usize {
@@ -253,9 +259,19 @@ impl JudgeConfig {
             prefix_cache_entries: default_prefix_cache_entries(),
             seed: 0,
             expected_score: true,
-            mode: crate::prompt::JudgeMode::Listwise,
+            mode: None,
             pairwise_opponents: default_pairwise_opponents(),
+            explain: false,
         }
+    }
+
+    /// The mode this judge is asked in when a request names none: its `mode`, else pointwise
+    /// for a local judge and listwise for a remote one.
+    pub fn effective_mode(&self) -> crate::prompt::JudgeMode {
+        self.mode.unwrap_or(match self.backend {
+            Backend::Local => crate::prompt::JudgeMode::LOCAL_DEFAULT,
+            Backend::Openai => crate::prompt::JudgeMode::Listwise,
+        })
     }
 
     /// A local judge with every default, for `model_path`.
@@ -587,11 +603,11 @@ impl Config {
                         "[judges.{name}]: pairwise_opponents must be > 0"
                     )));
                 }
-                Backend::Openai if j.mode.reads_probabilities() => {
+                Backend::Openai if j.mode.is_some_and(|m| m.reads_probabilities()) => {
                     return Err(invalid(format!(
                         "[judges.{name}]: mode \"{}\" reads token probabilities: it needs \
                          backend \"local\"",
-                        j.mode.name()
+                        j.mode.map_or("", |m| m.name())
                     )));
                 }
                 _ => {}

@@ -532,7 +532,8 @@ async fn real_model_eval_produces_a_complete_report() {
     };
     let s = CliSetup::new(&format!(
         "default_judge = \"local\"\n[judges.local]\nbackend = \"local\"\nmodel_path = {}\n\
-         max_explanation_bytes = 0\ndeadline_s = 3600\n\n[server]\nrequest_timeout_s = 3600\n",
+         mode = \"listwise\"\nmax_explanation_bytes = 0\ndeadline_s = 3600\n\n\
+         [server]\nrequest_timeout_s = 3600\n",
         toml::Value::String(model.to_string_lossy().into_owned())
     ));
     let file = format!("{EVALS}/halueval_qa.jsonl");
@@ -605,4 +606,36 @@ async fn real_model_eval_produces_a_complete_report() {
     assert!(std::fs::read_to_string(&html)
         .unwrap()
         .contains("Pairwise accuracy"));
+}
+
+/// With `GAVEL_TEST_MODEL_1_5B` (CI: the 1.5B test model): a local judge in its default mode
+/// (pointwise) ranks the right answer above the hallucinated one on the first 20 groups of the
+/// shipped QA set with pairwise accuracy of at least 0.8, and the order the group comes in
+/// changes nothing (flip rate 0: each answer is judged alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_1_5b_model_ranks_the_qa_set() {
+    let Some(model) = std::env::var_os("GAVEL_TEST_MODEL_1_5B") else {
+        eprintln!("skipped: set GAVEL_TEST_MODEL_1_5B to the 1.5B test model (tools/fetch-test-model.sh 1.5b)");
+        return;
+    };
+    let s = CliSetup::new(&format!(
+        "default_judge = \"local\"\n[judges.local]\nbackend = \"local\"\nmodel_path = {}\n\
+         deadline_s = 3600\n\n[server]\nrequest_timeout_s = 3600\n",
+        toml::Value::String(model.to_string_lossy().into_owned())
+    ));
+    let file = format!("{EVALS}/halueval_qa.jsonl");
+    let t0 = std::time::Instant::now();
+    let args = ["--limit", "20", "--format", "json", &file];
+    let out = run_within(s.command("eval", &args), Duration::from_secs(3600)).await;
+    eprintln!("20 groups, 2 orders, in {:?}", t0.elapsed());
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    let r = result(&report, "halueval_qa", "local");
+    eprintln!("{}", serde_json::to_string(r).unwrap());
+    assert_eq!(r["judge_mode"], "pointwise", "{r}");
+    assert_eq!(r["groups"], 20);
+    assert_eq!(r["valid_groups"], 20, "{r}");
+    let acc = f(&r["pairwise_accuracy"]);
+    assert!(acc >= 0.8, "pairwise accuracy {acc} < 0.8: {r}");
+    assert_eq!(f(&r["position"]["flip_rate"]), 0.0, "{r}");
 }

@@ -184,10 +184,13 @@ fn combos(args: &EvalArgs, cfg: &Config) -> Vec<Variant> {
     for judge in each(&args.judges) {
         for rubric in each(&args.rubrics) {
             for mode in each(&args.modes) {
+                let name = judge.clone().unwrap_or_else(|| default_judge.clone());
+                // The mode the judge will be asked in: the one asked for, else its config's.
+                let asked = mode.or_else(|| cfg.judges.get(&name).map(|j| j.effective_mode()));
                 let combo = Combo {
-                    judge: judge.clone().unwrap_or_else(|| default_judge.clone()),
+                    judge: name,
                     rubric: rubric.clone().unwrap_or_else(|| "as in file".into()),
-                    judge_mode: mode.map_or("as configured", JudgeMode::name).to_string(),
+                    judge_mode: asked.map_or("as configured", JudgeMode::name).to_string(),
                 };
                 out.push(Variant {
                     judge: judge.clone(),

@@ -97,7 +97,11 @@ pub struct EvalUsage {
     pub cache_hits: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those a local judge reused from a cached prefix (the rest it
+    /// prefilled).
     pub cached_prompt_tokens: u64,
+    /// Forward passes a local judge's model ran.
+    pub forward_passes: u64,
 }
 
 /// Pairwise accuracy of one reward component (`judge`, a verifier) on its own.
@@ -292,6 +296,7 @@ pub fn set_result(
                     usage.prompt_tokens += u.prompt_tokens;
                     usage.completion_tokens += u.completion_tokens;
                     usage.cached_prompt_tokens += u.cached_prompt_tokens;
+                    usage.forward_passes += u.forward_passes;
                     if resp.rewards.iter().any(Option::is_none) {
                         invalid += 1;
                         *errors.entry("null_reward".into()).or_default() += 1;

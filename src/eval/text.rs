@@ -98,6 +98,15 @@ fn block(out: &mut String, r: &SetResult, orders: usize) {
         r.seconds_per_group
             .map_or_else(|| "—".into(), |s| format!("{s:.2}"))
     );
+    if u.forward_passes > 0 {
+        let _ = writeln!(
+            out,
+            "  model: {} prompt tokens prefilled · {} reused from the prefix cache · {} forward passes",
+            u.prompt_tokens.saturating_sub(u.cached_prompt_tokens),
+            u.cached_prompt_tokens,
+            u.forward_passes
+        );
+    }
 }
 
 /// The whole summary.

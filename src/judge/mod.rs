@@ -71,6 +71,8 @@ pub struct Completion {
     /// Prompt tokens the judge did not prefill again: the KV cache of a shared prefix was
     /// reused (local judge; 0 for a remote one).
     pub cached_prompt_tokens: u64,
+    /// Forward passes a local judge's model ran for it (0 for a remote judge).
+    pub forward_passes: u64,
     /// Attempts made, 1 when the first succeeded.
     pub attempts: u32,
     /// Retries by cause (timeout, connection, http_429, http_5xx, http_408, http_409, bad_reply).
@@ -94,6 +96,8 @@ pub struct ChoiceProbabilities {
     pub prompt_tokens: u64,
     /// Prompt tokens whose KV was reused, not prefilled.
     pub cached_prompt_tokens: u64,
+    /// Forward passes the model ran for it (one prefill).
+    pub forward_passes: u64,
 }
 
 /// The judges gavel can use (a closed set: each backend is a variant).
@@ -251,6 +255,29 @@ impl Judge {
             #[cfg(feature = "local")]
             Judge::Local(l) => l.pairwise_opponents,
             _ => 4,
+        }
+    }
+
+    /// Probability modes: whether each score gets a decoded explanation (`explain = true`).
+    pub fn explains(&self) -> bool {
+        match self {
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.explain,
+            _ => false,
+        }
+    }
+
+    /// A free-text explanation, after a probability-mode score (local judges that
+    /// [`Judge::explains`]).
+    pub async fn explain(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+        match self {
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.explain(messages).await,
+            Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
+            _ => Err(JudgeError::Unavailable(format!(
+                "judge {:?} does not explain probability-mode scores",
+                self.info().name
+            ))),
         }
     }
 

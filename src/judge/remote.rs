@@ -338,6 +338,7 @@ impl RemoteJudge {
                         prompt_tokens,
                         completion_tokens,
                         cached_prompt_tokens: 0,
+                        forward_passes: 0,
                         attempts: attempt,
                         retries,
                     });

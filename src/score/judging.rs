@@ -478,6 +478,7 @@ impl Scorer {
                             usage.prompt_tokens = v.prompt_tokens;
                             usage.completion_tokens = v.completion_tokens;
                             usage.cached_prompt_tokens = v.cached_prompt_tokens;
+                            usage.forward_passes = v.forward_passes;
                             usage.retries = v.retries.clone();
                             usage.cost = judge.cost(v.prompt_tokens, v.completion_tokens);
                             v
@@ -526,6 +527,7 @@ impl Scorer {
             let (mut prompt_tokens, mut completion_tokens, mut calls) =
                 (first.prompt_tokens, first.completion_tokens, 1u32);
             let mut cached = first.cached_prompt_tokens;
+            let mut forwards = first.forward_passes;
             let mut retries = first.retries;
             let parsed = match parse_verdict(&first.text, &opts) {
                 Ok(scores) => scores,
@@ -546,6 +548,7 @@ impl Scorer {
                     prompt_tokens += second.prompt_tokens;
                     completion_tokens += second.completion_tokens;
                     cached += second.cached_prompt_tokens;
+                    forwards += second.forward_passes;
                     calls += 1;
                     for (cause, n) in second.retries {
                         *retries.entry(cause).or_default() += n;
@@ -563,12 +566,13 @@ impl Scorer {
                 completion_tokens,
                 cached,
                 first_prompt_tokens,
+                forwards,
             );
             Ok::<_, JudgeError>((parsed, tokens, calls, retries))
         };
         let (
             parsed,
-            (prompt_tokens, completion_tokens, cached_prompt_tokens, first_prompt_tokens),
+            (prompt_tokens, completion_tokens, cached_prompt_tokens, first_prompt_tokens, forward_passes),
             calls,
             retries,
         ) = tokio::time::timeout(deadline, conversation)
@@ -593,6 +597,7 @@ impl Scorer {
             prompt_tokens,
             completion_tokens,
             cached_prompt_tokens,
+            forward_passes,
             calls,
             counted_prompt_tokens: counted,
             counted_prompt_tokens_without_dedup: without,

@@ -75,21 +75,70 @@ pub fn pair_schedule(m: usize, opponents: usize) -> Vec<(usize, usize)> {
     pairs
 }
 
-/// Candidate scores from pairwise preferences: `prefs[k]` is the probability that the first of
-/// `pairs[k]` is better. Each candidate's score is its mean preference over every comparison it
-/// took part in (as first or second); a candidate never compared scores ½.
-pub fn mean_preferences(m: usize, pairs: &[(usize, usize)], prefs: &[f64]) -> Vec<f64> {
-    let mut won = vec![0.0; m];
-    let mut met = vec![0usize; m];
+/// Candidate scores from pairwise preferences by Bradley–Terry: `prefs[k]` is the probability
+/// that the first of `pairs[k]` is better, counted as that fraction of a win. The strengths `p`
+/// maximize the likelihood of those outcomes under P(a beats b) = p_a / (p_a + p_b), fitted by
+/// Hunter's MM iteration; a candidate's score is its fitted chance of beating a member of the
+/// group, averaged over the others, so it lies in (0, 1) and is ½ for a group of equals.
+///
+/// When every pair is asked equally often (groups up to [`ALL_PAIRS_UP_TO`]) this equals the
+/// candidate's mean preference; on the ring schedule of larger groups it also weighs whom a
+/// candidate met (a win over a strong candidate counts more). A candidate never compared
+/// scores ½.
+pub fn bradley_terry(m: usize, pairs: &[(usize, usize)], prefs: &[f64]) -> Vec<f64> {
+    // Wins strictly inside (0, 1): the likelihood has no finite maximum for a candidate that
+    // never wins (or never loses) a fraction, and a probability read from a softmax can round
+    // to exactly 0 or 1.
+    const EDGE: f64 = 1e-6;
+    let mut wins = vec![0.0; m];
+    let mut met = vec![vec![0.0; m]; m];
     for (&(a, b), &p) in pairs.iter().zip(prefs) {
-        won[a] += p;
-        won[b] += 1.0 - p;
-        met[a] += 1;
-        met[b] += 1;
+        let p = p.clamp(EDGE, 1.0 - EDGE);
+        wins[a] += p;
+        wins[b] += 1.0 - p;
+        met[a][b] += 1.0;
+        met[b][a] += 1.0;
     }
-    won.iter()
-        .zip(&met)
-        .map(|(w, &n)| if n == 0 { 0.5 } else { w / n as f64 })
+    let mut strength = vec![1.0; m];
+    for _ in 0..10_000 {
+        let next: Vec<f64> = (0..m)
+            .map(|i| {
+                let denom: f64 = (0..m)
+                    .filter(|&j| met[i][j] > 0.0)
+                    .map(|j| met[i][j] / (strength[i] + strength[j]))
+                    .sum();
+                if denom > 0.0 {
+                    wins[i] / denom
+                } else {
+                    strength[i]
+                }
+            })
+            .collect();
+        // Strengths are defined up to a factor: keep their geometric mean at 1.
+        let log_mean = next.iter().map(|p| p.ln()).sum::<f64>() / m as f64;
+        let next: Vec<f64> = next.iter().map(|p| p / log_mean.exp()).collect();
+        let moved = next
+            .iter()
+            .zip(&strength)
+            .map(|(a, b)| (a.ln() - b.ln()).abs())
+            .fold(0.0, f64::max);
+        strength = next;
+        if moved < 1e-12 {
+            break;
+        }
+    }
+    (0..m)
+        .map(|i| {
+            if met[i].iter().all(|&n| n == 0.0) {
+                return 0.5;
+            }
+            let others = (0..m).filter(|&j| j != i);
+            others
+                .clone()
+                .map(|j| strength[i] / (strength[i] + strength[j]))
+                .sum::<f64>()
+                / others.count() as f64
+        })
         .collect()
 }
 
@@ -132,11 +181,60 @@ pub(super) fn probe_key(judge: &Judge, probe: &ProbePlan, rubric: &Rubric) -> St
     m.insert("schema".into(), json!(CACHE_SCHEMA));
     m.insert("judge".into(), judge.identity());
     m.insert("mode".into(), json!(probe.mode.name()));
+    if probe.mode == JudgeMode::Pairwise {
+        m.insert("scores".into(), json!("bradley_terry"));
+    }
+    if judge.explains() {
+        m.insert("explain".into(), json!(true));
+    }
     m.insert("template".into(), json!(probe.template_version));
     m.insert("rubric".into(), json!(rubric.judge_version));
     let messages: Vec<_> = probe.prompts.iter().map(|p| &p.messages).collect();
     m.insert("messages".into(), json!(messages));
     content_hash(&m)
+}
+
+/// What asking a sample's prompts cost the judge.
+#[derive(Default)]
+struct Tally {
+    prompt: u64,
+    completion: u64,
+    cached: u64,
+    forwards: u64,
+    /// Calls beyond the probes (explanations).
+    calls: u32,
+}
+
+/// Asked after a score is read, in the same conversation (so the model explains the answer it
+/// gave).
+const EXPLAIN_QUESTION: &str = "In one or two sentences, explain your answer.";
+
+/// The conversation that explains candidate `c`'s score: its pointwise prompt, or in pairwise
+/// mode the first pair it was shown first in, followed by the answer the model found more
+/// likely and [`EXPLAIN_QUESTION`]. None when it was never asked about.
+fn explanation_prompt(
+    probe: &ProbePlan,
+    firsts: &[f64],
+    c: usize,
+) -> Option<Vec<crate::prompt::ChatMessage>> {
+    use crate::prompt::ChatMessage;
+    let (k, answer) = match probe.mode {
+        JudgeMode::Pairwise => {
+            let k = probe.pairs.iter().position(|&(a, _)| a == c)?;
+            (k, if firsts[k] >= 0.5 { "1" } else { "2" })
+        }
+        _ => (c, if *firsts.get(c)? >= 0.5 { "Yes" } else { "No" }),
+    };
+    let mut messages = probe.prompts.get(k)?.messages.clone();
+    messages.push(ChatMessage {
+        role: "assistant".into(),
+        content: answer.into(),
+    });
+    messages.push(ChatMessage {
+        role: "user".into(),
+        content: EXPLAIN_QUESTION.into(),
+    });
+    Some(messages)
 }
 
 impl Scorer {
@@ -157,17 +255,34 @@ impl Scorer {
             _ => yes_no(),
         };
         let asking = async {
-            let (mut prompt_tokens, mut cached) = (0u64, 0u64);
+            let mut t = Tally::default();
             let mut firsts = Vec::with_capacity(probe.prompts.len());
             for p in &probe.prompts {
                 let r = judge.choice_probabilities(&p.messages, &choices).await?;
-                prompt_tokens += r.prompt_tokens;
-                cached += r.cached_prompt_tokens;
+                t.prompt += r.prompt_tokens;
+                t.cached += r.cached_prompt_tokens;
+                t.forwards += r.forward_passes;
                 firsts.push(r.shares[0]);
             }
-            Ok::<_, JudgeError>((firsts, prompt_tokens, cached))
+            // Explanations come after every probability was read: they cannot move a score.
+            let mut explanations = vec![String::new(); m];
+            if judge.explains() {
+                for (c, text) in explanations.iter_mut().enumerate() {
+                    let Some(messages) = explanation_prompt(probe, &firsts, c) else {
+                        continue;
+                    };
+                    let r = judge.explain(&messages).await?;
+                    t.prompt += r.prompt_tokens;
+                    t.completion += r.completion_tokens;
+                    t.cached += r.cached_prompt_tokens;
+                    t.forwards += r.forward_passes;
+                    t.calls += 1;
+                    *text = r.text;
+                }
+            }
+            Ok::<_, JudgeError>((firsts, explanations, t))
         };
-        let (firsts, prompt_tokens, cached_prompt_tokens) =
+        let (firsts, mut explanations, t) =
             tokio::time::timeout(deadline, asking).await.map_err(|_| {
                 JudgeError::Timeout(format!(
                     "judge {name:?}: verdict deadline of {:.1}s passed",
@@ -175,9 +290,10 @@ impl Scorer {
                 ))
             })??;
         let scores = match probe.mode {
-            JudgeMode::Pairwise => mean_preferences(m, &probe.pairs, &firsts),
+            JudgeMode::Pairwise => bradley_terry(m, &probe.pairs, &firsts),
             _ => firsts,
         };
+        let calls = probe.prompts.len() as u32 + t.calls;
         Ok(StoredVerdict {
             scores: scores
                 .into_iter()
@@ -185,16 +301,17 @@ impl Scorer {
                 .map(|(c, s)| StoredScore {
                     id: (c + 1).to_string(),
                     score: Some(s),
-                    explanation: String::new(),
+                    explanation: std::mem::take(&mut explanations[c]),
                     items: Vec::new(),
                 })
                 .collect(),
-            prompt_tokens,
-            completion_tokens: 0,
-            cached_prompt_tokens,
-            calls: probe.prompts.len() as u32,
-            counted_prompt_tokens: prompt_tokens,
-            counted_prompt_tokens_without_dedup: prompt_tokens,
+            prompt_tokens: t.prompt,
+            completion_tokens: t.completion,
+            cached_prompt_tokens: t.cached,
+            forward_passes: t.forwards,
+            calls,
+            counted_prompt_tokens: t.prompt,
+            counted_prompt_tokens_without_dedup: t.prompt,
             model: judge.info().model,
             created_unix: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -239,20 +356,34 @@ mod tests {
     }
 
     #[test]
-    fn mean_preference_by_hand() {
+    fn bradley_terry_by_hand() {
+        let close = |got: &[f64], want: &[f64]| {
+            got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9)
+        };
         // Three candidates, all six ordered pairs. P(first better):
         // (0,1) .9 (0,2) .8 (1,0) .3 (1,2) .6 (2,0) .1 (2,1) .5
+        // Every pair met twice, so the fitted win rate is the share of wins (the likelihood
+        // equations say Σ_j 2·p_i/(p_i+p_j) = W_i):
         // 0: .9 + .8 + (1-.3) + (1-.1) = 3.3 over 4 → .825
         // 1: (1-.9) + .3 + .6 + (1-.5) = 1.5 / 4 → .375
         // 2: (1-.8) + (1-.6) + .1 + .5 = 1.2 / 4 → .3
         let pairs = pair_schedule(3, 4);
-        let s = mean_preferences(3, &pairs, &[0.9, 0.8, 0.3, 0.6, 0.1, 0.5]);
-        for (got, want) in s.iter().zip([0.825, 0.375, 0.3]) {
-            assert!((got - want).abs() < 1e-12, "{s:?}");
-        }
+        let s = bradley_terry(3, &pairs, &[0.9, 0.8, 0.3, 0.6, 0.1, 0.5]);
+        assert!(close(&s, &[0.825, 0.375, 0.3]), "{s:?}");
+        // A chain: 0 meets 1 and 1 meets 2 (both orders), never 0 and 2. 0 beats 1 and 1 beats
+        // 2 two times in three: p0 = 2·p1 = 4·p2, so strengths 4, 2, 1 and win rates
+        // 0: (4/6 + 4/5)/2 = 11/15, 1: (2/6 + 2/3)/2 = 1/2, 2: (1/5 + 1/3)/2 = 4/15.
+        // The mean preference would give 2/3, 1/2, 1/3: it ignores that 0 > 1 > 2.
+        let chain = [(0, 1), (1, 0), (1, 2), (2, 1)];
+        let s = bradley_terry(3, &chain, &[2.0 / 3.0, 1.0 / 3.0, 2.0 / 3.0, 1.0 / 3.0]);
+        assert!(close(&s, &[11.0 / 15.0, 0.5, 4.0 / 15.0]), "{s:?}");
         // A judge that always prefers the first shown: both orders cancel, every score ½.
-        let s = mean_preferences(3, &pairs, &[1.0; 6]);
-        assert!(s.iter().all(|x| (x - 0.5).abs() < 1e-12), "{s:?}");
-        assert_eq!(mean_preferences(2, &[], &[]), vec![0.5, 0.5]);
+        let s = bradley_terry(3, &pairs, &[1.0; 6]);
+        assert!(s.iter().all(|x| (x - 0.5).abs() < 1e-9), "{s:?}");
+        // Nobody compared: ½ each.
+        assert_eq!(bradley_terry(2, &[], &[]), vec![0.5, 0.5]);
+        // One candidate always wins outright: finite scores, ordered, inside (0, 1).
+        let s = bradley_terry(3, &pairs, &[1.0, 1.0, 0.0, 0.5, 0.0, 0.5]);
+        assert!(s.iter().all(|x| *x > 0.0 && *x < 1.0) && s[0] > 0.99, "{s:?}");
     }
 }

@@ -63,6 +63,11 @@ pub struct Usage {
     /// reused across permutations and requests).
     #[serde(skip_serializing_if = "is_zero")]
     pub cached_prompt_tokens: u64,
+    /// Forward passes a local judge's model ran for this request (0 on a cache hit): a
+    /// prefill is one, each decoded token one. With `prompt_tokens - cached_prompt_tokens`
+    /// (the tokens prefilled) it says what the scoring cost the model.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub forward_passes: u64,
     /// Our count of the judge prompt as sent, and of the same group sent without dedup.
     pub prompt_tokens_deduped: u64,
     pub prompt_tokens_without_dedup: u64,
@@ -91,6 +96,7 @@ impl Usage {
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
         self.cached_prompt_tokens += o.cached_prompt_tokens;
+        self.forward_passes += o.forward_passes;
         self.prompt_tokens_deduped += o.prompt_tokens_deduped;
         self.prompt_tokens_without_dedup += o.prompt_tokens_without_dedup;
         self.tokens_saved_by_dedup += o.tokens_saved_by_dedup;

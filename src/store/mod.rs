@@ -63,6 +63,9 @@ pub struct StoredVerdict {
     /// Of `prompt_tokens`, those a local judge reused from a cached prefix.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_prompt_tokens: u64,
+    /// Forward passes a local judge's model ran for this verdict.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forward_passes: u64,
     /// Judge calls made (2 when a structural re-ask was needed).
     pub calls: u32,
     /// Our own count of the deduplicated prompt, and of the same prompt without dedup.

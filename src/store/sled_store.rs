@@ -211,6 +211,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 5,
             cached_prompt_tokens: 0,
+            forward_passes: 0,
             calls: 1,
             counted_prompt_tokens: 9,
             counted_prompt_tokens_without_dedup: 20,

@@ -20,7 +20,7 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(0);
     let cfg = local_config(&model, &tmp.path().join("store"), |j| {
-        j.mode = JudgeMode::Pointwise;
+        j.mode = Some(JudgeMode::Pointwise);
     });
     let gavel = Gavel::start(cfg).await;
     let rag = example("rag_answer.json");
@@ -39,6 +39,12 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
         "one probe per trajectory"
     );
     assert_eq!(usage(&body, "completion_tokens"), 0, "nothing decoded");
+    // One forward pass per probe: the prompt's new tokens in one prefill, no decoding.
+    assert_eq!(usage(&body, "forward_passes"), n as u64, "{}", body["usage"]);
+    // No explanations unless `explain = true`.
+    for s in body["scores"].as_array().unwrap() {
+        assert_eq!(s["explanation"].as_str().unwrap_or(""), "", "{body}");
+    }
     // Every prompt after the first starts from the KV of the shared prefix (system message,
     // rubric, shared context): at least that much of each of the n − 1 later prompts is reused.
     let (prompt, cached) = (
@@ -105,6 +111,46 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
         "{body}"
     );
     gavel.stop().await;
+}
+
+/// A local judge whose config names no mode judges pointwise (the default the README's
+/// figures chose); `explain = true` adds an explanation to each score after it is read, and the
+/// scores are those of the judge without explanations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_mode_is_pointwise_and_explanations_never_move_a_score() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_models(tmp.path()).remove(0);
+    let plain = Gavel::start(local_config(&model, &tmp.path().join("a"), |j| j.mode = None)).await;
+    let rag = example("rag_answer.json");
+    let n = rag["trajectories"].as_array().unwrap().len();
+    let (status, body) = plain.post("/v1/score_group", &rag).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["template"]["name"], "pointwise", "{body}");
+    let scores = rewards(&body);
+    plain.stop().await;
+
+    let explaining = Gavel::start(local_config(&model, &tmp.path().join("b"), |j| {
+        j.mode = None;
+        j.explain = true;
+        j.max_explanation_bytes = 24;
+    }))
+    .await;
+    let (status, body) = explaining.post("/v1/score_group", &rag).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(rewards(&body), scores, "an explanation changed a score");
+    // n probes, then n explanations decoded (random weights still emit tokens).
+    assert_eq!(usage(&body, "judge_calls"), 2 * n as u64, "{}", body["usage"]);
+    assert!(usage(&body, "completion_tokens") > 0, "{}", body["usage"]);
+    assert!(usage(&body, "forward_passes") > 2 * n as u64, "{}", body["usage"]);
+    let explanations: Vec<&str> = body["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["explanation"].as_str().unwrap_or(""))
+        .collect();
+    assert!(explanations.iter().all(|e| e.len() <= 24), "{body}");
+    assert!(explanations.iter().any(|e| !e.is_empty()), "{body}");
+    explaining.stop().await;
 }
 
 /// A trajectory's pointwise score does not depend on the order the group's prompts were asked

@@ -68,6 +68,9 @@ pub struct Request {
     pub ids: Vec<String>,
     /// Checklist item ids each trajectory's verdict lists (empty: no checklist).
     pub items: Vec<String>,
+    /// Free text of at most this many bytes instead of a verdict: no grammar, greedy, ends at
+    /// the model's end of turn or the cap (explanations in the probability modes).
+    pub free_text_bytes: Option<usize>,
 }
 
 /// A prompt whose next-token distribution is read instead of decoded: how likely each choice
@@ -91,6 +94,8 @@ pub struct Probed {
     pub prompt_tokens: u64,
     /// Prompt tokens whose KV came from an earlier sequence (not prefilled again).
     pub cached_prompt_tokens: u64,
+    /// Forward passes of the model this took (prefill chunks count as one pass).
+    pub forward_passes: u64,
     pub queued: Duration,
     pub prefill: Duration,
 }
@@ -106,6 +111,9 @@ pub struct Generated {
     pub completion_tokens: u64,
     /// Of them, tokens the grammar forced and that were run as one batch each.
     pub forced_tokens: u64,
+    /// Forward passes of the model this took: the prefill, each decoded token, each batch of
+    /// forced tokens.
+    pub forward_passes: u64,
     pub queued: Duration,
     pub prefill: Duration,
     pub decode: Duration,

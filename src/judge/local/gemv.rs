@@ -14,6 +14,10 @@ use rayon::prelude::*;
 
 const BLOCK: usize = 32;
 
+/// Weight rows one dequantization task handles: big enough that the pool's per-task cost
+/// vanishes, small enough to spread a projection over all cores.
+const ROWS_PER_TASK: usize = 16;
+
 /// A weight matrix `[n, k]` (rows are output features) in one of the two formats.
 #[derive(Debug)]
 pub(crate) struct QuantRows {
@@ -98,19 +102,38 @@ impl QuantRows {
         (self.n, self.k)
     }
 
-    /// The weights as f32, `[n, k]` row-major.
+    /// The weights as f32, `[n, k]` row-major. A prefill calls this for every projection of
+    /// every layer, so each format has its own straight loop (no per-value branch), which the
+    /// compiler vectorizes.
     pub fn dequantize(&self) -> Vec<f32> {
         let mut out = vec![0f32; self.n * self.k];
-        out.par_chunks_mut(self.k).enumerate().for_each(|(r, row)| {
-            let kb = self.k / BLOCK;
-            for (b, vals) in row.chunks_exact_mut(BLOCK).enumerate() {
-                let i = r * kb + b;
-                let d = self.scales[i];
-                for (j, v) in vals.iter_mut().enumerate() {
-                    *v = d * f32::from(self.quant(i, j));
+        out.par_chunks_mut(self.k * ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(t, rows)| {
+                let first = t * ROWS_PER_TASK * self.k / BLOCK;
+                for (b, vals) in rows.chunks_exact_mut(BLOCK).enumerate() {
+                    let i = first + b;
+                    let d = self.scales[i];
+                    match &self.quants {
+                        Quants::Q8(v) => {
+                            for (o, &q) in vals.iter_mut().zip(&v[i * BLOCK..(i + 1) * BLOCK]) {
+                                *o = d * f32::from(q);
+                            }
+                        }
+                        Quants::Q5 { nibbles, high } => {
+                            let bytes = &nibbles[i * BLOCK / 2..(i + 1) * BLOCK / 2];
+                            let h = high[i];
+                            let (lo, hi) = vals.split_at_mut(BLOCK / 2);
+                            for (j, &byte) in bytes.iter().enumerate() {
+                                let a = (byte & 0x0F) | ((((h >> j) & 1) as u8) << 4);
+                                let c = (byte >> 4) | ((((h >> (j + 16)) & 1) as u8) << 4);
+                                lo[j] = d * f32::from(a as i8 - 16);
+                                hi[j] = d * f32::from(c as i8 - 16);
+                            }
+                        }
+                    }
                 }
-            }
-        });
+            });
         out
     }
 

@@ -63,9 +63,11 @@ impl Worker {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Generated, EngineError> {
         let t0 = Instant::now();
+        let passes = self.model.forward_passes();
         let prompt = self.model.prompt_tokens(&req.messages)?;
         let context = self.model.context_length();
-        let grammar = self.settings.constrained.then(|| {
+        let free_text = req.free_text_bytes;
+        let grammar = (self.settings.constrained && free_text.is_none()).then(|| {
             VerdictGrammar::new(
                 req.ids.clone(),
                 req.items.clone(),
@@ -126,6 +128,12 @@ impl Worker {
             if d.grammar.is_none() && d.ids.len() >= self.settings.max_tokens {
                 break;
             }
+            if let Some(cap) = free_text {
+                d.bytes.extend_from_slice(&self.model.vocab_bytes()[id as usize]);
+                if d.bytes.len() >= cap {
+                    break;
+                }
+            }
             if d.grammar
                 .is_some_and(|g| g.is_complete(d.cursor.as_ref().expect("cursor")))
             {
@@ -150,6 +158,7 @@ impl Worker {
             cached_prompt_tokens: reused.min(prompt.len()) as u64,
             completion_tokens: d.ids.len() as u64,
             forced_tokens: d.forced,
+            forward_passes: self.model.forward_passes() - passes,
             queued: Default::default(),
             prefill,
             decode: t1.elapsed(),
@@ -161,6 +170,7 @@ impl Worker {
     /// prefill it once), no decoding.
     pub fn probe(&mut self, req: &ProbeRequest) -> Result<Probed, EngineError> {
         let t0 = Instant::now();
+        let passes = self.model.forward_passes();
         let prompt = self.model.prompt_tokens(&req.messages)?;
         let context = self.model.context_length();
         if prompt.len() >= context {
@@ -214,6 +224,7 @@ impl Worker {
             coverage,
             prompt_tokens: prompt.len() as u64,
             cached_prompt_tokens: reused.min(prompt.len()) as u64,
+            forward_passes: self.model.forward_passes() - passes,
             queued: Default::default(),
             prefill: t0.elapsed(),
         })

@@ -28,6 +28,8 @@ pub struct LocalJudge {
     /// The configured judging mode.
     pub(crate) mode: JudgeMode,
     pub(crate) pairwise_opponents: usize,
+    /// Probability modes: decode an explanation after each score.
+    pub(crate) explain: bool,
 }
 
 impl LocalJudge {
@@ -68,8 +70,9 @@ impl LocalJudge {
                 .context_tokens
                 .map_or(info.context_length, |c| c.min(info.context_length)),
             max_tokens: cfg.max_tokens,
-            mode: cfg.mode,
+            mode: cfg.effective_mode(),
             pairwise_opponents: cfg.pairwise_opponents,
+            explain: cfg.explain && cfg.max_explanation_bytes > 0,
         })
     }
 
@@ -116,6 +119,7 @@ impl LocalJudge {
             messages: messages.to_vec(),
             ids,
             items,
+            free_text_bytes: None,
         };
         let g = self
             .engine
@@ -131,6 +135,41 @@ impl LocalJudge {
             prompt_tokens: g.prompt_tokens,
             completion_tokens: g.completion_tokens,
             cached_prompt_tokens: g.cached_prompt_tokens,
+            forward_passes: g.forward_passes,
+            attempts: 1,
+            retries: Default::default(),
+        })
+    }
+
+    /// A short free-text answer to `messages`, cut to `max_bytes` (at a character boundary):
+    /// the explanation of a score already read in a probability mode.
+    pub async fn explain(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+        let max_bytes = self.settings.max_explanation_bytes;
+        let request = Request {
+            messages: messages.to_vec(),
+            ids: Vec::new(),
+            items: Vec::new(),
+            free_text_bytes: Some(max_bytes),
+        };
+        let g = self
+            .engine
+            .generate(request)
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut text = g.text.trim().to_string();
+        if text.len() > max_bytes {
+            let mut cut = max_bytes;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        Ok(Completion {
+            text,
+            prompt_tokens: g.prompt_tokens,
+            completion_tokens: g.completion_tokens,
+            cached_prompt_tokens: g.cached_prompt_tokens,
+            forward_passes: g.forward_passes,
             attempts: 1,
             retries: Default::default(),
         })
@@ -159,6 +198,7 @@ impl LocalJudge {
             coverage: p.coverage,
             prompt_tokens: p.prompt_tokens,
             cached_prompt_tokens: p.cached_prompt_tokens,
+            forward_passes: p.forward_passes,
         })
     }
 

@@ -75,11 +75,17 @@ impl Proj {
         }
     }
 
-    /// This projection with its weight dequantized to f32 (a pass over the weight), for a
-    /// prefill: there candle's quantized CPU matmul ran at about a third of the speed of the
-    /// cache-blocked f32 GEMM on the 0.5B judge prompt (BENCHMARKS.md, "Local judge").
+    /// This projection as a prefill multiplies with it. Q8_0 and Q5_0 rows are dequantized to
+    /// f32 (a pass over the weight) for the cache-blocked f32 GEMM: candle 0.11's quantized CPU
+    /// matmul ran those at about a third of its speed (BENCHMARKS.md, "Local judge"). Q4_K and
+    /// Q6_K stay quantized where candle multiplies them with its repacked x86 kernels (see
+    /// [`packed_kernels`]): no dequantization per forward, and integer dot products (measured
+    /// on the 1.5B Q4_K_M: prefill 3× faster, a 48-token probe suffix 8× faster).
     fn dense(&self, device: &Device) -> Result<Proj> {
         let w = match &self.w {
+            Weight::Candle(QMatMul::QTensor(q)) if packed_kernels(q.dtype(), device) => {
+                QMatMul::QTensor(q.clone())
+            }
             Weight::Candle(QMatMul::QTensor(q)) => QMatMul::Tensor(q.dequantize(device)?),
             Weight::Rows(rows) => {
                 QMatMul::Tensor(Tensor::from_vec(rows.dequantize(), rows.dims(), device)?)
@@ -91,6 +97,26 @@ impl Proj {
             w,
             b: self.b.clone(),
         })
+    }
+}
+
+/// Whether candle 0.11 multiplies `dtype` weights on this CPU without dequantizing them, for
+/// any number of rows: Q4_K and Q6_K on x86-64 with AVX2 and FMA, where it repacks them once
+/// into row tiles and picks AVX-512 VNNI, AVX-VNNI or AVX2 kernels at run time (so one binary
+/// serves every x86 CPU). Elsewhere its kernels for them are slower than dequantizing.
+pub(crate) fn packed_kernels(dtype: candle_core::quantized::GgmlDType, device: &Device) -> bool {
+    use candle_core::quantized::GgmlDType as G;
+    device.is_cpu() && matches!(dtype, G::Q4K | G::Q6K) && cpu_has_avx2()
+}
+
+fn cpu_has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 

@@ -86,6 +86,8 @@ pub struct LoadedModel {
     eos_ids: Vec<u32>,
     template: ChatTemplate,
     info: ModelInfo,
+    /// Forward passes run so far (see [`LoadedModel::forward_passes`]).
+    forwards: u64,
 }
 
 impl std::fmt::Debug for LoadedModel {
@@ -118,6 +120,7 @@ impl LoadedModel {
             eos_ids: l.tok.eos_ids,
             template: l.template,
             info: l.info,
+            forwards: 0,
         })
     }
 
@@ -222,6 +225,12 @@ impl LoadedModel {
         self.weights.set_dense_always(on);
     }
 
+    /// Forward passes run since the model was loaded: the engine reports, per request, how many
+    /// it took (a prefill is one pass however many tokens it has).
+    pub fn forward_passes(&self) -> u64 {
+        self.forwards
+    }
+
     pub fn forward_logits(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
         if tokens.is_empty() {
             return Err(LocalError::Forward(
@@ -249,6 +258,7 @@ impl LoadedModel {
                 self.info.vocab_size
             )));
         }
+        self.forwards += 1;
         let result = self
             .weights
             .forward(tokens)
