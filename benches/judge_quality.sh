@@ -18,8 +18,7 @@ models=${MODELS:-"0.5b 1.5b"}
 sets=${SETS:-"halueval_qa halueval_summarization gavel_answers"}
 modes=${MODES:-listwise}
 out=${OUT:-target/judge-quality}
-fetch=${FETCH:-../shared/tools/fetch-test-model.sh}
-[[ -x $fetch ]] || fetch=tools/fetch-test-model.sh
+fetch=${FETCH:-tools/fetch-test-model.sh}
 mkdir -p "$out"
 bin=${GAVEL_BIN:-}
 if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi

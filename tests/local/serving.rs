@@ -297,9 +297,12 @@ async fn real_local_judge_scores_the_examples() {
 }
 
 /// The 1.5B test model, when `GAVEL_TEST_MODEL_1_5B` names it (CI: Qwen2.5-Coder-1.5B-Instruct
-/// Q4_K_M from `tools/fetch-test-model.sh 1.5b`), in the default mode of a local judge (no
-/// `mode` in its config): the RAG example's two answers that come from the documents (1 and 4)
-/// outscore the one that ignores them (3), in the order given and reversed.
+/// Q4_K_M from `tools/fetch-test-model.sh 1.5b`), judging pairwise: the RAG example's two
+/// answers that come from the documents (1 and 4) outscore the one that ignores them (3), in
+/// the order given and reversed. Pairwise, not the default (pointwise): judged alone, this model
+/// scores the two answers that say "yes" above the two that say "no" (the right ones), with
+/// every pointwise question tried (README, "Judge quality"); compared two at a time it ranks
+/// them right.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
     let Some(path) = std::env::var_os("GAVEL_TEST_MODEL_1_5B") else {
@@ -308,7 +311,7 @@ async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = local_config(Path::new(&path), &tmp.path().join("store"), |j| {
-        j.mode = None;
+        j.mode = Some(gavel::prompt::JudgeMode::Pairwise);
         j.deadline_s = 3600.0;
         j.device = std::env::var("GAVEL_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
     });
@@ -324,7 +327,7 @@ async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
         let t0 = std::time::Instant::now();
         let (status, body) = gavel.post("/v1/score_group", group).await;
         assert_eq!(status, 200, "{body}");
-        assert_eq!(body["template"]["name"], "pointwise", "{body}");
+        assert_eq!(body["template"]["name"], "pairwise", "{body}");
         let r = rewards(&body);
         eprintln!("rag_answer {name} in {:?}: {r:?} {}", t0.elapsed(), body["usage"]);
         for f in faithful {

@@ -92,7 +92,7 @@ impl Worker {
                 context,
             });
         }
-        let (reused, mut logits) = self.prefill(&seq)?;
+        let (reused, mut logits) = self.prefill(&seq, 1)?;
         let prefill = t0.elapsed();
         let t1 = Instant::now();
         let mut rng = Rng::new(self.settings.seed, &prompt);
@@ -181,8 +181,11 @@ impl Worker {
         }
         // The same arithmetic whatever the prefix cache supplies: a group's scores must not
         // depend on the order its prompts were asked in.
+        // Two tokens at least, too: candle multiplies Q6_K weights by a single row on another
+        // kernel (compact GEMV) than by several (repacked tiles), and the two round differently.
+        // With two or more, a row's logits are bit-identical however the prompt was split.
         self.model.set_dense_always(true);
-        let prefilled = self.prefill(&prompt);
+        let prefilled = self.prefill(&prompt, 2);
         self.model.set_dense_always(false);
         let (reused, logits) = prefilled?;
         let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -230,13 +233,14 @@ impl Worker {
         })
     }
 
-    /// Prefills `seq` from the cached sequence sharing its longest prefix; returns the positions
+    /// Prefills `seq` from the cached sequence sharing its longest prefix, running at least
+    /// `min_run` tokens (at least one: its logits are the next token's); returns the positions
     /// reused and the logits after `seq`. The result is cached for the next requests.
-    fn prefill(&mut self, seq: &[u32]) -> Result<(usize, Vec<f32>), EngineError> {
-        // At least one token is run: its logits are the next token's.
+    fn prefill(&mut self, seq: &[u32], min_run: usize) -> Result<(usize, Vec<f32>), EngineError> {
+        let min_run = min_run.clamp(1, seq.len());
         let reused = match self.prefixes.best(seq) {
             Some((state, n)) => {
-                let n = n.min(seq.len() - 1);
+                let n = n.min(seq.len() - min_run);
                 self.model.restore_kv(state, n)?;
                 n
             }
