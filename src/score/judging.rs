@@ -340,7 +340,26 @@ impl Scorer {
         let judge = self.judge(Some(&names[0]))?;
         let plan = self.plan_judging(&rubric, vec![judge], 1, req)?;
         let s = &plan.skeleton.samples[0];
-        let rendered = &plan.rendered[0];
+        // A probability mode asks several prompts: show the first (the first trajectory alone,
+        // or the first pair) under its own template, and say how many there are.
+        let (rendered, template, prompts_asked) = match &plan.probes[0] {
+            Some(probe) => (
+                probe.prompts.first().unwrap_or(&plan.rendered[0]),
+                VersionInfo {
+                    name: probe.mode.prompt().into(),
+                    version: probe.template_version.clone(),
+                },
+                Some(probe.prompts.len()),
+            ),
+            None => (
+                &*plan.rendered[0],
+                VersionInfo {
+                    name: DEFAULT_PROMPT.into(),
+                    version: plan.rendered[0].template_version.clone(),
+                },
+                None,
+            ),
+        };
         let deduped = count_tokens(&rendered.messages) as u64;
         let without = self.count_without_dedup(&plan, &s.order, req)?;
         Ok(RenderResponse {
@@ -356,10 +375,8 @@ impl Scorer {
                 name: rubric.name.clone(),
                 version: rubric.version.clone(),
             },
-            template: VersionInfo {
-                name: DEFAULT_PROMPT.into(),
-                version: rendered.template_version.clone(),
-            },
+            template,
+            prompts_asked,
             cache_key: s.key.clone(),
         })
     }

@@ -149,5 +149,9 @@ pub struct RenderResponse {
     pub distinct_trajectories: usize,
     pub rubric: VersionInfo,
     pub template: VersionInfo,
+    /// Pointwise and pairwise: how many prompts the mode asks for the group (`messages` is the
+    /// first of them). Absent for listwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompts_asked: Option<usize>,
     pub cache_key: String,
 }

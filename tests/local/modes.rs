@@ -58,6 +58,29 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
         r.iter().map(|x| format!("{x:.6}")).collect();
     assert!(distinct.len() > 1, "{r:?}");
 
+    // `render` shows the mode's first prompt under the mode's template, and how many it asks.
+    let (status, shown) = gavel
+        .post("/v1/render", &with(rag.clone(), "judge_mode", json!("pairwise")))
+        .await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["template"]["name"], "pairwise", "{shown}");
+    assert_eq!(shown["prompts_asked"], n * (n - 1), "{shown}");
+    let user = shown["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        user.contains("<trajectory id=\"1\">")
+            && user.contains("<trajectory id=\"2\">")
+            && !user.contains("<trajectory id=\"3\">"),
+        "{user}"
+    );
+    let (_, listwise_shown) = gavel
+        .post("/v1/render", &with(rag.clone(), "judge_mode", json!("listwise")))
+        .await;
+    assert_eq!(listwise_shown["template"]["name"], "relative", "{listwise_shown}");
+    assert!(listwise_shown.get("prompts_asked").is_none(), "{listwise_shown}");
+
     // The request's mode overrides the judge's: pairwise asks every ordered pair.
     let pairwise = with(rag.clone(), "judge_mode", json!("pairwise"));
     let (status, body) = gavel.post("/v1/score_group", &pairwise).await;
