@@ -16,6 +16,10 @@ use super::model::LoadedModel;
 use super::prefix_cache::PrefixCache;
 use super::qwen::KvState;
 
+/// Fewest prompt tokens a probe runs, however much of its prompt the prefix cache holds (see
+/// [`Worker::probe`]).
+const PROBE_MIN_RUN: usize = 3;
+
 pub(crate) struct Worker {
     model: LoadedModel,
     mask: TokenMask,
@@ -181,11 +185,13 @@ impl Worker {
         }
         // The same arithmetic whatever the prefix cache supplies: a group's scores must not
         // depend on the order its prompts were asked in.
-        // Two tokens at least, too: candle multiplies Q6_K weights by a single row on another
-        // kernel (compact GEMV) than by several (repacked tiles), and the two round differently.
-        // With two or more, a row's logits are bit-identical however the prompt was split.
+        // And at least three tokens: candle multiplies Q6_K weights by a single row on another
+        // kernel (compact GEMV) than by several (repacked tiles), and the f32 GEMM of the
+        // dequantized Q5_0/Q8_0 path takes another for two rows; each rounds differently. From
+        // three rows on, a position's logits were bit-identical however the prompt was split
+        // (measured on both test models, suffixes of 3 to 64 tokens).
         self.model.set_dense_always(true);
-        let prefilled = self.prefill(&prompt, 2);
+        let prefilled = self.prefill(&prompt, PROBE_MIN_RUN);
         self.model.set_dense_always(false);
         let (reused, logits) = prefilled?;
         let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
