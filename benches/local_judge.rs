@@ -177,7 +177,16 @@ fn cpu_features() -> Vec<&'static str> {
                 }
             )*};
         }
-        has!("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avxvnni");
+        has!(
+            "avx2",
+            "fma",
+            "f16c",
+            "avx512f",
+            "avx512bw",
+            "avx512vl",
+            "avx512vnni",
+            "avxvnni"
+        );
         f
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -589,7 +589,13 @@ impl Scorer {
         };
         let (
             parsed,
-            (prompt_tokens, completion_tokens, cached_prompt_tokens, first_prompt_tokens, forward_passes),
+            (
+                prompt_tokens,
+                completion_tokens,
+                cached_prompt_tokens,
+                first_prompt_tokens,
+                forward_passes,
+            ),
             calls,
             retries,
         ) = tokio::time::timeout(deadline, conversation)

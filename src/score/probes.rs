@@ -384,6 +384,9 @@ mod tests {
         assert_eq!(bradley_terry(2, &[], &[]), vec![0.5, 0.5]);
         // One candidate always wins outright: finite scores, ordered, inside (0, 1).
         let s = bradley_terry(3, &pairs, &[1.0, 1.0, 0.0, 0.5, 0.0, 0.5]);
-        assert!(s.iter().all(|x| *x > 0.0 && *x < 1.0) && s[0] > 0.99, "{s:?}");
+        assert!(
+            s.iter().all(|x| *x > 0.0 && *x < 1.0) && s[0] > 0.99,
+            "{s:?}"
+        );
     }
 }

@@ -40,7 +40,12 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     );
     assert_eq!(usage(&body, "completion_tokens"), 0, "nothing decoded");
     // One forward pass per probe: the prompt's new tokens in one prefill, no decoding.
-    assert_eq!(usage(&body, "forward_passes"), n as u64, "{}", body["usage"]);
+    assert_eq!(
+        usage(&body, "forward_passes"),
+        n as u64,
+        "{}",
+        body["usage"]
+    );
     // No explanations unless `explain = true`.
     for s in body["scores"].as_array().unwrap() {
         assert_eq!(s["explanation"].as_str().unwrap_or(""), "", "{body}");
@@ -60,7 +65,10 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
 
     // `render` shows the mode's first prompt under the mode's template, and how many it asks.
     let (status, shown) = gavel
-        .post("/v1/render", &with(rag.clone(), "judge_mode", json!("pairwise")))
+        .post(
+            "/v1/render",
+            &with(rag.clone(), "judge_mode", json!("pairwise")),
+        )
         .await;
     assert_eq!(status, 200, "{shown}");
     assert_eq!(shown["template"]["name"], "pairwise", "{shown}");
@@ -76,10 +84,19 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
         "{user}"
     );
     let (_, listwise_shown) = gavel
-        .post("/v1/render", &with(rag.clone(), "judge_mode", json!("listwise")))
+        .post(
+            "/v1/render",
+            &with(rag.clone(), "judge_mode", json!("listwise")),
+        )
         .await;
-    assert_eq!(listwise_shown["template"]["name"], "relative", "{listwise_shown}");
-    assert!(listwise_shown.get("prompts_asked").is_none(), "{listwise_shown}");
+    assert_eq!(
+        listwise_shown["template"]["name"], "relative",
+        "{listwise_shown}"
+    );
+    assert!(
+        listwise_shown.get("prompts_asked").is_none(),
+        "{listwise_shown}"
+    );
 
     // The request's mode overrides the judge's: pairwise asks every ordered pair.
     let pairwise = with(rag.clone(), "judge_mode", json!("pairwise"));
@@ -143,7 +160,10 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
 async fn the_default_mode_is_pointwise_and_explanations_never_move_a_score() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(0);
-    let plain = Gavel::start(local_config(&model, &tmp.path().join("a"), |j| j.mode = None)).await;
+    let plain = Gavel::start(local_config(&model, &tmp.path().join("a"), |j| {
+        j.mode = None
+    }))
+    .await;
     let rag = example("rag_answer.json");
     let n = rag["trajectories"].as_array().unwrap().len();
     let (status, body) = plain.post("/v1/score_group", &rag).await;
@@ -162,9 +182,18 @@ async fn the_default_mode_is_pointwise_and_explanations_never_move_a_score() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(rewards(&body), scores, "an explanation changed a score");
     // n probes, then n explanations decoded (random weights still emit tokens).
-    assert_eq!(usage(&body, "judge_calls"), 2 * n as u64, "{}", body["usage"]);
+    assert_eq!(
+        usage(&body, "judge_calls"),
+        2 * n as u64,
+        "{}",
+        body["usage"]
+    );
     assert!(usage(&body, "completion_tokens") > 0, "{}", body["usage"]);
-    assert!(usage(&body, "forward_passes") > 2 * n as u64, "{}", body["usage"]);
+    assert!(
+        usage(&body, "forward_passes") > 2 * n as u64,
+        "{}",
+        body["usage"]
+    );
     let explanations: Vec<&str> = body["scores"]
         .as_array()
         .unwrap()

@@ -329,7 +329,11 @@ async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["template"]["name"], "pairwise", "{body}");
         let r = rewards(&body);
-        eprintln!("rag_answer {name} in {:?}: {r:?} {}", t0.elapsed(), body["usage"]);
+        eprintln!(
+            "rag_answer {name} in {:?}: {r:?} {}",
+            t0.elapsed(),
+            body["usage"]
+        );
         for f in faithful {
             assert!(
                 r[f] > r[guess],

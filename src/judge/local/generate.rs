@@ -133,7 +133,8 @@ impl Worker {
                 break;
             }
             if let Some(cap) = free_text {
-                d.bytes.extend_from_slice(&self.model.vocab_bytes()[id as usize]);
+                d.bytes
+                    .extend_from_slice(&self.model.vocab_bytes()[id as usize]);
                 if d.bytes.len() >= cap {
                     break;
                 }
