@@ -99,13 +99,25 @@ pub fn bradley_terry(m: usize, pairs: &[(usize, usize)], prefs: &[f64]) -> Vec<f
         met[a][b] += 1.0;
         met[b][a] += 1.0;
     }
+    // Each candidate's opponents and how often it met them: an iteration costs the number of
+    // comparisons, not m², in large groups on the ring schedule.
+    let opponents: Vec<Vec<(usize, f64)>> = met
+        .iter()
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0.0)
+                .map(|(j, &n)| (j, n))
+                .collect()
+        })
+        .collect();
     let mut strength = vec![1.0; m];
     for _ in 0..10_000 {
         let next: Vec<f64> = (0..m)
             .map(|i| {
-                let denom: f64 = (0..m)
-                    .filter(|&j| met[i][j] > 0.0)
-                    .map(|j| met[i][j] / (strength[i] + strength[j]))
+                let denom: f64 = opponents[i]
+                    .iter()
+                    .map(|&(j, n)| n / (strength[i] + strength[j]))
                     .sum();
                 if denom > 0.0 {
                     wins[i] / denom
@@ -129,7 +141,7 @@ pub fn bradley_terry(m: usize, pairs: &[(usize, usize)], prefs: &[f64]) -> Vec<f
     }
     (0..m)
         .map(|i| {
-            if met[i].iter().all(|&n| n == 0.0) {
+            if opponents[i].is_empty() {
                 return 0.5;
             }
             let others = (0..m).filter(|&j| j != i);
