@@ -522,6 +522,16 @@ fn shipped_sets_read_and_are_balanced() {
     }
 }
 
+/// A config whose default judge is the local model at `model`, with `extra` judge keys and
+/// deadlines patient enough for a debug build on two cores.
+fn real_model_config(model: &std::ffi::OsStr, extra: &str) -> String {
+    format!(
+        "default_judge = \"local\"\n[judges.local]\nbackend = \"local\"\nmodel_path = {}\n\
+         {extra}deadline_s = 3600\n\n[server]\nrequest_timeout_s = 3600\n",
+        toml::Value::String(model.to_string_lossy().into_owned())
+    )
+}
+
 /// With `GAVEL_TEST_MODEL` (CI: the 0.5B test model): a 10-group eval of the shipped QA set on
 /// the real model produces a complete report. No accuracy threshold here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -530,11 +540,9 @@ async fn real_model_eval_produces_a_complete_report() {
         eprintln!("skipped: set GAVEL_TEST_MODEL to a Qwen2.5 GGUF file or model folder to run");
         return;
     };
-    let s = CliSetup::new(&format!(
-        "default_judge = \"local\"\n[judges.local]\nbackend = \"local\"\nmodel_path = {}\n\
-         mode = \"listwise\"\nmax_explanation_bytes = 0\ndeadline_s = 3600\n\n\
-         [server]\nrequest_timeout_s = 3600\n",
-        toml::Value::String(model.to_string_lossy().into_owned())
+    let s = CliSetup::new(&real_model_config(
+        &model,
+        "mode = \"listwise\"\nmax_explanation_bytes = 0\n",
     ));
     let file = format!("{EVALS}/halueval_qa.jsonl");
     let html = s.dir.path().join("real.html");
@@ -618,11 +626,7 @@ async fn real_1_5b_model_ranks_the_qa_set() {
         eprintln!("skipped: set GAVEL_TEST_MODEL_1_5B to the 1.5B test model (tools/fetch-test-model.sh 1.5b)");
         return;
     };
-    let s = CliSetup::new(&format!(
-        "default_judge = \"local\"\n[judges.local]\nbackend = \"local\"\nmodel_path = {}\n\
-         deadline_s = 3600\n\n[server]\nrequest_timeout_s = 3600\n",
-        toml::Value::String(model.to_string_lossy().into_owned())
-    ));
+    let s = CliSetup::new(&real_model_config(&model, ""));
     let file = format!("{EVALS}/halueval_qa.jsonl");
     let t0 = std::time::Instant::now();
     let args = ["--limit", "20", "--format", "json", &file];

@@ -121,6 +121,11 @@ impl LocalJudge {
             items,
             free_text_bytes: None,
         };
+        self.generate(request).await
+    }
+
+    /// Runs `request` on the engine as one completion.
+    async fn generate(&self, request: Request) -> Result<Completion, JudgeError> {
         let g = self
             .engine
             .generate(request)
@@ -151,12 +156,8 @@ impl LocalJudge {
             items: Vec::new(),
             free_text_bytes: Some(max_bytes),
         };
-        let g = self
-            .engine
-            .generate(request)
-            .await
-            .map_err(|e| self.error(e))?;
-        let mut text = g.text.trim().to_string();
+        let mut c = self.generate(request).await?;
+        let mut text = c.text.trim().to_string();
         if text.len() > max_bytes {
             let mut cut = max_bytes;
             while !text.is_char_boundary(cut) {
@@ -164,15 +165,8 @@ impl LocalJudge {
             }
             text.truncate(cut);
         }
-        Ok(Completion {
-            text,
-            prompt_tokens: g.prompt_tokens,
-            completion_tokens: g.completion_tokens,
-            cached_prompt_tokens: g.cached_prompt_tokens,
-            forward_passes: g.forward_passes,
-            attempts: 1,
-            retries: Default::default(),
-        })
+        c.text = text;
+        Ok(c)
     }
 
     /// Each choice's probability as the first token of the answer (one prefill, no decoding).
