@@ -86,6 +86,7 @@ fn bench_hits(c: &mut Criterion) {
             model: "bench-judge".into(),
             created_unix: 0,
             retries: Default::default(),
+            clamped_scores: 0,
         };
         rt.block_on(gavel::store::VerdictStore::put(
             store.as_ref(),
@@ -162,7 +163,7 @@ fn bench(c: &mut Criterion) {
     let input = JudgeInput::build(&group, &cfg);
     let order: Vec<usize> = (0..input.candidates.len()).collect();
     let rendered = prompts
-        .render(DEFAULT_PROMPT, &input, &order, rubric, None)
+        .render(DEFAULT_PROMPT, &input, &order, rubric, None, None)
         .unwrap();
     let text = verdict(rendered.ids.len());
     let opts = ParseOptions {
@@ -177,7 +178,14 @@ fn bench(c: &mut Criterion) {
     c.bench_function("render/8-agent", |b| {
         b.iter(|| {
             prompts
-                .render(DEFAULT_PROMPT, black_box(&input), &order, rubric, None)
+                .render(
+                    DEFAULT_PROMPT,
+                    black_box(&input),
+                    &order,
+                    rubric,
+                    None,
+                    None,
+                )
                 .unwrap()
         })
     });
@@ -189,7 +197,7 @@ fn bench(c: &mut Criterion) {
             let input = JudgeInput::build(black_box(&group), &cfg);
             let order: Vec<usize> = (0..input.candidates.len()).collect();
             let r = prompts
-                .render(DEFAULT_PROMPT, &input, &order, rubric, None)
+                .render(DEFAULT_PROMPT, &input, &order, rubric, None, None)
                 .unwrap();
             let opts = ParseOptions {
                 expected_ids: &r.ids,

@@ -307,6 +307,19 @@ pub struct ServerConfig {
     /// How long `/readyz` reuses a judge reachability probe, seconds (kubelet probes every few
     /// seconds per pod; judges should not see that traffic).
     pub ready_cache_s: f64,
+    /// Serve without API keys on an address other than loopback. Off by default: without
+    /// keys on a reachable address anyone could spend the judges' budget, so the daemon refuses
+    /// to start unless this says that is meant (e.g. behind an authenticating proxy).
+    pub allow_unauthenticated: bool,
+    /// How long a client may take to send a request's headers, seconds; a connection that is
+    /// slower is closed (slow-header clients would otherwise hold connections for ever).
+    pub header_read_timeout_s: f64,
+    /// How long a client may take to send a request's body once admitted, seconds; past it the
+    /// request gets 408 `request_timeout`.
+    pub body_read_timeout_s: f64,
+    /// Largest rendered judge prompt of one judge call, bytes; a group whose prompt is larger
+    /// gets 413 `payload_too_large` before any judge is asked.
+    pub max_prompt_bytes: usize,
     /// The API keys, resolved from `api_keys_file` and `GAVEL_API_KEYS` at load time.
     #[serde(skip)]
     pub api_keys: Vec<Secret>,
@@ -325,6 +338,10 @@ impl Default for ServerConfig {
                 .map(String::from)
                 .to_vec(),
             ready_cache_s: 5.0,
+            allow_unauthenticated: false,
+            header_read_timeout_s: 10.0,
+            body_read_timeout_s: 30.0,
+            max_prompt_bytes: 2 * 1024 * 1024,
             api_keys: Vec::new(),
         }
     }
@@ -418,8 +435,8 @@ impl StoreConfig {
         if self.pool_size == 0 {
             return Err("[store] pool_size must be > 0".into());
         }
-        if !(self.claim_ttl_s.is_finite() && self.claim_ttl_s >= 0.5) {
-            return Err("[store] claim_ttl_s must be at least 0.5".into());
+        if !(self.claim_ttl_s.is_finite() && (0.5..=MAX_SECONDS).contains(&self.claim_ttl_s)) {
+            return Err("[store] claim_ttl_s must be at least 0.5 and at most 30 days".into());
         }
         Ok(())
     }
@@ -471,6 +488,11 @@ pub struct OpenRlhfConfig {
     /// End-of-turn markers cut from the end of each response before judging (OpenRLHF decodes
     /// queries with special tokens, and a verifier reads the response's last line).
     pub strip_suffixes: Vec<String>,
+    /// Most samples in one `/get_reward` request; more get 413 `payload_too_large`.
+    pub max_samples: usize,
+    /// Most groups filling up or being judged at once, across requests; a request that would
+    /// start more gets 429 `overloaded`.
+    pub max_pending_groups: usize,
 }
 
 impl Default for OpenRlhfConfig {
@@ -485,6 +507,8 @@ impl Default for OpenRlhfConfig {
             strip_suffixes: ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"]
                 .map(String::from)
                 .to_vec(),
+            max_samples: 1024,
+            max_pending_groups: 1024,
         }
     }
 }
@@ -565,10 +589,13 @@ impl Config {
             }
         }
         for (name, j) in &self.judges {
-            if !(j.timeout_s > 0.0 && j.deadline_s > 0.0 && j.max_backoff_s >= 0.0) {
-                return Err(invalid(format!(
-                    "[judges.{name}]: timeout_s and deadline_s must be > 0"
-                )));
+            for (key, value, positive) in [
+                ("timeout_s", j.timeout_s, true),
+                ("deadline_s", j.deadline_s, true),
+                ("max_backoff_s", j.max_backoff_s, false),
+            ] {
+                check_seconds(value, positive)
+                    .map_err(|why| invalid(format!("[judges.{name}]: {key} {why}")))?;
             }
             for (key, price) in [
                 ("prompt_price_per_million", j.prompt_price_per_million),
@@ -631,9 +658,8 @@ impl Config {
                 crate::trajectory::MAX_GROUP_SIZE
             )));
         }
-        if s.request_timeout_s.is_nan() || s.request_timeout_s <= 0.0 {
-            return Err(invalid("[server] request_timeout_s must be > 0".into()));
-        }
+        check_seconds(s.request_timeout_s, true)
+            .map_err(|why| invalid(format!("[server] request_timeout_s {why}")))?;
         if s.max_in_flight == 0 {
             return Err(invalid("[server] max_in_flight must be > 0".into()));
         }
@@ -654,8 +680,21 @@ impl Config {
                 "[server] open_paths: {p:?} is not a path (it must start with /)"
             )));
         }
-        if !(s.ready_cache_s.is_finite() && s.ready_cache_s >= 0.0) {
-            return Err(invalid("[server] ready_cache_s must be >= 0".into()));
+        check_seconds(s.ready_cache_s, false)
+            .map_err(|why| invalid(format!("[server] ready_cache_s {why}")))?;
+        for (key, value) in [
+            ("header_read_timeout_s", s.header_read_timeout_s),
+            ("body_read_timeout_s", s.body_read_timeout_s),
+        ] {
+            check_seconds(value, true).map_err(|why| invalid(format!("[server] {key} {why}")))?;
+        }
+        if s.max_prompt_bytes == 0 {
+            return Err(invalid("[server] max_prompt_bytes must be > 0".into()));
+        }
+        if o.max_samples == 0 || o.max_pending_groups == 0 {
+            return Err(invalid(
+                "[openrlhf] max_samples and max_pending_groups must be > 0".into(),
+            ));
         }
         self.store.validate().map_err(invalid)
     }
@@ -668,6 +707,24 @@ impl Config {
             None => None,
         }
     }
+}
+
+/// The longest duration any `*_s` key may name: 30 days. Past about 5.8e11 years a duration
+/// no longer fits `std::time::Duration` (`from_secs_f64` panics), and nothing gavel waits for
+/// takes a month, so a larger value is a typo, and `inf` would panic on every request.
+pub const MAX_SECONDS: f64 = 30.0 * 24.0 * 3600.0;
+
+/// Whether `value` is a usable number of seconds: finite, at most [`MAX_SECONDS`], and > 0
+/// (`positive`) or >= 0. The error completes "KEY ...".
+pub fn check_seconds(value: f64, positive: bool) -> Result<(), String> {
+    let low_ok = if positive { value > 0.0 } else { value >= 0.0 };
+    if value.is_finite() && low_ok && value <= MAX_SECONDS {
+        return Ok(());
+    }
+    let low = if positive { "> 0" } else { ">= 0" };
+    Err(format!(
+        "must be a number of seconds {low} and at most {MAX_SECONDS} (30 days), got {value}"
+    ))
 }
 
 #[cfg(test)]
@@ -872,5 +929,35 @@ mod tests {
         assert_eq!(d.model, "qwen");
         assert!(d.api_key.is_none());
         assert_eq!(cfg.default_judge_name(), Some("default"));
+    }
+
+    #[test]
+    fn durations_must_be_finite_and_bounded() {
+        // Each of these passed validation before and then panicked in `Duration::from_secs_f64`
+        // (per request for request_timeout_s, at start for a judge's timeouts).
+        let judge = "[judges.j]\nbackend = \"openai\"\nmodel = \"m\"\n";
+        for (toml, key) in [
+            (
+                "[server]\nrequest_timeout_s = inf\n".to_string(),
+                "request_timeout_s",
+            ),
+            (
+                "[server]\nrequest_timeout_s = 1e300\n".to_string(),
+                "request_timeout_s",
+            ),
+            (
+                "[server]\nready_cache_s = inf\n".to_string(),
+                "ready_cache_s",
+            ),
+            (format!("{judge}timeout_s = inf\n"), "timeout_s"),
+            (format!("{judge}deadline_s = 1e20\n"), "deadline_s"),
+            (format!("{judge}max_backoff_s = nan\n"), "max_backoff_s"),
+            ("[store]\nclaim_ttl_s = 1e30\n".to_string(), "claim_ttl_s"),
+        ] {
+            let e = Config::from_toml(&toml, "g.toml", &|_| None).unwrap_err();
+            assert!(e.to_string().contains(key), "{toml}: {e}");
+        }
+        let ok = format!("{judge}timeout_s = 60\n[server]\nrequest_timeout_s = 2592000\n");
+        Config::from_toml(&ok, "g.toml", &|_| None).unwrap();
     }
 }

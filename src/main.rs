@@ -193,6 +193,7 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", cfg.server.addr))?;
     let local = listener.local_addr()?;
+    server::check_exposure(local, &cfg.server).map_err(anyhow::Error::msg)?;
     tracing::info!(addr = %local, store = %cfg.store.describe(), "gavel listening");
     println!("gavel listening on http://{local}");
     let state = AppState::new(scorer, cfg.server.clone()).with_openrlhf(cfg.openrlhf.clone())?;

@@ -186,6 +186,7 @@ fn error_type(e: &ScoreError) -> &'static str {
         | ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
         | ScoreError::UnknownJudge { .. }
         | ScoreError::NoDefaultJudge(_) => "invalid_request",
+        ScoreError::PromptTooLarge { .. } => "payload_too_large",
         ScoreError::Rubric(RubricError::Io(..)) | ScoreError::Prompt(_) | ScoreError::Store(_) => {
             "internal"
         }

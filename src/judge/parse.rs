@@ -21,6 +21,9 @@ pub struct ParsedScore {
     pub score: Option<f64>,
     pub explanation: String,
     pub items: Vec<ItemVerdict>,
+    /// The judge's score lay outside the scale and was clamped to 0 or 1 (counted in the
+    /// response's usage and on `/metrics`: a judge doing this often misreads the scale).
+    pub clamped: bool,
 }
 
 /// A problem with a verdict. `Display` is the exact message sent back to the judge.
@@ -160,6 +163,7 @@ pub fn parse_verdict(text: &str, opts: &ParseOptions) -> Result<Vec<ParsedScore>
             score: None,
             explanation,
             items,
+            clamped: false,
         });
     }
 
@@ -172,10 +176,13 @@ pub fn parse_verdict(text: &str, opts: &ParseOptions) -> Result<Vec<ParsedScore>
         .collect();
     let divisor = scale_divisor(&plain);
     for (parsed, raw_score) in out.iter_mut().zip(raw_scores) {
-        parsed.score = raw_score.map(|s| match s {
-            RawScore::Plain(x) => (x / divisor).clamp(0.0, 1.0),
-            RawScore::Normalised(x) => x.clamp(0.0, 1.0),
-        });
+        let Some(raw_score) = raw_score else { continue };
+        let x = match raw_score {
+            RawScore::Plain(x) => x / divisor,
+            RawScore::Normalised(x) => x,
+        };
+        parsed.clamped = !(0.0..=1.0).contains(&x);
+        parsed.score = Some(x.clamp(0.0, 1.0));
     }
     Ok(out)
 }
@@ -243,6 +250,14 @@ fn parse_items(
         problem,
     };
     let list = match items {
+        // A checklist rubric's verdict without items would count every item as unmet: a reward
+        // of 0 the judge never gave. It is a problem to re-ask about, never a score.
+        None | Some(Value::Null) if !expected.is_empty() => {
+            return Err(bad(format!(
+                "no \"items\" (expected a verdict for each of the items {})",
+                expected.join(", ")
+            )))
+        }
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(list)) => list,
         Some(other) => return Err(bad(format!("\"items\" is not an array: {}", raw(other)))),
@@ -342,24 +357,12 @@ fn raw(v: &Value) -> String {
     }
 }
 
-/// The score entries: from the whole text, then fenced blocks, then balanced `{...}` spans,
-/// then balanced `[...]` spans (a bare array of score objects).
+/// The score entries: the whole text when it is one verdict, else the *last* verdict-shaped
+/// JSON span in it (a `{"scores": [...]}` object or a bare array of score objects, fenced or
+/// not). A judge that drafts a verdict and then corrects it ends with the one it means.
 fn find_entries(text: &str) -> Option<Vec<Value>> {
     let text = text.trim();
-    if let Some(e) = entries_of(text) {
-        return Some(e);
-    }
-    for block in text.split("```").skip(1).step_by(2) {
-        // Drop a language tag such as `json` on the fence line.
-        let body = match block.split_once('\n') {
-            Some((first, rest)) if !first.contains(['{', '[']) => rest,
-            _ => block,
-        };
-        if let Some(e) = entries_of(body) {
-            return Some(e);
-        }
-    }
-    scan_spans(text, b'{', b'}').or_else(|| scan_spans(text, b'[', b']'))
+    entries_of(text).or_else(|| verdict_spans(text).pop())
 }
 
 fn entries_of(s: &str) -> Option<Vec<Value>> {
@@ -380,27 +383,33 @@ fn entries_in(v: Value) -> Option<Vec<Value>> {
     }
 }
 
-/// Tries the outermost balanced spans that start with `open`; a span that is valid JSON but not
-/// a verdict is skipped whole, one that does not parse is retried from the next `open` inside it.
-fn scan_spans(text: &str, open: u8, close: u8) -> Option<Vec<Value>> {
+/// Every verdict among the outermost balanced `{...}` and `[...]` spans, in text order. A span
+/// that is valid JSON is consumed whole (so the array inside a verdict object is not a second
+/// verdict); one that does not parse is retried from the next bracket inside it.
+fn verdict_spans(text: &str) -> Vec<Vec<Value>> {
     let bytes = text.as_bytes();
+    let mut found = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == open {
-            if let Some(end) = balanced_end(bytes, i, open, close) {
-                // `open` and `close` are ASCII, so both ends are char boundaries.
-                if let Ok(v) = serde_json::from_str::<Value>(&text[i..=end]) {
-                    if let Some(e) = entries_in(v) {
-                        return Some(e);
-                    }
-                    i = end + 1;
-                    continue;
-                }
+        let close = match bytes[i] {
+            b'{' => b'}',
+            b'[' => b']',
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        if let Some(end) = balanced_end(bytes, i, bytes[i], close) {
+            // Brackets are ASCII, so both ends are char boundaries.
+            if let Ok(v) = serde_json::from_str::<Value>(&text[i..=end]) {
+                found.extend(entries_in(v));
+                i = end + 1;
+                continue;
             }
         }
         i += 1;
     }
-    None
+    found
 }
 
 /// Index of the `close` matching `bytes[start] == open`, ignoring anything inside JSON strings.
@@ -468,6 +477,7 @@ mod tests {
             score,
             explanation,
             items,
+            clamped: false,
         }
     }
     fn it(id: &str, met: bool) -> ItemVerdict {
@@ -493,6 +503,64 @@ mod tests {
         assert_eq!(scores(bare, 2), vec![0.1, 0.2]);
         let bare_in_text = "So:\n[{\"id\": 1, \"score\": 9}, {\"id\": 2, \"score\": 4}]\nok";
         assert_eq!(scores(bare_in_text, 2), vec![0.9, 0.4]);
+    }
+
+    #[test]
+    fn the_last_verdict_in_a_reply_wins() {
+        // A draft, then the verdict the judge means: the first one found used to win.
+        let drafted = r#"Draft: {"scores": [{"id": 1, "score": 0.2}]}
+            On reflection: {"scores": [{"id": 1, "score": 0.9}]}"#;
+        assert_eq!(scores(drafted, 1), vec![0.9]);
+        let fenced = "```json\n{\"scores\": [{\"id\": 1, \"score\": 0.1}]}\n```\nWait.\n\
+                      ```json\n{\"scores\": [{\"id\": 1, \"score\": 0.7}]}\n```";
+        assert_eq!(scores(fenced, 1), vec![0.7]);
+        // Object first, then a bare array: still the last.
+        let mixed = r#"{"scores": [{"id": 1, "score": 0.3}]} then [{"id": 1, "score": 0.6}]"#;
+        assert_eq!(scores(mixed, 1), vec![0.6]);
+        // JSON that is not a verdict after the verdict is not taken for one.
+        let trailing = r#"{"scores": [{"id": 1, "score": 0.4}]} {"note": [1, 2]}"#;
+        assert_eq!(scores(trailing, 1), vec![0.4]);
+    }
+
+    #[test]
+    fn clamped_scores_are_flagged() {
+        let out = parse(&verdict(&["1.4", "0.5", "-0.2"]), 3, false).unwrap();
+        let got: Vec<(f64, bool)> = out.iter().map(|p| (p.score.unwrap(), p.clamped)).collect();
+        assert_eq!(got, vec![(1.0, true), (0.5, false), (0.0, true)]);
+        let out = parse(&verdict(&["7", "10"]), 2, false).unwrap();
+        assert!(
+            out.iter().all(|p| !p.clamped),
+            "0-10 scale: nothing clamped"
+        );
+        let out = parse(&verdict(&[r#""120%""#]), 1, false).unwrap();
+        assert!(out[0].clamped);
+    }
+
+    #[test]
+    fn a_checklist_verdict_needs_its_items() {
+        let expected = vec!["a".to_string(), "b".to_string()];
+        let ids = ids(2);
+        let opts = ParseOptions {
+            expected_ids: &ids,
+            allow_missing_score: true,
+            expected_items: &expected,
+        };
+        // No items at all, or null: every item would have counted as unmet (a reward of 0).
+        for text in [
+            r#"{"scores":[{"trajectory_id":"1"},{"trajectory_id":"2"}]}"#,
+            r#"{"scores":[{"trajectory_id":"1","items":null},{"trajectory_id":"2","items":null}]}"#,
+        ] {
+            let e = parse_verdict(text, &opts).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                r#"checklist items for trajectory 1: no "items" (expected a verdict for each of the items a, b)"#
+            );
+        }
+        // Without a checklist, items stay optional.
+        assert_eq!(
+            parse(r#"{"scores":[{"id":1,"score":0.5}]}"#, 1, false).unwrap()[0].items,
+            vec![]
+        );
     }
 
     #[test]

@@ -30,6 +30,10 @@ use crate::prompt::{count_tokens, ChatMessage};
 /// The longest a `/readyz` reachability probe waits for the judge's server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The longest `Retry-After` read from a reply, seconds (a day); the wait is capped at
+/// `max_backoff_s` and the deadline later in any case.
+const MAX_RETRY_AFTER_S: f64 = 86_400.0;
+
 /// A non-2xx reply from the judge's server.
 #[derive(Debug)]
 struct HttpStatusError {
@@ -76,7 +80,9 @@ impl tower::Service<HttpRequestFactory> for StatusTransport {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(Duration::from_secs_f64);
+                // A proxy may send any number (`1e20` would overflow a Duration and panic);
+                // the caller caps the wait at its deadline anyway.
+                .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER_S)));
             let body = resp.text().await.unwrap_or_default();
             Err(OpenAIError::Boxed(Box::new(HttpStatusError {
                 status,

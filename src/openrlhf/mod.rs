@@ -29,10 +29,11 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// Samples with the same prompt and label form one group. (JSON keeps the key unambiguous
-    /// whatever the texts contain.)
-    pub fn group_key(&self) -> String {
-        json!([self.prompt, self.label]).to_string()
+    /// Samples of one `scope` (the caller and its run) with the same prompt and label form one
+    /// group: two runs, or two key holders, sending the same prompt are never judged relative
+    /// to each other. (JSON keeps the key unambiguous whatever the texts contain.)
+    pub fn group_key(&self, scope: &str) -> String {
+        json!([scope, self.prompt, self.label]).to_string()
     }
 }
 
@@ -331,7 +332,8 @@ mod tests {
         // Not prefixed by its prompt: judged whole.
         assert_eq!(s[1].response, "other text");
         assert_eq!(s[1].label.as_deref(), Some("5"));
-        assert_ne!(s[0].group_key(), s[1].group_key());
+        assert_ne!(s[0].group_key("k"), s[1].group_key("k"));
+        assert_ne!(s[0].group_key("k"), s[0].group_key("other caller"));
         let none = parse_request(
             &json!({"query": ["a"], "prompts": ["a"], "labels": [""]}),
             &[],

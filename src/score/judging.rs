@@ -221,6 +221,9 @@ impl Scorer {
                     req.reference.as_deref(),
                     judge.pairwise_opponents(),
                 )?;
+                for p in &probe.prompts {
+                    self.check_prompt_size(p)?;
+                }
                 template.get_or_insert((mode.prompt(), probe.template_version.clone()));
                 samples.push(SampleSpec {
                     judge: j,
@@ -258,6 +261,7 @@ impl Scorer {
                             r
                         }
                     };
+                    self.check_prompt_size(&rendered)?;
                     let key = cache_key(judge, &rendered, rubric, k as u32);
                     samples.push(SampleSpec {
                         judge: j,
@@ -287,6 +291,19 @@ impl Scorer {
             rendered: prompts,
             probes,
         })
+    }
+
+    /// Refuses a judge call whose prompt is over `max_prompt_bytes` (checked per call: the
+    /// orders of a group are the same size, and a chunk is smaller than the whole).
+    fn check_prompt_size(&self, r: &RenderedPrompt) -> Result<(), ScoreError> {
+        let bytes: usize = r.messages.iter().map(|m| m.content.len()).sum();
+        if bytes > self.max_prompt_bytes {
+            return Err(ScoreError::PromptTooLarge {
+                bytes,
+                max: self.max_prompt_bytes,
+            });
+        }
+        Ok(())
     }
 
     /// The chunks a judge reads the group in: one unless the prompt would overflow the judge's
@@ -474,7 +491,10 @@ impl Scorer {
         let s = &plan.skeleton.samples[i];
         let judge = plan.judges[s.judge];
         let mut usage = Usage::default();
-        let verdict = match self.store.get(&s.key).await? {
+        // A stored verdict that does not cover this sample (a corrupted or foreign entry) is a
+        // miss: judged again and overwritten, never indexed blindly.
+        let usable = |v: Option<StoredVerdict>| v.filter(|v| covers(plan.rubric, &s.ids, v));
+        let verdict = match usable(self.store.get(&s.key).await?) {
             Some(v) => {
                 usage.cache_hits = 1;
                 v
@@ -483,13 +503,18 @@ impl Scorer {
                 let _guard = self.inflight.lock(&s.key).await;
                 // Other replicas on a shared store: wait for theirs, or claim the judge call.
                 let _claim = self.store.claim(&s.key).await?;
-                match self.store.get(&s.key).await? {
+                match usable(self.store.get(&s.key).await?) {
                     Some(v) => {
                         usage.cache_hits = 1;
                         v
                     }
                     None => match self.ask_judge(plan, i).await {
                         Ok(v) => {
+                            if v.clamped_scores > 0 {
+                                metrics::counter!("gavel_judge_scores_clamped_total",
+                                    "judge" => judge.info().name)
+                                .increment(u64::from(v.clamped_scores));
+                            }
                             self.store.put(&s.key, &v).await?;
                             usage.judge_calls = u64::from(v.calls);
                             usage.prompt_tokens = v.prompt_tokens;
@@ -607,7 +632,9 @@ impl Scorer {
                 ))
             })??;
         let (counted, without) = estimate_tokens(plan, i, first_prompt_tokens);
+        let clamped_scores = parsed.iter().filter(|x| x.clamped).count() as u32;
         Ok(StoredVerdict {
+            clamped_scores,
             scores: parsed
                 .into_iter()
                 .map(|x| StoredScore {
@@ -668,8 +695,24 @@ fn estimate_tokens(plan: &Plan<'_>, i: usize, judge_counted: u64) -> (u64, u64) 
     (counted, counted + extra)
 }
 
+/// Whether `verdict` has a score entry for every id of the sample and, under a checklist
+/// rubric, a verdict on every item of each.
+fn covers(rubric: &Rubric, ids: &[String], verdict: &StoredVerdict) -> bool {
+    let by_id: BTreeMap<&str, &StoredScore> =
+        verdict.scores.iter().map(|x| (x.id.as_str(), x)).collect();
+    ids.iter().all(|id| {
+        by_id.get(id.as_str()).is_some_and(|x| {
+            rubric
+                .items
+                .iter()
+                .all(|item| x.items.iter().any(|(i, _)| *i == item.id))
+        })
+    })
+}
+
 /// Usage figures a stored verdict carries whether or not this request paid for it.
 fn add_counted_tokens(usage: &mut Usage, verdict: &StoredVerdict) {
+    usage.clamped_scores = u64::from(verdict.clamped_scores);
     usage.prompt_tokens_deduped = verdict.counted_prompt_tokens;
     usage.prompt_tokens_without_dedup = verdict.counted_prompt_tokens_without_dedup;
     usage.tokens_saved_by_dedup = verdict
@@ -689,6 +732,7 @@ fn sample_result(
     let scores = ids
         .iter()
         .map(|id| {
+            // `covers` checked every id before this verdict was used.
             let x = by_id[id.as_str()];
             let value = if rubric.items.is_empty() {
                 x.score

@@ -14,7 +14,7 @@ pub mod response;
 pub mod samples;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -29,6 +29,7 @@ use crate::rubric::{Rubric, RubricError, RubricSet};
 use crate::store::{StoreError, VerdictStore};
 use crate::trajectory::InputError;
 use crate::verify::Verifier;
+use request::MAX_VERIFIERS;
 
 pub use judging::cache_key;
 
@@ -59,6 +60,12 @@ pub enum ScoreError {
     Judge(#[from] JudgeError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A judge call's rendered prompt is over `[server] max_prompt_bytes`.
+    #[error(
+        "a judge prompt for this group would be {bytes} bytes, over [server] max_prompt_bytes \
+         ({max}): send shorter trajectories or a smaller group"
+    )]
+    PromptTooLarge { bytes: usize, max: usize },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +88,8 @@ pub struct Scorer {
     store: Arc<dyn VerdictStore>,
     dedup: DedupConfig,
     max_group_size: usize,
+    /// `[server] max_prompt_bytes`: the largest rendered prompt of one judge call.
+    max_prompt_bytes: usize,
     inflight: judging::KeyLocks,
     plans: memo::PlanMemo,
 }
@@ -108,6 +117,7 @@ impl Scorer {
                 enabled: true,
             },
             max_group_size: cfg.server.max_group_size,
+            max_prompt_bytes: cfg.server.max_prompt_bytes,
             inflight: judging::KeyLocks::default(),
             plans: memo::PlanMemo::default(),
         })
@@ -171,6 +181,14 @@ impl Scorer {
                 .or_else(|| v.get("type").and_then(Value::as_str))
                 .map(str::to_string)
         };
+        // Bounded before any work: an inline rubric comes from the request too.
+        let total = rubric.verifiers.len() + req.verifiers.len();
+        if total > MAX_VERIFIERS {
+            return Err(InputError::new(
+                "verifiers",
+                format!("at most {MAX_VERIFIERS} verifiers, counting the rubric's, got {total}"),
+            ));
+        }
         let mut specs: Vec<(String, Value)> = rubric
             .verifiers
             .iter()
@@ -182,20 +200,29 @@ impl Scorer {
                 )
             })
             .collect();
+        // Each name's spec, so the merge is one lookup per request verifier.
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        for (j, (_, v)) in specs.iter().enumerate() {
+            if let Some(n) = name_of(v) {
+                by_name.entry(n).or_insert(j);
+            }
+        }
         for (i, v) in req.verifiers.iter().enumerate() {
             let at = format!("verifiers[{i}]");
-            let name = name_of(v);
-            match specs
-                .iter_mut()
-                .find(|(_, r)| name.is_some() && name_of(r) == name)
-            {
-                Some((path, base)) => {
+            match name_of(v).and_then(|n| by_name.get(&n).copied()) {
+                Some(j) => {
+                    let (path, base) = &mut specs[j];
                     if let (Some(base), Some(over)) = (base.as_object_mut(), v.as_object()) {
                         base.extend(over.iter().map(|(k, x)| (k.clone(), x.clone())));
                     }
                     *path = at;
                 }
-                None => specs.push((at, v.clone())),
+                None => {
+                    if let Some(n) = name_of(v) {
+                        by_name.insert(n, specs.len());
+                    }
+                    specs.push((at, v.clone()));
+                }
             }
         }
         let verifiers = specs

@@ -324,6 +324,8 @@ impl Scorer {
             calls,
             counted_prompt_tokens: t.prompt,
             counted_prompt_tokens_without_dedup: t.prompt,
+            // Probabilities are in [0, 1] by construction.
+            clamped_scores: 0,
             model: judge.info().model,
             created_unix: SystemTime::now()
                 .duration_since(UNIX_EPOCH)

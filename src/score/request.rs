@@ -68,6 +68,13 @@ pub const REQUEST_FIELDS: &[&str] = &[
 /// Most orders one group may be judged in.
 pub const MAX_PERMUTATIONS: u32 = 16;
 
+/// Most judges in one request's panel. No deployment configures more, and the limit keeps a
+/// hostile panel of millions of names from costing more than a glance.
+pub const MAX_PANEL: usize = 16;
+
+/// Most verifiers one request (or one rubric plus the request's overrides) may carry.
+pub const MAX_VERIFIERS: usize = 64;
+
 fn prefixed(prefix: &str, e: InputError) -> InputError {
     if prefix.is_empty() {
         e
@@ -151,20 +158,20 @@ impl ScoreRequest {
         req.judges = match obj.get("judge") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) if a.len() > MAX_PANEL => {
+                return Err(fail(
+                    "judge",
+                    &format!("a panel has at most {MAX_PANEL} judges, got {}", a.len()),
+                ))
+            }
             Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {
                 let names: Vec<String> = a
                     .iter()
                     .filter_map(|v| v.as_str().map(str::to_string))
                     .collect();
-                if let Some(d) = names
-                    .iter()
-                    .enumerate()
-                    .find(|(i, n)| names[..*i].contains(n))
-                {
-                    return Err(fail(
-                        "judge",
-                        &format!("{:?} appears twice in the panel", d.1),
-                    ));
+                let mut seen = std::collections::HashSet::new();
+                if let Some(d) = names.iter().find(|n| !seen.insert(n.as_str())) {
+                    return Err(fail("judge", &format!("{d:?} appears twice in the panel")));
                 }
                 names
             }
@@ -216,6 +223,12 @@ impl ScoreRequest {
         };
         req.verifiers = match obj.get("verifiers") {
             None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) if a.len() > MAX_VERIFIERS => {
+                return Err(fail(
+                    "verifiers",
+                    &format!("at most {MAX_VERIFIERS} verifiers, got {}", a.len()),
+                ))
+            }
             Some(Value::Array(a)) => a.clone(),
             Some(_) => return Err(fail("verifiers", "expected an array of verifier objects")),
         };

@@ -68,6 +68,10 @@ pub struct Usage {
     /// (the tokens prefilled) it says what the scoring cost the model.
     #[serde(skip_serializing_if = "is_zero")]
     pub forward_passes: u64,
+    /// Scores in the verdicts used that the judge gave outside its scale and gavel clamped to
+    /// 0 or 1 (also counted on `/metrics` as `gavel_judge_scores_clamped_total`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub clamped_scores: u64,
     /// Our count of the judge prompt as sent, and of the same group sent without dedup.
     pub prompt_tokens_deduped: u64,
     pub prompt_tokens_without_dedup: u64,
@@ -97,6 +101,7 @@ impl Usage {
         self.completion_tokens += o.completion_tokens;
         self.cached_prompt_tokens += o.cached_prompt_tokens;
         self.forward_passes += o.forward_passes;
+        self.clamped_scores += o.clamped_scores;
         self.prompt_tokens_deduped += o.prompt_tokens_deduped;
         self.prompt_tokens_without_dedup += o.prompt_tokens_without_dedup;
         self.tokens_saved_by_dedup += o.tokens_saved_by_dedup;

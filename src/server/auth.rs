@@ -49,6 +49,31 @@ impl ApiKeys {
     }
 }
 
+/// Who sent a request, as the auth layer established it (a request extension on every request
+/// that reaches a handler).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// A valid API key was presented; the first 8 bytes of its SHA-256, in hex, name the caller
+    /// (in group keys, never in logs) without revealing the key.
+    Key(String),
+    /// No valid key: auth is off, or an open path was called without one.
+    Anonymous,
+}
+
+impl Caller {
+    pub fn is_authenticated(&self) -> bool {
+        matches!(self, Caller::Key(_))
+    }
+
+    /// A name for the caller in group keys.
+    pub fn id(&self) -> &str {
+        match self {
+            Caller::Key(id) => id,
+            Caller::Anonymous => "anonymous",
+        }
+    }
+}
+
 fn digest(s: &str) -> [u8; 32] {
     Sha256::digest(s.as_bytes()).into()
 }
@@ -68,14 +93,21 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// the set of routes is not disclosed) needs a valid bearer token.
 pub async fn require_key(
     State(keys): State<Arc<ApiKeys>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    if !keys.enabled() || keys.is_open(req.uri().path()) {
+    let caller = match bearer(req.headers()) {
+        Some(token) if keys.enabled() && keys.admits(token) => {
+            Caller::Key(hex::encode(&digest(token)[..8]))
+        }
+        _ => Caller::Anonymous,
+    };
+    let authenticated = caller.is_authenticated();
+    req.extensions_mut().insert(caller);
+    if !keys.enabled() || keys.is_open(req.uri().path()) || authenticated {
         return Ok(next.run(req).await);
     }
     match bearer(req.headers()) {
-        Some(token) if keys.admits(token) => Ok(next.run(req).await),
         Some(_) => {
             tracing::info!("request refused: the bearer token is not a valid API key");
             Err(ApiError::Unauthorized(

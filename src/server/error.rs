@@ -18,6 +18,9 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The client did not send its body within `body_read_timeout_s`.
+    #[error("{0}")]
+    RequestTimeout(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -40,6 +43,7 @@ impl ApiError {
             ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "overloaded"),
@@ -73,6 +77,7 @@ impl From<ScoreError> for ApiError {
             | ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
             | ScoreError::UnknownJudge { .. }
             | ScoreError::NoDefaultJudge(_) => ApiError::InvalidRequest(e.to_string()),
+            ScoreError::PromptTooLarge { .. } => ApiError::PayloadTooLarge(e.to_string()),
             ScoreError::Judge(JudgeError::Overloaded(m)) => ApiError::Overloaded(m),
             ScoreError::Judge(j) => ApiError::Judge(j),
             ScoreError::Rubric(RubricError::Io(..))

@@ -2,43 +2,51 @@
 
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::AppState;
 use crate::score::{BatchRequest, ScoreRequest};
 
-/// Reads a JSON body; every failure is a typed error.
-pub(super) fn read_json(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Value, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(format!(
-                "request body is larger than max_body_bytes ({} bytes)",
-                state.server.max_body_bytes
-            ))
-        } else {
-            ApiError::InvalidRequest(format!("cannot read request body: {e}"))
+/// Reads a JSON body, at most `max_body_bytes` of it within `body_read_timeout_s`; every
+/// failure is a typed error. Handlers call it after admission, so a refused request costs no
+/// body read and a slow body holds at most one admitted slot for a bounded time.
+pub(super) async fn read_json(state: &AppState, body: Body) -> Result<Value, ApiError> {
+    let max = state.server.max_body_bytes;
+    let limit = Duration::from_secs_f64(state.server.body_read_timeout_s);
+    let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, max));
+    let bytes = match tokio::time::timeout(limit, read).await {
+        Err(_) => {
+            return Err(ApiError::RequestTimeout(format!(
+                "the request body did not arrive within body_read_timeout_s ({}s)",
+                state.server.body_read_timeout_s
+            )))
         }
-    })?;
-    serde_json::from_slice(&body)
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "request body is larger than max_body_bytes ({max} bytes)"
+            )))
+        }
+        Ok(Err(e)) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "cannot read request body: {e}"
+            )))
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))
 }
 
 /// Reads and validates a one-group scoring request.
-fn parse_body(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<ScoreRequest, ApiError> {
-    let value = read_json(state, body)?;
+async fn parse_body(state: &AppState, body: Body) -> Result<ScoreRequest, ApiError> {
+    let value = read_json(state, body).await?;
     Ok(ScoreRequest::from_json(
         &value,
         state.scorer.max_group_size(),
@@ -64,12 +72,9 @@ pub(super) fn request_timeout(state: &AppState) -> ApiError {
     )))
 }
 
-pub async fn score_group(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+pub async fn score_group(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
-    let req = parse_body(&state, body)?;
+    let req = parse_body(&state, body).await?;
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let resp = tokio::time::timeout(limit, state.scorer.score_group(&req))
         .await
@@ -77,12 +82,9 @@ pub async fn score_group(
     Ok(Json(resp).into_response())
 }
 
-pub async fn score_groups(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+pub async fn score_groups(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
-    let value = read_json(&state, body)?;
+    let value = read_json(&state, body).await?;
     let batch = BatchRequest::from_json(&value, state.scorer.max_group_size())?;
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let resp = tokio::time::timeout(limit, state.scorer.score_groups(&batch))
@@ -91,12 +93,20 @@ pub async fn score_groups(
     Ok(Json(resp).into_response())
 }
 
-pub async fn render(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let req = parse_body(&state, body)?;
-    Ok(Json(state.scorer.render(&req)?).into_response())
+/// Rendering is CPU work on the request's data: it is admitted like scoring and runs on the
+/// blocking pool under the same timeout, so it can neither starve the async workers nor
+/// outlast `request_timeout_s` from the client's point of view.
+pub async fn render(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
+    let _permit = admit(&state)?;
+    let req = parse_body(&state, body).await?;
+    let scorer = state.scorer.clone();
+    let work = tokio::task::spawn_blocking(move || scorer.render(&req));
+    let limit = Duration::from_secs_f64(state.server.request_timeout_s);
+    let rendered = tokio::time::timeout(limit, work)
+        .await
+        .map_err(|_| request_timeout(&state))?
+        .map_err(|e| ApiError::Internal(format!("rendering failed: {e}")))??;
+    Ok(Json(rendered).into_response())
 }
 
 pub async fn rubrics(State(state): State<AppState>) -> Json<Value> {
@@ -143,18 +153,43 @@ pub async fn method_not_allowed() -> impl IntoResponse {
 }
 
 /// Readiness: 200 when the store answers and every configured judge is reachable, else 503
-/// `not_ready` naming what is down. Both carry the checks.
-pub async fn readyz(State(state): State<AppState>) -> Response {
+/// `not_ready`. A caller with a valid API key gets each check's problem (which may name a judge
+/// URL or quote an error chain); anyone else, kubelet included, gets only which checks pass.
+pub async fn readyz(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Response {
     let report = state.ready.check(&state.scorer).await;
+    let detailed = caller.is_some_and(|Extension(c)| c.is_authenticated());
+    let (store, judges) = if detailed {
+        (json!(report.store), json!(report.judges))
+    } else {
+        let judges: Vec<Value> = report
+            .judges
+            .iter()
+            .map(|j| json!({"name": j.name, "ok": j.ok}))
+            .collect();
+        (
+            json!({"name": "store", "ok": report.store.ok}),
+            json!(judges),
+        )
+    };
     if report.ready() {
-        let body = json!({"status": "ready", "store": report.store, "judges": report.judges});
-        return Json(body).into_response();
+        return Json(json!({"status": "ready", "store": store, "judges": judges})).into_response();
     }
-    let e = ApiError::NotReady(format!("not ready: {}", report.problems()));
-    tracing::warn!(error = %e, "readiness check failed");
+    tracing::warn!(problems = %report.problems(), "readiness check failed");
+    let message = if detailed {
+        format!("not ready: {}", report.problems())
+    } else {
+        let down = report.judges.iter().filter(|j| !j.ok).count();
+        format!(
+            "not ready: store {}, {down} of {} judges unreachable (details for callers with an \
+             API key, and in the log)",
+            if report.store.ok { "ok" } else { "down" },
+            report.judges.len()
+        )
+    };
+    let e = ApiError::NotReady(message);
     let mut body = e.body();
-    body["store"] = json!(report.store);
-    body["judges"] = json!(report.judges);
+    body["store"] = store;
+    body["judges"] = judges;
     e.respond_with(body)
 }
 

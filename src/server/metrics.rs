@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -71,6 +72,10 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
         "Judge calls sent and not yet answered, by judge",
     ),
     (
+        "gavel_judge_scores_clamped_total",
+        "Scores a judge gave outside its scale, clamped to 0 or 1, by judge",
+    ),
+    (
         "gavel_verdicts_total",
         "Verdicts used, by source: cache (a cache hit) or judge",
     ),
@@ -102,12 +107,30 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     DESCRIPTIONS.iter().map(|(n, _)| *n)
 }
 
+/// The `method` label: one of the standard methods or `other`. This layer runs before auth, so
+/// a label taken from request text (HTTP allows any token as a method) would let anyone create
+/// series without bound.
+fn method_label(m: &Method) -> &'static str {
+    match m.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "PATCH" => "PATCH",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
+    }
+}
+
 pub async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let started = Instant::now();
     metrics::gauge!("gavel_http_requests_in_flight").increment(1.0);
     let resp = next.run(req).await;
@@ -118,4 +141,19 @@ pub async fn track(req: Request, next: Next) -> Response {
     metrics::histogram!("gavel_http_request_seconds", "route" => route)
         .record(started.elapsed().as_secs_f64());
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_standard_methods_become_labels() {
+        assert_eq!(method_label(&Method::POST), "POST");
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        for custom in ["FOO", "X-RANDOM-1", "get"] {
+            let m = Method::from_bytes(custom.as_bytes()).unwrap();
+            assert_eq!(method_label(&m), "other", "{custom}");
+        }
+    }
 }

@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod error;
 pub mod handlers;
+mod listen;
 pub mod metrics;
 pub mod openrlhf;
 pub mod ready;
@@ -12,12 +13,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Request};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
@@ -44,7 +45,8 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(scorer: Arc<Scorer>, server: ServerConfig) -> AppState {
-        let openrlhf = openrlhf::OpenRlhf::new(scorer.clone(), OpenRlhfConfig::default())
+        let deadline = Duration::from_secs_f64(server.request_timeout_s);
+        let openrlhf = openrlhf::OpenRlhf::new(scorer.clone(), OpenRlhfConfig::default(), deadline)
             .expect("the shipped rubric \"default\" is always loaded");
         AppState {
             openrlhf: Arc::new(openrlhf),
@@ -65,7 +67,8 @@ impl AppState {
         mut self,
         cfg: OpenRlhfConfig,
     ) -> Result<AppState, crate::rubric::RubricError> {
-        self.openrlhf = Arc::new(openrlhf::OpenRlhf::new(self.scorer.clone(), cfg)?);
+        let deadline = Duration::from_secs_f64(self.server.request_timeout_s);
+        self.openrlhf = Arc::new(openrlhf::OpenRlhf::new(self.scorer.clone(), cfg, deadline)?);
         Ok(self)
     }
 }
@@ -127,8 +130,9 @@ pub fn router(state: AppState) -> Router {
             state.keys.clone(),
             auth::require_key,
         ))
+        // A panic in a handler is a typed 500 and the daemon serves on.
+        .layer(CatchPanicLayer::custom(panic_response))
         .layer(axum::middleware::from_fn(metrics::track))
-        .layer(DefaultBodyLimit::max(state.server.max_body_bytes))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
             TraceLayer::new_for_http()
@@ -139,6 +143,33 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The answer to a request whose handler panicked: `500 internal`, the panic logged (its
+/// message may quote request data, so it goes to the log, not to the client).
+fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    let what = err
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| err.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    tracing::error!(panic = %what, "a request handler panicked");
+    axum::response::IntoResponse::into_response(error::ApiError::Internal(
+        "internal error while handling this request (logged); the daemon is still serving".into(),
+    ))
+}
+
+/// Refuses an address other than loopback when no API key is configured, unless `[server]
+/// allow_unauthenticated` says so: auth must fail closed.
+pub fn check_exposure(addr: std::net::SocketAddr, server: &ServerConfig) -> Result<(), String> {
+    if addr.ip().is_loopback() || !server.api_keys.is_empty() || server.allow_unauthenticated {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to serve on {addr} without API keys: anyone who can reach it could spend the \
+         judges' budget. Set GAVEL_API_KEYS or [server] api_keys_file, listen on 127.0.0.1, or \
+         set [server] allow_unauthenticated = true if a proxy in front authenticates callers"
+    ))
+}
+
 /// Serves until `shutdown` resolves, then finishes in-flight requests and flushes the store.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -146,9 +177,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let store = state.scorer.store().clone();
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let header_timeout = Duration::from_secs_f64(state.server.header_read_timeout_s);
+    listen::serve_connections(listener, router(state), header_timeout, shutdown).await;
     if let Err(e) = store.flush().await {
         tracing::error!(error = %e, "flushing the verdict store at shutdown failed");
     }

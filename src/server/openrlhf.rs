@@ -7,16 +7,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::handlers::{admit, read_json, request_timeout};
 use super::AppState;
 use crate::config::OpenRlhfConfig;
+use crate::judge::JudgeError;
 use crate::openrlhf::assemble::{Assembler, GroupFuture};
 use crate::openrlhf::{
     group_request, parse_request, response_body, split_response, LabelUse, Sample, SampleReward,
@@ -36,11 +39,16 @@ pub struct OpenRlhf {
 
 impl OpenRlhf {
     /// Judges assembled groups through `scorer` as `cfg` says. Fails when the rubric is unknown.
-    pub fn new(scorer: Arc<Scorer>, cfg: OpenRlhfConfig) -> Result<OpenRlhf, RubricError> {
+    pub fn new(
+        scorer: Arc<Scorer>,
+        cfg: OpenRlhfConfig,
+        deadline: Duration,
+    ) -> Result<OpenRlhf, RubricError> {
         scorer.rubrics().get(&cfg.rubric)?;
         let judge_cfg = cfg.clone();
         let assembler = Assembler::new(
             cfg.group_size,
+            cfg.max_pending_groups,
             Duration::from_millis(cfg.wait_ms),
             move |samples: Vec<Sample>| {
                 let scorer = scorer.clone();
@@ -52,7 +60,17 @@ impl OpenRlhf {
                         .get(&cfg.rubric)
                         .map_err(|e| shared(e.into()))?;
                     let req = group_request(&cfg, &LabelUse::of(&cfg, rubric), &samples);
-                    let resp = scorer.score_group(&req).await.map_err(shared)?;
+                    // The judging outlives the requests that wait for it (the group's other
+                    // samples may come later); it gets the same deadline as a request.
+                    let resp = tokio::time::timeout(deadline, scorer.score_group(&req))
+                        .await
+                        .map_err(|_| {
+                            shared(ScoreError::Judge(JudgeError::Timeout(format!(
+                                "judging the group took longer than request_timeout_s ({}s)",
+                                deadline.as_secs_f64()
+                            ))))
+                        })?
+                        .map_err(shared)?;
                     Ok(split_response(resp))
                 }) as GroupFuture<SampleReward, GroupError>
             },
@@ -72,6 +90,7 @@ fn duplicate(e: &ApiError) -> ApiError {
     match e {
         ApiError::InvalidRequest(m) => ApiError::InvalidRequest(m.clone()),
         ApiError::PayloadTooLarge(m) => ApiError::PayloadTooLarge(m.clone()),
+        ApiError::RequestTimeout(m) => ApiError::RequestTimeout(m.clone()),
         ApiError::NotFound(m) => ApiError::NotFound(m.clone()),
         ApiError::MethodNotAllowed(m) => ApiError::MethodNotAllowed(m.clone()),
         ApiError::Overloaded(m) => ApiError::Overloaded(m.clone()),
@@ -82,13 +101,51 @@ fn duplicate(e: &ApiError) -> ApiError {
     }
 }
 
+/// The header that scopes groups to one training run of a caller (optional).
+pub const RUN_HEADER: &str = "x-gavel-run";
+
+/// Longest accepted `X-Gavel-Run` value.
+const MAX_RUN_BYTES: usize = 128;
+
+/// The group scope of a request: the caller (its API key's digest) and its run header.
+fn scope(caller: &Caller, headers: &HeaderMap) -> Result<String, ApiError> {
+    let run = match headers.get(RUN_HEADER) {
+        None => "",
+        Some(v) => v
+            .to_str()
+            .ok()
+            .filter(|r| r.len() <= MAX_RUN_BYTES)
+            .ok_or_else(|| {
+                ApiError::InvalidRequest(format!(
+                    "{RUN_HEADER} must be visible ASCII of at most {MAX_RUN_BYTES} bytes"
+                ))
+            })?,
+    };
+    Ok(serde_json::json!([caller.id(), run]).to_string())
+}
+
 pub async fn get_reward(
     State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
-    let value = read_json(&state, body)?;
+    let caller = caller.map_or(Caller::Anonymous, |Extension(c)| c);
+    let scope = scope(&caller, &headers)?;
+    let value = read_json(&state, body).await?;
     let ep = &state.openrlhf;
+    // Counted before anything is parsed or built per sample.
+    let count = value
+        .get("query")
+        .and_then(|q| q.as_array())
+        .map_or(0, Vec::len);
+    if count > ep.cfg.max_samples {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "{count} samples in one request; [openrlhf] max_samples is {}",
+            ep.cfg.max_samples
+        )));
+    }
     let samples = parse_request(&value, &ep.cfg.strip_suffixes)?;
     let rubric = state
         .scorer
@@ -96,8 +153,16 @@ pub async fn get_reward(
         .get(&ep.cfg.rubric)
         .map_err(ScoreError::from)?;
     LabelUse::of(&ep.cfg, rubric).check(&samples, &ep.cfg.rubric)?;
-    let keyed = samples.into_iter().map(|s| (s.group_key(), s)).collect();
-    let answers = ep.assembler.submit(keyed);
+    let keyed = samples
+        .into_iter()
+        .map(|s| (s.group_key(&scope), s))
+        .collect();
+    let answers = ep.assembler.submit(keyed).map_err(|e| {
+        metrics::counter!("gavel_overloaded_total").increment(1);
+        ApiError::Overloaded(format!(
+            "{e} ([openrlhf] max_pending_groups); retry shortly"
+        ))
+    })?;
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let results = tokio::time::timeout(limit, futures::future::join_all(answers))
         .await

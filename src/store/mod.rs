@@ -76,6 +76,13 @@ pub struct StoredVerdict {
     /// Retries by cause that producing this verdict took.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub retries: std::collections::BTreeMap<String, u64>,
+    /// Scores the judge gave outside its scale, clamped to 0 or 1.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub clamped_scores: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -162,6 +162,21 @@ async fn metrics_cover_requests_judges_queue_depth_cache_and_errors() {
         Some(8.0)
     );
     assert!(text.contains("gavel_judge_call_seconds_bucket{judge=\"queued\",le=\"0.005\"}"));
+    // A score off the scale is clamped, and counted in the usage and here.
+    mock.push(Behaviour::Content(
+        r#"{"scores": [{"trajectory_id": "1", "score": 1.4}, {"trajectory_id": "2", "score": 0.5}]}"#
+            .into(),
+    ));
+    let (status, body) = gavel
+        .post("/v1/score_group", &marked_group(&[0.11, 0.12]))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["usage"]["clamped_scores"], 1, "{body}");
+    let text = metrics_text(&gavel).await;
+    assert_eq!(
+        sample(&text, "gavel_judge_scores_clamped_total", &judge),
+        Some(1.0)
+    );
     // Every exported name is described and starts with gavel_.
     for name in gavel::server::metrics::names() {
         assert!(name.starts_with("gavel_"), "{name}");

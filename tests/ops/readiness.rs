@@ -9,6 +9,8 @@ use crate::common::{MockJudge, MOCK_KEY};
 use crate::openapi::{assert_matches, openapi, schema_ref};
 use crate::start;
 
+const OPERATOR_KEY: &str = "gavel-operator-key-0001";
+
 #[tokio::test]
 async fn readyz_checks_store_and_every_judge_and_caches_judge_probes() {
     let mock = MockJudge::start().await;
@@ -58,10 +60,41 @@ async fn readyz_checks_store_and_every_judge_and_caches_judge_probes() {
             "refused".into(),
             JudgeConfig::openai(mock.base_url(), "m", refused),
         );
+        c.server.api_keys = vec![Secret::new(OPERATOR_KEY)];
     })
     .await;
-    let (status, body) = broken.get("/readyz").await;
+    // Without a key (kubelet): which checks pass, nothing else — no judge URL, no error chain.
+    let (status, anonymous) = broken.get("/readyz").await;
+    assert_eq!(status, 503, "{anonymous}");
+    assert_eq!(anonymous["error"]["type"], "not_ready");
+    assert_eq!(
+        anonymous["error"]["message"],
+        "not ready: store ok, 3 of 4 judges unreachable (details for callers with an API key, \
+         and in the log)"
+    );
+    let text = anonymous.to_string();
+    assert!(
+        !text.contains("127.0.0.1") && !text.contains("problem") && !text.contains("API key\""),
+        "{anonymous}"
+    );
+    assert_eq!(anonymous["judges"].as_array().unwrap().len(), 4);
+    assert_matches(
+        &openapi(),
+        &schema_ref("NotReady"),
+        &anonymous,
+        "an anonymous 503",
+    );
+    // With a key: every problem.
+    let resp = reqwest::Client::new()
+        .get(format!("{}/readyz", broken.url))
+        .bearer_auth(OPERATOR_KEY)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body: serde_json::Value = resp.json().await.unwrap();
     assert_eq!(status, 503, "{body}");
+    assert!(body.to_string().contains(&gone.to_string()), "{body}");
     assert_eq!(body["error"]["type"], "not_ready");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
