@@ -1,5 +1,10 @@
 //! `gavel rescore` end to end: input forms, rejects, resume after kill -9, retry of rejects,
 //! shards. The binary runs as a child process against the in-process mock judge.
+//!
+//! The crash tests arm the binary's test-only hook `GAVEL_TEST_CRASH_AT=<phase>[:<n>]`
+//! (`src/rescore/crash.rs`), which aborts the process at a named step of the ledger, so every
+//! step between two durable writes is crashed at deterministically, not only where a kill -9
+//! happens to land.
 
 mod common;
 
@@ -20,12 +25,20 @@ struct Job {
 
 impl Job {
     fn new(mock: &MockJudge) -> Job {
+        Job::with_judges(&[("mock", mock)])
+    }
+
+    /// A job whose config names each mock as a judge; the first is the default.
+    fn with_judges(judges: &[(&str, &MockJudge)]) -> Job {
         let dir = tempfile::tempdir().unwrap();
-        let toml = format!(
-            "default_judge = \"mock\"\n[judges.mock]\nbackend = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n\
-             api_key_env = \"GAVEL_TEST_MOCK_KEY\"\nmax_retries = 1\nmax_backoff_s = 0.05\ntimeout_s = 5\n",
-            mock.base_url()
-        );
+        let mut toml = format!("default_judge = \"{}\"\n", judges[0].0);
+        for (name, mock) in judges {
+            toml.push_str(&format!(
+                "[judges.{name}]\nbackend = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\n\
+                 api_key_env = \"GAVEL_TEST_MOCK_KEY\"\nmax_retries = 1\nmax_backoff_s = 0.05\ntimeout_s = 5\n",
+                mock.base_url()
+            ));
+        }
         std::fs::write(dir.path().join("gavel.toml"), toml).unwrap();
         Job { dir }
     }
@@ -54,6 +67,7 @@ impl Job {
             "GAVEL_RUBRIC",
             "GAVEL_JUDGE",
             "RUST_LOG",
+            "GAVEL_TEST_CRASH_AT",
         ] {
             c.env_remove(k);
         }
@@ -83,6 +97,69 @@ impl Job {
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// Kills the running job (SIGKILL) once its output has `lines` lines.
+    async fn kill_once_the_output_has(&self, child: &mut tokio::process::Child, lines: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let n =
+                std::fs::read_to_string(self.path("out.jsonl")).map_or(0, |t| t.lines().count());
+            if n >= lines {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no progress");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+    }
+
+    /// Runs with the crash hook armed at `phase` and asserts that the process aborted.
+    async fn run_crashing(&self, input: &Path, extra: &[&str], phase: &str) {
+        let mut c = self.cmd(input, extra);
+        c.env("GAVEL_TEST_CRASH_AT", phase);
+        let out = tokio::time::timeout(Duration::from_secs(60), c.output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            // 6 = SIGABRT: the hook fired, rather than the run ending or failing some other way.
+            assert_eq!(
+                out.status.signal(),
+                Some(6),
+                "crash at {phase}: {:?}: {stderr}",
+                out.status
+            );
+        }
+        #[cfg(not(unix))]
+        assert!(!out.status.success(), "crash at {phase}: {stderr}");
+    }
+
+    /// Asserts both files hold only whole JSON lines (no NULs, no torn line) and no temporary
+    /// file is left next to them.
+    fn assert_clean(&self, when: &str) {
+        for name in ["out.jsonl", "out.jsonl.rejects.jsonl"] {
+            let bytes = std::fs::read(self.path(name)).unwrap_or_default();
+            assert!(!bytes.contains(&0), "{when}: NUL bytes in {name}");
+            assert!(
+                bytes.is_empty() || bytes.ends_with(b"\n"),
+                "{when}: {name} ends in a torn line"
+            );
+            for l in String::from_utf8(bytes).unwrap().lines() {
+                assert!(
+                    serde_json::from_str::<Value>(l).is_ok(),
+                    "{when}: {name} has a line that is not JSON: {l:?}"
+                );
+            }
+        }
+        for e in std::fs::read_dir(self.dir.path()).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(!name.ends_with(".tmp"), "{when}: {name} left behind");
+        }
     }
 
     fn lines(&self, name: &str) -> Vec<Value> {
@@ -201,18 +278,7 @@ async fn a_job_killed_mid_run_resumes_and_writes_every_group_exactly_once() {
         .cmd(&input, &["--concurrency", "2", "--progress", "none"])
         .spawn()
         .unwrap();
-    // Kill -9 once a few groups are out.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let n = std::fs::read_to_string(job.path("out.jsonl")).map_or(0, |t| t.lines().count());
-        if n >= 5 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no progress");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
+    job.kill_once_the_output_has(&mut child, 5).await;
     let partial = job.lines("out.jsonl").len();
     assert!(partial < 24, "killed before the end ({partial})");
 
@@ -346,4 +412,312 @@ async fn the_shipped_example_runs_rescore_cleanly() {
     let q7 = out.iter().find(|l| l["group_id"] == "step12-q7").unwrap();
     assert_eq!(q7["input_meta"], json!({"labels": {"split": "train"}}));
     assert!(job.lines("out.jsonl.rejects.jsonl").is_empty());
+}
+
+/// What rejects-file lines name: the group id, or `line:N` for a line that is not a group.
+fn idents(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| match l["group_id"].as_str() {
+            Some(g) => g.to_string(),
+            None => format!("line:{}", l["line"]),
+        })
+        .collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_killed_mid_run_resumes_and_writes_every_group_exactly_once() {
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    let input = job.write_lines("in.jsonl", &groups(24));
+    mock.set_fallback(Behaviour::Status(500, None, "down".into()));
+    let (code, _) = job.run(&input, &["--progress", "none"]).await;
+    assert_eq!(code, Some(1));
+    assert_eq!(job.lines("out.jsonl.rejects.jsonl").len(), 24);
+    let failed_calls = mock.calls();
+
+    mock.set_fallback(Behaviour::Hang(Duration::from_millis(150)));
+    let args = [
+        "--retry-rejects",
+        "--concurrency",
+        "2",
+        "--progress",
+        "none",
+    ];
+    let mut child = job.cmd(&input, &args).spawn().unwrap();
+    job.kill_once_the_output_has(&mut child, 5).await;
+    assert!(job.lines("out.jsonl").len() < 24, "killed before the end");
+
+    let (code, stderr) = job.run(&input, &args).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    job.assert_clean("after the resumed retry");
+    let out = job.lines("out.jsonl");
+    let want: Vec<String> = sorted((0..24).map(|i| format!("g{i}")).collect());
+    assert_eq!(sorted(ids(&out)), want, "every group exactly once");
+    for l in &out {
+        let i: usize = l["group_id"].as_str().unwrap()[1..].parse().unwrap();
+        assert_eq!(l["rewards"][0], json!(0.1 + (i % 9) as f64 / 10.0));
+    }
+    assert!(job.lines("out.jsonl.rejects.jsonl").is_empty());
+    // At most the groups in flight at the kill were judged twice.
+    assert!(
+        mock.calls() - failed_calls <= 24 + 2,
+        "{} calls",
+        mock.calls()
+    );
+}
+
+/// Three judges over one input: `mock` always scores (groups `g*`), `flaky` fails until the test
+/// heals it (`f*`), `dead` always fails (`d*`); line 4 is not a group. Everything runs with
+/// `--concurrency 1`, so the order is the input's: the first run's rejects file is f0, d0, line 4,
+/// f1, f2, d1, f3 — the line a retry keeps is not a prefix of it, so cutting the old file to the
+/// new file's length cannot pass for the rewrite — and a retry writes f0 (output), d0 (rejects),
+/// f1, f2, d1, f3.
+struct RetryCase {
+    flaky: MockJudge,
+    job: Job,
+    input: PathBuf,
+    _mocks: [MockJudge; 2],
+}
+
+const CASE_GROUPS: [&str; 10] = ["g0", "f0", "d0", "g1", "f1", "g2", "f2", "d1", "g3", "f3"];
+
+impl RetryCase {
+    /// The case after its first run: `g*` in the output; `f*`, `d*` and line 4 rejected.
+    async fn after_first_run() -> RetryCase {
+        let (mock, flaky, dead) = (
+            MockJudge::start().await,
+            MockJudge::start().await,
+            MockJudge::start().await,
+        );
+        let down = Behaviour::Status(500, None, "down".into());
+        flaky.set_fallback(down.clone());
+        dead.set_fallback(down);
+        let job = Job::with_judges(&[("mock", &mock), ("flaky", &flaky), ("dead", &dead)]);
+        let mut lines: Vec<Value> = CASE_GROUPS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                // Distinct markers, so no group can reuse another's cached verdict.
+                let mut g = marked_group(&[Self::reward(i), 0.5]);
+                g["group_id"] = json!(name);
+                match &name[..1] {
+                    "f" => g["judge"] = json!("flaky"),
+                    "d" => g["judge"] = json!("dead"),
+                    _ => {}
+                }
+                g
+            })
+            .collect();
+        lines.insert(3, json!("not an object"));
+        let input = job.write_lines("in.jsonl", &lines);
+        let (code, stderr) = job
+            .run(&input, &["--concurrency", "1", "--progress", "none"])
+            .await;
+        assert_eq!(code, Some(1), "{stderr}");
+        assert_eq!(
+            sorted(ids(&job.lines("out.jsonl"))),
+            ["g0", "g1", "g2", "g3"]
+        );
+        assert_eq!(
+            idents(&job.lines("out.jsonl.rejects.jsonl")),
+            ["f0", "d0", "line:4", "f1", "f2", "d1", "f3"],
+            "in input order"
+        );
+        flaky.set_fallback(Behaviour::Score);
+        RetryCase {
+            flaky,
+            job,
+            input,
+            _mocks: [mock, dead],
+        }
+    }
+
+    fn reward(i: usize) -> f64 {
+        (i + 1) as f64 / 20.0
+    }
+
+    async fn run(&self, extra: &[&str]) -> (Option<i32>, String) {
+        let mut args = vec!["--concurrency", "1", "--progress", "none"];
+        args.extend_from_slice(extra);
+        let (code, stderr) = self.job.run(&self.input, &args).await;
+        assert!(stderr.contains("rescore: {"), "the run finished: {stderr}");
+        (code, stderr)
+    }
+
+    /// Every group and line 4 is in exactly one of the files, once, and both files are clean.
+    fn assert_partition(&self, when: &str) {
+        self.job.assert_clean(when);
+        let mut all = ids(&self.job.lines("out.jsonl"));
+        all.extend(idents(&self.job.lines("out.jsonl.rejects.jsonl")));
+        let mut want: Vec<String> = CASE_GROUPS.iter().map(|s| s.to_string()).collect();
+        want.push("line:4".into());
+        assert_eq!(sorted(all), sorted(want), "{when}: each group once");
+    }
+
+    /// The end state of a retry: every group the judges can score is in the output once, with
+    /// its reward; the rejects file holds exactly the dead judge's groups and line 4.
+    fn assert_retried(&self, when: &str) {
+        self.assert_partition(when);
+        let out = self.job.lines("out.jsonl");
+        assert_eq!(
+            sorted(ids(&out)),
+            ["f0", "f1", "f2", "f3", "g0", "g1", "g2", "g3"],
+            "{when}"
+        );
+        for l in &out {
+            let i = CASE_GROUPS
+                .iter()
+                .position(|g| *g == l["group_id"])
+                .unwrap();
+            assert_eq!(l["rewards"][0], json!(Self::reward(i)), "{when}");
+        }
+        let rejects = self.job.lines("out.jsonl.rejects.jsonl");
+        assert_eq!(sorted(idents(&rejects)), ["d0", "d1", "line:4"], "{when}");
+        for r in &rejects {
+            let want = if r["group_id"].is_null() {
+                "invalid_input"
+            } else {
+                "judge_unavailable"
+            };
+            assert_eq!(r["error_type"], want, "{when}: {r}");
+        }
+    }
+
+    /// Crashes a `--retry-rejects` run at `phase` and resumes it twice over from the same
+    /// start: once by running the retry again straight away, once by a plain run first (which
+    /// must leave a consistent partition whether or not the retry had committed) and the retry
+    /// after it. Both must reach the retried end state, and a further retry must change nothing.
+    async fn crash_retry_and_recover(phase: &str) {
+        for plain_first in [false, true] {
+            let when = |what: &str| {
+                format!("{what} after a crash at {phase} (plain first: {plain_first})")
+            };
+            let case = RetryCase::after_first_run().await;
+            let args = [
+                "--retry-rejects",
+                "--concurrency",
+                "1",
+                "--progress",
+                "none",
+            ];
+            case.job.run_crashing(&case.input, &args, phase).await;
+            if plain_first {
+                case.run(&[]).await;
+                case.assert_partition(&when("plain run"));
+            }
+            let (code, _) = case.run(&["--retry-rejects"]).await;
+            assert_eq!(
+                code,
+                Some(1),
+                "{}: the dead judge's groups stay rejected",
+                when("retry")
+            );
+            case.assert_retried(&when("retry"));
+            let calls = case.flaky.calls();
+            case.run(&["--retry-rejects"]).await;
+            case.assert_retried(&when("second retry"));
+            assert_eq!(
+                case.flaky.calls(),
+                calls,
+                "{}: nothing left for flaky",
+                when("second retry")
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_without_a_crash_reaches_the_retried_state() {
+    let case = RetryCase::after_first_run().await;
+    let (code, _) = case.run(&["--retry-rejects"]).await;
+    assert_eq!(code, Some(1));
+    case.assert_retried("retry");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_while_writing_the_new_rejects_file_recovers() {
+    RetryCase::crash_retry_and_recover("retry-temp-partial").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_before_the_store_reopens_its_units_recovers() {
+    RetryCase::crash_retry_and_recover("retry-temp-written").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_between_the_store_reopen_and_the_rename_recovers() {
+    RetryCase::crash_retry_and_recover("retry-reopened").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_after_the_rename_recovers() {
+    RetryCase::crash_retry_and_recover("retry-renamed").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_before_an_output_line_is_checkpointed_recovers() {
+    // The first retried unit is f0, scored into the output.
+    RetryCase::crash_retry_and_recover("before-checkpoint:1").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_before_a_rejects_line_is_checkpointed_recovers() {
+    // The second is d0, rejected again.
+    RetryCase::crash_retry_and_recover("before-checkpoint:2").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_mid_line_recovers() {
+    // Half of d0's rejects line, then half of f1's output line.
+    RetryCase::crash_retry_and_recover("mid-line:2").await;
+    RetryCase::crash_retry_and_recover("mid-line:3").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_crashed_after_a_checkpoint_recovers() {
+    RetryCase::crash_retry_and_recover("after-checkpoint:3").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_first_run_crashed_at_each_step_resumes_to_every_group_once() {
+    // before-checkpoint:1 is the first line of a job that has never checkpointed a unit.
+    for phase in [
+        "before-checkpoint:1",
+        "mid-line:1",
+        "before-checkpoint:3",
+        "mid-line:4",
+        "after-checkpoint:2",
+    ] {
+        let mock = MockJudge::start().await;
+        let job = Job::new(&mock);
+        let input = job.write_lines("in.jsonl", &groups(6));
+        let args = ["--concurrency", "1", "--progress", "none"];
+        job.run_crashing(&input, &args, phase).await;
+        let (code, stderr) = job.run(&input, &args).await;
+        assert_eq!(code, Some(0), "after a crash at {phase}: {stderr}");
+        job.assert_clean(phase);
+        let want: Vec<String> = sorted((0..6).map(|i| format!("g{i}")).collect());
+        assert_eq!(sorted(ids(&job.lines("out.jsonl"))), want, "{phase}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_cut_below_its_checkpoint_is_refused_not_padded() {
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    let input = job.write_lines("in.jsonl", &[groups(1)[0].clone(), json!(7)]);
+    let (code, _) = job.run(&input, &["--progress", "none"]).await;
+    assert_eq!(code, Some(1));
+    std::fs::remove_file(job.path("out.jsonl.rejects.jsonl")).unwrap();
+    let (code, stderr) = job.run(&input, &["--progress", "none"]).await;
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("checkpoint counts"), "{stderr}");
+    let rejects = std::fs::read(job.path("out.jsonl.rejects.jsonl")).unwrap_or_default();
+    assert!(!rejects.contains(&0), "padded with NULs");
 }

@@ -1,0 +1,247 @@
+//! `gavel rescore`: logged groups in, re-scored JSONL out — resumable, shardable, and never
+//! losing a group.
+//!
+//! Input lines are gavel request bodies, ART trajectory-group dumps (`{"trajectories": [...]}`
+//! with ART's `messages_and_choices`), or one trajectory per line (`{"messages": [...],
+//! "group_id": ...}`) grouped by `group_id`. Each group is a *unit*, named by a hash of its input
+//! text. One writer appends results to the output (or the rejects file) and checkpoints, in one
+//! atomic store write, the units finished and the byte length both files reached. After a crash
+//! the same command truncates both files to the checkpoint and does the rest, so every group is
+//! in the output exactly once.
+//!
+//! `units` reads the input into units and scores them; `ledger` owns the two files and their
+//! checkpoints (and the crash recovery that keeps the exactly-once promise); `crash` is a
+//! test-only hook that aborts the process at a named point of the ledger.
+
+mod crash;
+mod ledger;
+mod units;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::json;
+
+use crate::cli::{open_scorer, CliError, Common};
+use crate::config::Secret;
+use crate::score::Usage;
+use crate::trajectory::content_hash;
+
+use ledger::{Ledger, Sink};
+use units::{in_shard, read_input, read_units, score_unit, Outcome, Unit};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// A progress bar on a terminal, periodic log lines otherwise.
+    Auto,
+    Bar,
+    Log,
+    None,
+}
+
+/// `I/N`: this worker's share of the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let (i, n) = s.split_once('/').ok_or("expected I/N, e.g. 0/4")?;
+        let (index, count) = (i.trim().parse::<u64>(), n.trim().parse::<u64>());
+        match (index, count) {
+            (Ok(index), Ok(count)) if count > 0 && index < count => Ok(Shard { index, count }),
+            _ => Err(format!("expected I/N with 0 <= I < N, got {s:?}")),
+        }
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RescoreArgs {
+    /// Logged groups, one JSON object per line (or `--from-log`).
+    #[arg(required_unless_present = "from_log", conflicts_with = "from_log")]
+    pub input: Option<PathBuf>,
+    /// Read the groups from the scoring log of this Postgres store (`postgres://...`) instead
+    /// of a file: every logged group (oldest first), narrowed by the `--log-*` filters.
+    #[arg(long, env = "GAVEL_RESCORE_FROM_LOG", hide_env_values = true)]
+    pub from_log: Option<Secret>,
+    /// With --from-log: only groups scored with this rubric (by name).
+    #[arg(long, env = "GAVEL_RESCORE_LOG_RUBRIC")]
+    pub log_rubric: Option<String>,
+    /// With --from-log: only groups scored at or after this time (e.g. 2025-06-01 or
+    /// 2025-06-01T12:00:00Z).
+    #[arg(long, env = "GAVEL_RESCORE_LOG_SINCE")]
+    pub log_since: Option<String>,
+    /// With --from-log: only groups scored before this time.
+    #[arg(long, env = "GAVEL_RESCORE_LOG_UNTIL")]
+    pub log_until: Option<String>,
+    /// With --from-log: at most this many groups (the oldest that match).
+    #[arg(long, env = "GAVEL_RESCORE_LOG_LIMIT")]
+    pub log_limit: Option<u64>,
+    /// Output file: one JSON line per input group.
+    #[arg(short = 'o', long, env = "GAVEL_RESCORE_OUTPUT")]
+    pub output: PathBuf,
+    /// Score every group with this rubric instead of the one it names.
+    #[arg(long, env = "GAVEL_RUBRIC")]
+    pub rubric: Option<String>,
+    /// Score every group with this judge instead of the one it names.
+    #[arg(long, env = "GAVEL_JUDGE")]
+    pub judge: Option<String>,
+    /// Groups scored at once (each judge's own rate limits still apply).
+    #[arg(long, env = "GAVEL_RESCORE_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+    /// Process only this deterministic share of the groups, `I/N` (0-based), so N workers can
+    /// split one file; their outputs concatenate cleanly.
+    #[arg(long, env = "GAVEL_RESCORE_SHARD")]
+    pub shard: Option<Shard>,
+    /// Where rejected groups go (default: OUTPUT with `.rejects.jsonl`).
+    #[arg(long, env = "GAVEL_RESCORE_REJECTS")]
+    pub rejects: Option<PathBuf>,
+    /// Try again the groups rejected for a judge failure.
+    #[arg(long, env = "GAVEL_RESCORE_RETRY_REJECTS", default_value_t = false)]
+    pub retry_rejects: bool,
+    /// Progress display.
+    #[arg(long, env = "GAVEL_RESCORE_PROGRESS", value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+}
+
+/// Runs the job; returns the exit code (0 when nothing was rejected, 1 otherwise).
+pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
+    let started = Instant::now();
+    let cfg = common.load_config()?;
+    let (text, file) = read_input(args).await?;
+    let rejects_path = args.rejects.clone().unwrap_or_else(|| {
+        let mut p = args.output.clone().into_os_string();
+        p.push(".rejects.jsonl");
+        PathBuf::from(p)
+    });
+    let units = read_units(&text, cfg.server.max_group_size, args)?;
+    drop(text);
+    let scorer = open_scorer(&cfg).await?;
+    let abs = |p: &Path| {
+        std::fs::canonicalize(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    let job = content_hash(&(
+        "rescore",
+        match &args.input {
+            Some(p) => abs(p),
+            None => format!(
+                "log {file} {:?}",
+                (
+                    &args.log_rubric,
+                    &args.log_since,
+                    &args.log_until,
+                    args.log_limit
+                )
+            ),
+        },
+        abs(&args.output),
+        &args.rubric,
+        &args.judge,
+        args.shard.map(|s| (s.index, s.count)),
+    ));
+    let (mut ledger, done) = Ledger::open(
+        scorer.store().clone(),
+        job,
+        &args.output,
+        &rejects_path,
+        args.retry_rejects,
+    )
+    .await?;
+    let todo: Vec<&Unit> = units
+        .iter()
+        .filter(|u| in_shard(u, args.shard) && !done.contains(&u.key))
+        .collect();
+    let already = units.iter().filter(|u| in_shard(u, args.shard)).count() - todo.len();
+    let total = todo.len() as u64;
+    let bar = progress_bar(args.progress, total, already);
+
+    let mut stats = Summary::default();
+    let mut last_log = Instant::now();
+    let concurrency = args.concurrency.max(1);
+    let mut results = futures::stream::iter(todo.iter().map(|u| {
+        let scorer = scorer.clone();
+        let file = file.clone();
+        async move { (u.key.clone(), score_unit(&scorer, u, &file).await) }
+    }))
+    .buffer_unordered(concurrency);
+    while let Some((key, outcome)) = results.next().await {
+        let (sink, line) = match outcome {
+            Outcome::Scored(v, usage) => {
+                stats.add(&usage);
+                (Sink::Output, v)
+            }
+            Outcome::Rejected(v) => {
+                stats.rejects += 1;
+                (Sink::Rejects, v)
+            }
+        };
+        ledger.append(sink, key, &line).await?;
+        stats.groups += 1;
+        if let Some(b) = &bar {
+            b.inc(1);
+        } else if args.progress != ProgressMode::None
+            && last_log.elapsed() >= Duration::from_secs(10)
+        {
+            last_log = Instant::now();
+            tracing::info!(
+                done = stats.groups,
+                total,
+                rejects = stats.rejects,
+                "rescore progress"
+            );
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let summary = json!({
+        "groups": stats.groups,
+        "skipped_already_done": already,
+        "cache_hits": stats.usage.cache_hits,
+        "judge_calls": stats.usage.judge_calls,
+        "prompt_tokens": stats.usage.prompt_tokens,
+        "completion_tokens": stats.usage.completion_tokens,
+        "cost": stats.usage.cost,
+        "rejects": stats.rejects,
+        "rejects_file": rejects_path.display().to_string(),
+        "wall_s": (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+    });
+    eprintln!("rescore: {summary}");
+    Ok(if stats.rejects == 0 { 0 } else { 1 })
+}
+
+#[derive(Default)]
+struct Summary {
+    groups: u64,
+    rejects: u64,
+    usage: Usage,
+}
+
+impl Summary {
+    fn add(&mut self, u: &Usage) {
+        self.usage.add(u);
+    }
+}
+
+fn progress_bar(mode: ProgressMode, total: u64, already: usize) -> Option<indicatif::ProgressBar> {
+    let show = match mode {
+        ProgressMode::Bar => true,
+        ProgressMode::Auto => std::io::stderr().is_terminal(),
+        ProgressMode::Log | ProgressMode::None => false,
+    };
+    if !show {
+        if mode != ProgressMode::None {
+            tracing::info!(total, already_done = already, "rescore starting");
+        }
+        return None;
+    }
+    Some(crate::cli::progress_bar(total, "groups"))
+}
