@@ -6,6 +6,7 @@
 pub mod claim;
 pub mod migrations;
 mod pg_pool;
+mod pg_tls;
 pub mod postgres;
 pub mod sled_store;
 

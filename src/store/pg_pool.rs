@@ -6,8 +6,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
 
+use super::pg_tls::{self, MakeRustls};
 use super::StoreError;
 
 /// How long opening one connection may take.
@@ -15,6 +16,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(super) struct Pool {
     config: Config,
+    tls: MakeRustls,
     /// Where the pool connects, with any password removed (for messages).
     pub location: String,
     idle: Mutex<Vec<Client>>,
@@ -61,13 +63,19 @@ impl Drop for Conn<'_> {
 
 impl Pool {
     /// Parses `url` (`postgres://user:password@host:port/db?options`, or `host=/run/postgresql`
-    /// for a Unix socket); connects nothing yet.
+    /// for a Unix socket) and reads any `sslrootcert`; connects nothing yet.
     pub fn new(url: &str, size: usize) -> Result<Pool, StoreError> {
         let location = redact(url);
-        let mut config: Config = url.parse().map_err(|e| StoreError::Open {
+        let refused = |message: String| StoreError::Open {
             path: location.clone(),
-            message: format!("not a Postgres connection URL: {e}"),
-        })?;
+            message,
+        };
+        let (rest, tls) = pg_tls::split_options(url).map_err(refused)?;
+        let mut config: Config = rest
+            .parse()
+            .map_err(|e| refused(format!("not a Postgres connection URL: {e}")))?;
+        config.ssl_mode(tls.mode.for_driver(&config));
+        let tls = MakeRustls::new(&tls).map_err(refused)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -76,6 +84,7 @@ impl Pool {
         }
         Ok(Pool {
             config,
+            tls,
             location,
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(size.max(1)),
@@ -108,7 +117,7 @@ impl Pool {
     async fn connect(&self) -> Result<Client, StoreError> {
         let (client, connection) =
             self.config
-                .connect(NoTls)
+                .connect(self.tls.clone())
                 .await
                 .map_err(|e| StoreError::Open {
                     path: self.location.clone(),

@@ -3,12 +3,14 @@
 //! and a daemon killed mid-request.
 //!
 //! The server is `GAVEL_TEST_DATABASE_URL` or a throwaway cluster (see `database.rs`); each test
-//! creates and drops its own database. Without either the tests print why and pass, unless
-//! `GAVEL_REQUIRE_POSTGRES=1` (as in CI), where they fail.
+//! creates and drops its own database. The TLS tests (`tls.rs`) start a second cluster of their
+//! own. Without PostgreSQL the tests print why and pass, unless `GAVEL_REQUIRE_POSTGRES=1` (as
+//! in CI), where they fail.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod database;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -567,6 +569,112 @@ async fn a_daemon_killed_mid_request_leaves_nothing_half_written() {
     assert_eq!(db.count("gavel_verdicts").await, 1);
     assert_eq!(db.count("gavel_scoring_log").await, 1);
     assert_eq!(db.wait_count("gavel_claims", 0).await, 0);
+    g.stop().await;
+    db.drop_db().await;
+}
+
+/// Postgres refuses U+0000 in `text` and `jsonb`. A NUL in a verifier's reason, an inline
+/// rubric's name, a judge's explanation or a checklist item id once failed the insert after the
+/// judge was paid; now the verdict is stored exactly and reused, and the log keeps the row.
+#[tokio::test]
+async fn nul_characters_are_stored_and_the_verdict_reused() {
+    let Some(db) = test_db().await else { return };
+    let mock = MockJudge::start().await;
+    let g = db.replica(&mock, 30.0).await;
+
+    // The verifier quotes the NUL-bearing answer in its reason; the rubric's name holds one.
+    let mut quoted = json!({"trajectories": [
+        simple_traj("SCORE=0.8\nANSWER: x\u{0}y"),
+        simple_traj("SCORE=0.3\nANSWER: abc")]});
+    quoted["rubric"] = json!({"name": "nul\u{0}rubric", "text": "Prefer the right answer."});
+    quoted["verifiers"] = json!([{"type": "answer_line", "kind": "id", "expected": "abc"}]);
+
+    // The judge's explanation and a checklist item id hold one: the verdict itself.
+    let mut checked = json!({"trajectories": [simple_traj("ANSWER: 1"), simple_traj("ANSWER: 2")]});
+    checked["rubric"] = json!({"text": "Cite a source.",
+        "items": [{"id": "cites\u{0}source", "text": "Cites a source"}]});
+    mock.push(Behaviour::Content(
+        json!({"scores": [
+            {"trajectory_id": "1", "explanation": "fine\u{0}print", "score": 0.9,
+             "items": [{"id": "cites\u{0}source", "met": true}]},
+            {"trajectory_id": "2", "explanation": "none", "score": 0.2,
+             "items": [{"id": "cites\u{0}source", "met": false}]}]})
+        .to_string(),
+    ));
+    let (s, c1) = g.post("/v1/score_group", &checked).await;
+    assert_eq!(s, 200, "{c1}");
+    let (s, q1) = g.post("/v1/score_group", &quoted).await;
+    assert_eq!(s, 200, "{q1}");
+    // The NULs really reached what gavel writes.
+    assert!(
+        q1["scores"][0]["reasons"]["answer_line"]
+            .as_str()
+            .unwrap()
+            .contains('\u{0}'),
+        "{q1}"
+    );
+    assert_eq!(q1["rubric"]["name"], "nul\u{0}rubric");
+    assert_eq!(c1["scores"][0]["explanation"], "fine\u{0}print");
+    assert_eq!(
+        c1["scores"][0]["items"],
+        json!([{"id": "cites\u{0}source", "met": true}])
+    );
+    assert_eq!(
+        c1["rewards"],
+        json!([1.0, 0.0]),
+        "the item verdicts counted"
+    );
+    assert_eq!(mock.calls(), 2);
+
+    // Asked again: both answered from the stored verdicts, exactly as the first time.
+    for (first, group) in [(&c1, &checked), (&q1, &quoted)] {
+        let (s, again) = g.post("/v1/score_group", group).await;
+        assert_eq!(s, 200, "{again}");
+        assert_eq!(
+            (
+                again["usage"]["judge_calls"].clone(),
+                again["usage"]["cache_hits"].clone()
+            ),
+            (json!(0), json!(1)),
+            "{again}"
+        );
+        assert_eq!(again["scores"], first["scores"]);
+        assert_eq!(again["rewards"], first["rewards"]);
+    }
+    assert_eq!(mock.calls(), 2, "no judge call for a stored verdict");
+    assert_eq!(db.count("gavel_verdicts").await, 2);
+
+    // The log: text and jsonb columns hold U+FFFD for each NUL; the request (a `json` column)
+    // is kept exactly, so it still hashes to its request_hash and scores again.
+    let store = g.scorer.store().clone();
+    let log = store.read_scoring_log(&LogFilter::default()).await.unwrap();
+    assert_eq!(log.len(), 4);
+    let named: Vec<_> = log
+        .iter()
+        .filter(|r| r.entry.rubric_name == "nul\u{FFFD}rubric")
+        .collect();
+    assert_eq!(named.len(), 2, "{log:?}");
+    for row in &named {
+        let reason = row.entry.scores[0]["reasons"]["answer_line"]
+            .as_str()
+            .unwrap();
+        assert!(
+            reason.contains("x\u{FFFD}y") && !reason.contains('\u{0}'),
+            "{reason}"
+        );
+        assert_eq!(row.entry.request["rubric"]["name"], "nul\u{0}rubric");
+        assert_eq!(row.entry.request_hash, content_hash(&row.entry.request));
+        ScoreRequest::from_json(&row.entry.request, 64).expect("the logged request reads back");
+    }
+    // A filter by the name as the caller wrote it finds the rows.
+    let by_name = store
+        .read_scoring_log(&LogFilter {
+            rubric: Some("nul\u{0}rubric".into()),
+            ..LogFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_name.len(), 2);
     g.stop().await;
     db.drop_db().await;
 }
