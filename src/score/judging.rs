@@ -466,7 +466,8 @@ impl Scorer {
     ) -> Result<Option<JudgeOutcome>, ScoreError> {
         let mut per_sample = Vec::with_capacity(skeleton.samples.len());
         for s in &skeleton.samples {
-            let Some(verdict) = self.store.get(&s.key).await? else {
+            let stored = self.store.get(&s.key).await?;
+            let Some(verdict) = stored.filter(|v| covers(rubric, &s.ids, v)) else {
                 return Ok(None);
             };
             let mut usage = Usage {

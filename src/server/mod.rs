@@ -184,3 +184,57 @@ pub async fn serve(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_a_typed_500_and_the_service_serves_on() {
+        async fn boom() -> &'static str {
+            panic!("bug: index out of bounds")
+        }
+        async fn fine() -> &'static str {
+            "ok"
+        }
+        let app = Router::new()
+            .route("/boom", get(boom))
+            .route("/fine", get(fine))
+            .layer(CatchPanicLayer::custom(panic_response));
+        let req = |p: &str| Request::builder().uri(p).body(Body::empty()).unwrap();
+        let resp = app.clone().oneshot(req("/boom")).await.unwrap();
+        assert_eq!(resp.status(), 500);
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["type"], "internal");
+        // The panic message (which could quote request data) stays in the log.
+        assert!(!v.to_string().contains("index out of bounds"), "{v}");
+        let resp = app.oneshot(req("/fine")).await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+
+    #[test]
+    fn only_loopback_may_serve_without_keys() {
+        let cfg = ServerConfig::default();
+        let at = |a: &str| a.parse::<std::net::SocketAddr>().unwrap();
+        assert!(check_exposure(at("127.0.0.1:8080"), &cfg).is_ok());
+        assert!(check_exposure(at("[::1]:8080"), &cfg).is_ok());
+        for open in ["0.0.0.0:8080", "10.1.2.3:80", "[::]:8080"] {
+            let e = check_exposure(at(open), &cfg).unwrap_err();
+            assert!(e.contains("refusing to serve"), "{e}");
+        }
+        let keyed = ServerConfig {
+            api_keys: vec![crate::config::Secret::new("k")],
+            ..ServerConfig::default()
+        };
+        assert!(check_exposure(at("0.0.0.0:8080"), &keyed).is_ok());
+        let opted = ServerConfig {
+            allow_unauthenticated: true,
+            ..ServerConfig::default()
+        };
+        assert!(check_exposure(at("0.0.0.0:8080"), &opted).is_ok());
+    }
+}

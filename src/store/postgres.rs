@@ -585,6 +585,7 @@ mod tests {
             model: "m".into(),
             created_unix: 1,
             retries: Default::default(),
+            clamped_scores: 0,
         }
     }
 

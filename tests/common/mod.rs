@@ -36,6 +36,8 @@ pub enum Behaviour {
     Wrap(String),
     /// Answer an HTTP error with this status, optional Retry-After seconds, and body.
     Status(u16, Option<u64>, String),
+    /// Answer 429 with this exact `Retry-After` text (e.g. "1e20", as a broken proxy might).
+    RetryAfterText(String),
     /// Wait this long, then answer as `Score`.
     Hang(Duration),
     /// Drop the connection without answering.
@@ -353,6 +355,12 @@ async fn completions(
             }
             resp
         }
+        Behaviour::RetryAfterText(text) => {
+            let mut resp = (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
+            resp.headers_mut()
+                .insert("retry-after", text.parse().unwrap());
+            resp
+        }
         Behaviour::Hang(d) => {
             tokio::time::sleep(d).await;
             completion(&req, verdict_for(&req).to_string())
@@ -397,7 +405,9 @@ impl Gavel {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let state = AppState::new(scorer.clone(), cfg.server.clone());
+        let state = AppState::new(scorer.clone(), cfg.server.clone())
+            .with_openrlhf(cfg.openrlhf.clone())
+            .unwrap();
         let handle = tokio::spawn(async move {
             server::serve(listener, state, async {
                 let _ = rx.await;
