@@ -313,10 +313,14 @@ impl Judge {
     pub async fn probe(&self) -> Result<(), String> {
         match self {
             Judge::Remote(r) => r.probe().await,
-            // The model was loaded (or start-up failed) before the daemon listened, and its owner
-            // thread answers or refuses with 429 from then on.
+            // The model was loaded (or start-up failed) before the daemon listened; its owner
+            // thread answers or refuses with 429 from then on, unless it stopped after
+            // repeated panics.
             #[cfg(feature = "local")]
-            Judge::Local(_) => Ok(()),
+            Judge::Local(l) => l
+                .engine()
+                .health()
+                .map_err(|why| format!("judge {:?}: {why}", l.name)),
             Judge::Unconfigured { reason, .. } => Err(reason.clone()),
         }
     }

@@ -4,7 +4,7 @@
 //! same verdict make one judge call (single-flight).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map};
@@ -26,51 +26,6 @@ use crate::trajectory::content_hash;
 
 /// Anchor candidates shared by every chunk of a split group.
 const CHUNK_ANCHORS: usize = 2;
-
-/// Per-key locks: the first request that misses the cache for a key asks the judge while the
-/// others wait, then find the verdict in the store.
-#[derive(Debug, Default)]
-pub(super) struct KeyLocks {
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-struct KeyGuard<'a> {
-    locks: &'a KeyLocks,
-    key: String,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Drop for KeyGuard<'_> {
-    fn drop(&mut self) {
-        drop(self.guard.take());
-        let mut map = self.locks.map.lock().expect("lock map poisoned");
-        // Forget the lock once nobody holds or awaits it.
-        if map
-            .get(&self.key)
-            .is_some_and(|l| Arc::strong_count(l) == 1)
-        {
-            map.remove(&self.key);
-        }
-    }
-}
-
-impl KeyLocks {
-    async fn lock(&self, key: &str) -> KeyGuard<'_> {
-        let lock = self
-            .map
-            .lock()
-            .expect("lock map poisoned")
-            .entry(key.to_string())
-            .or_default()
-            .clone();
-        let guard = lock.lock_owned().await;
-        KeyGuard {
-            locks: self,
-            key: key.to_string(),
-            guard: Some(guard),
-        }
-    }
-}
 
 /// One prompt to one judge, as far as the store is concerned: which candidates it shows in which
 /// order, the ids the judge sees for them, and its cache key.

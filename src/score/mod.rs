@@ -6,6 +6,7 @@
 //! policy → rewards → advantages.
 
 mod judging;
+mod key_locks;
 pub mod log;
 mod memo;
 mod probes;
@@ -90,7 +91,7 @@ pub struct Scorer {
     max_group_size: usize,
     /// `[server] max_prompt_bytes`: the largest rendered prompt of one judge call.
     max_prompt_bytes: usize,
-    inflight: judging::KeyLocks,
+    inflight: key_locks::KeyLocks,
     plans: memo::PlanMemo,
 }
 
@@ -118,7 +119,7 @@ impl Scorer {
             },
             max_group_size: cfg.server.max_group_size,
             max_prompt_bytes: cfg.server.max_prompt_bytes,
-            inflight: judging::KeyLocks::default(),
+            inflight: key_locks::KeyLocks::default(),
             plans: memo::PlanMemo::default(),
         })
     }

@@ -129,6 +129,9 @@ pub enum EngineError {
     Cancelled,
     #[error("the local judge's model thread stopped")]
     Stopped,
+    /// The model thread panicked on this request; it was reset and serves on.
+    #[error("the local judge failed on this request (a panic, logged); it was reset")]
+    Panicked,
     #[error(transparent)]
     Local(#[from] LocalError),
 }
@@ -147,6 +150,38 @@ pub struct EngineStats {
 enum Work {
     Generate(Request),
     Probe(ProbeRequest),
+    /// Panics the model thread (tests of the recovery).
+    #[cfg(test)]
+    Panic,
+}
+
+/// Panics the model thread survives within [`PANIC_WINDOW`]; one more stops it for good (a
+/// model that panics on every request should take the judge out of `/readyz`, not loop).
+const MAX_PANICS: usize = 3;
+const PANIC_WINDOW: Duration = Duration::from_secs(600);
+
+/// The model thread's state, for `/readyz`.
+#[derive(Debug, Default)]
+struct Health {
+    /// Panics survived since start.
+    restarts: AtomicU64,
+    /// Why the thread stopped, once it has.
+    stopped: std::sync::Mutex<Option<String>>,
+}
+
+/// Joins the model thread when the last [`Engine`] handle goes (its channel closes first, so
+/// the thread finishes the job in hand and ends).
+struct Joiner(std::sync::Mutex<Option<std::thread::JoinHandle<()>>>);
+
+impl Drop for Joiner {
+    fn drop(&mut self) {
+        let handle = self.0.lock().map(|mut h| h.take()).unwrap_or(None);
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
 }
 
 /// What the model thread answers.
@@ -166,11 +201,14 @@ struct Job {
 /// dropped.
 #[derive(Clone)]
 pub struct Engine {
+    // Declared first so that it drops before `joiner`: the thread sees its channel close.
     tx: mpsc::UnboundedSender<Job>,
     slots: Arc<Semaphore>,
     max_queue: usize,
     info: Arc<ModelInfo>,
     stats: Arc<EngineStats>,
+    health: Arc<Health>,
+    _joiner: Arc<Joiner>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -192,30 +230,49 @@ impl Engine {
         let mut worker = Worker::new(model, settings);
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let thread_stats = stats.clone();
-        std::thread::Builder::new()
+        let health = Arc::new(Health::default());
+        let thread_health = health.clone();
+        let handle = std::thread::Builder::new()
             .name("gavel-local-judge".into())
             .spawn(move || {
+                let mut panics: std::collections::VecDeque<Instant> = Default::default();
                 while let Some(job) = rx.blocking_recv() {
                     if job.reply.is_closed() {
                         continue;
                     }
                     let queued = job.enqueued.elapsed();
-                    let reply = &job.reply;
-                    let result = match &job.work {
-                        Work::Generate(request) => {
-                            worker.run(request, &|| reply.is_closed()).map(|mut g| {
-                                g.queued = queued;
-                                record(&thread_stats, &g);
-                                Done::Generated(g)
-                            })
+                    let run = || run_job(&mut worker, &job, queued, &thread_stats);
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+                        Ok(result) => {
+                            let _ = job.reply.send(result);
                         }
-                        Work::Probe(request) => worker.probe(request).map(|mut p| {
-                            p.queued = queued;
-                            record_probe(&thread_stats, &p);
-                            Done::Probed(p)
-                        }),
-                    };
-                    let _ = job.reply.send(result);
+                        Err(payload) => {
+                            let _ = job.reply.send(Err(EngineError::Panicked));
+                            panics.push_back(Instant::now());
+                            while panics.front().is_some_and(|t| t.elapsed() > PANIC_WINDOW) {
+                                panics.pop_front();
+                            }
+                            let what = panic_message(payload.as_ref());
+                            if panics.len() > MAX_PANICS {
+                                let why = format!(
+                                    "the local judge's model thread stopped after {} panics in \
+                                     {} s; the last: {what}",
+                                    panics.len(),
+                                    PANIC_WINDOW.as_secs()
+                                );
+                                tracing::error!("{why}");
+                                *thread_health.stopped.lock().unwrap_or_else(|e| e.into_inner()) =
+                                    Some(why);
+                                // Queued jobs are dropped with the channel: their callers see
+                                // `Stopped`.
+                                break;
+                            }
+                            tracing::error!(panic = %what, "the local judge panicked; resetting it");
+                            thread_health.restarts.fetch_add(1, Ordering::Relaxed);
+                            metrics::counter!("gavel_local_restarts_total").increment(1);
+                            worker.reset();
+                        }
+                    }
                 }
             })
             .map_err(|e| LocalError::Forward(format!("cannot start the model thread: {e}")))?;
@@ -225,7 +282,27 @@ impl Engine {
             max_queue,
             info,
             stats,
+            health,
+            _joiner: Arc::new(Joiner(std::sync::Mutex::new(Some(handle)))),
         })
+    }
+
+    /// `Err` once the model thread has stopped (for `/readyz`).
+    pub fn health(&self) -> Result<(), String> {
+        match &*self
+            .health
+            .stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+        {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Panics the model thread survived since start.
+    pub fn restarts(&self) -> u64 {
+        self.health.restarts.load(Ordering::Relaxed)
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -259,6 +336,9 @@ impl Engine {
     }
 
     async fn submit(&self, work: Work) -> Result<Done, EngineError> {
+        if self.health().is_err() {
+            return Err(EngineError::Stopped);
+        }
         let slot = self.slots.clone().try_acquire_owned().map_err(|_| {
             self.stats.rejected.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("gavel_local_rejected_total").increment(1);
@@ -275,6 +355,39 @@ impl Engine {
             .map_err(|_| EngineError::Stopped)?;
         answer.await.map_err(|_| EngineError::Stopped)?
     }
+}
+
+/// Runs one job on the model thread.
+fn run_job(
+    worker: &mut Worker,
+    job: &Job,
+    queued: Duration,
+    stats: &EngineStats,
+) -> Result<Done, EngineError> {
+    let reply = &job.reply;
+    match &job.work {
+        Work::Generate(request) => worker.run(request, &|| reply.is_closed()).map(|mut g| {
+            g.queued = queued;
+            record(stats, &g);
+            Done::Generated(g)
+        }),
+        Work::Probe(request) => worker.probe(request).map(|mut p| {
+            p.queued = queued;
+            record_probe(stats, &p);
+            Done::Probed(p)
+        }),
+        #[cfg(test)]
+        Work::Panic => panic!("injected by a test"),
+    }
+}
+
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// Counts one request's prompt side (generate and probe alike).
@@ -319,4 +432,73 @@ fn record(stats: &EngineStats, g: &Generated) {
         .fetch_add(g.completion_tokens, Ordering::Relaxed);
     metrics::counter!("gavel_local_completion_tokens_total").increment(g.completion_tokens);
     metrics::histogram!("gavel_local_decode_seconds").record(g.decode.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::local::loader::Arch;
+    use crate::judge::local::model::LocalModelSpec;
+    use crate::judge::local::testkit::{self, TinyOptions};
+
+    fn engine(dir: &std::path::Path) -> Engine {
+        let folder = dir.join("tiny");
+        testkit::write_folder(&folder, &TinyOptions::new(Arch::Qwen2)).unwrap();
+        let model = LoadedModel::load(&LocalModelSpec::new(&folder, "cpu")).unwrap();
+        Engine::start(model, EngineSettings::default()).unwrap()
+    }
+
+    fn probe() -> ProbeRequest {
+        ProbeRequest {
+            messages: vec![ChatMessage {
+                role: "user".into(),
+                content: "Is this right? Answer yes or no.".into(),
+            }],
+            choices: vec![vec!["yes".into()], vec!["no".into()]],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_fails_its_request_the_engine_resets_and_repeated_panics_stop_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = engine(dir.path());
+        let before = e.probe(probe()).await.unwrap();
+        for n in 1..=MAX_PANICS {
+            assert!(matches!(
+                e.submit(Work::Panic).await,
+                Err(EngineError::Panicked)
+            ));
+            assert_eq!(e.restarts(), n as u64);
+            // Reset, not dead: the next request is answered, and exactly as before.
+            assert_eq!(e.probe(probe()).await.unwrap().shares, before.shares);
+            assert!(e.health().is_ok());
+        }
+        // One more within the window: the thread stops, /readyz will say so, requests fail.
+        assert!(matches!(
+            e.submit(Work::Panic).await,
+            Err(EngineError::Panicked)
+        ));
+        let why = e.health().unwrap_err();
+        assert!(why.contains("stopped after 4 panics"), "{why}");
+        assert!(matches!(e.probe(probe()).await, Err(EngineError::Stopped)));
+        // Dropping the last handle joins the (already ended) thread without hanging.
+        drop(e);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_last_handle_joins_the_model_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = engine(dir.path());
+        let weak = Arc::downgrade(&e.health);
+        let clone = e.clone();
+        drop(e);
+        assert!(weak.upgrade().is_some(), "a handle is still alive");
+        clone.probe(probe()).await.unwrap();
+        drop(clone);
+        // The thread held the last other reference to the health record; joined, it is gone.
+        assert!(
+            weak.upgrade().is_none(),
+            "the model thread outlived its engine"
+        );
+    }
 }

@@ -60,6 +60,13 @@ impl Worker {
         }
     }
 
+    /// Back to a clean state after a panic interrupted a request: the KV cache and the cached
+    /// prefixes may be half-written, so both go (the weights are never written).
+    pub fn reset(&mut self) {
+        self.model.clear_kv_cache();
+        self.prefixes = PrefixCache::new(self.settings.prefix_cache_entries);
+    }
+
     /// Completes one request. `cancelled` is polled between tokens.
     pub fn run(
         &mut self,

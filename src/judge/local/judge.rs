@@ -201,9 +201,10 @@ impl LocalJudge {
         match e {
             EngineError::Overloaded(_) => JudgeError::Overloaded(m),
             EngineError::Cancelled => JudgeError::Timeout(m),
-            EngineError::TooLong { .. } | EngineError::Stopped | EngineError::Local(_) => {
-                JudgeError::Unavailable(m)
-            }
+            EngineError::TooLong { .. }
+            | EngineError::Stopped
+            | EngineError::Panicked
+            | EngineError::Local(_) => JudgeError::Unavailable(m),
         }
     }
 }
