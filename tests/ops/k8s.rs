@@ -13,6 +13,10 @@ fn the_kubernetes_config_is_a_valid_gavel_config() {
     let cfg = Config::from_toml(&text, "k8s/config/gavel.toml", &|_| None).unwrap();
     assert_eq!(cfg.server.addr, "0.0.0.0:8080");
     assert!(cfg.server.open_paths.iter().any(|p| p == "/readyz"));
+    // Auth fails closed: on 0.0.0.0 the pods need GAVEL_API_KEYS from the Secret.
+    assert!(!cfg.server.allow_unauthenticated);
+    let addr = "0.0.0.0:8080".parse().unwrap();
+    assert!(gavel::server::check_exposure(addr, &cfg.server).is_err());
 }
 
 /// Renders every kustomization with `kubectl kustomize` and checks every object against the

@@ -247,7 +247,6 @@ impl Engine {
                             let _ = job.reply.send(result);
                         }
                         Err(payload) => {
-                            let _ = job.reply.send(Err(EngineError::Panicked));
                             panics.push_back(Instant::now());
                             while panics.front().is_some_and(|t| t.elapsed() > PANIC_WINDOW) {
                                 panics.pop_front();
@@ -263,6 +262,7 @@ impl Engine {
                                 tracing::error!("{why}");
                                 *thread_health.stopped.lock().unwrap_or_else(|e| e.into_inner()) =
                                     Some(why);
+                                let _ = job.reply.send(Err(EngineError::Panicked));
                                 // Queued jobs are dropped with the channel: their callers see
                                 // `Stopped`.
                                 break;
@@ -271,6 +271,9 @@ impl Engine {
                             thread_health.restarts.fetch_add(1, Ordering::Relaxed);
                             metrics::counter!("gavel_local_restarts_total").increment(1);
                             worker.reset();
+                            // Answered after the state is updated, so a caller that sees the
+                            // error sees the restart counted.
+                            let _ = job.reply.send(Err(EngineError::Panicked));
                         }
                     }
                 }

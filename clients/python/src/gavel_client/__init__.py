@@ -23,6 +23,7 @@ from .errors import (
     NotFound,
     Overloaded,
     PayloadTooLarge,
+    RequestTimeout,
     Unauthorized,
 )
 from .types import (
@@ -55,6 +56,7 @@ __all__ = [
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
+    "RequestTimeout",
     "ScoreResult",
     "TrajectoryScore",
     "Unauthorized",

@@ -60,8 +60,15 @@ class MethodNotAllowed(GavelError):
     error_type = "method_not_allowed"
 
 
+class RequestTimeout(GavelError):
+    """408: the request body did not arrive within the daemon's ``body_read_timeout_s``."""
+
+    error_type = "request_timeout"
+
+
 class PayloadTooLarge(GavelError):
-    """413: the body is over the daemon's ``max_body_bytes``."""
+    """413: the body is over the daemon's ``max_body_bytes``, a judge prompt over
+    ``max_prompt_bytes``, or more samples than ``[openrlhf] max_samples``."""
 
     error_type = "payload_too_large"
 
@@ -119,6 +126,7 @@ ERRORS_BY_TYPE: Dict[str, Type[GavelError]] = {
         Unauthorized,
         NotFound,
         MethodNotAllowed,
+        RequestTimeout,
         PayloadTooLarge,
         Overloaded,
         InternalError,
@@ -134,6 +142,7 @@ _BY_STATUS: Dict[int, Type[GavelError]] = {
     401: Unauthorized,
     404: NotFound,
     405: MethodNotAllowed,
+    408: RequestTimeout,
     413: PayloadTooLarge,
     429: Overloaded,
     500: InternalError,

@@ -33,6 +33,8 @@ class Usage:
     tokens_saved_by_dedup: int = 0
     distinct_trajectories: int = 0
     chunks: int = 0
+    #: Scores the judge gave outside its scale, clamped to 0 or 1.
+    clamped_scores: int = 0
     #: Judge retries by cause (``timeout``, ``http_429``, ``reask``, ...).
     retries: Dict[str, int] = field(default_factory=dict)
     #: Estimated cost, when the judge has prices configured.
