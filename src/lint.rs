@@ -24,19 +24,40 @@ use crate::verify::Verifier;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct LintArgs {
-    /// Rubric files (*.toml) or directories of them.
-    #[arg(default_value = "rubrics")]
+    /// Rubric files (*.toml) or directories of them (default: the config's `rubrics_dir`, else
+    /// `rubrics`).
     pub paths: Vec<PathBuf>,
-    /// A directory of judge templates to check too (NAME.system.jinja + NAME.user.jinja).
+    /// A directory of judge templates to check too (NAME.system.jinja + NAME.user.jinja;
+    /// default: the config's `prompts_dir`).
     #[arg(long, env = "GAVEL_PROMPTS_DIR")]
     pub prompts: Option<PathBuf>,
+}
+
+impl LintArgs {
+    /// Fills what the command line left open from the config (`--config`): the daemon lints
+    /// what it will load.
+    pub fn with_config_dirs(mut self, cfg: &crate::config::Config) -> LintArgs {
+        if self.paths.is_empty() {
+            self.paths.extend(cfg.rubrics_dir.clone());
+        }
+        if self.prompts.is_none() {
+            self.prompts = cfg.prompts_dir.clone();
+        }
+        self
+    }
 }
 
 /// Prints one `file:line: problem` line per finding to stderr and a summary to stdout; returns
 /// the exit code (0 clean, 1 problems found; warnings alone do not fail).
 pub fn run(args: &LintArgs) -> Result<u8, CliError> {
     let mut report = Report::default();
-    let rubrics = lint_rubrics(&args.paths, &mut report);
+    let default = [PathBuf::from("rubrics")];
+    let paths = if args.paths.is_empty() {
+        &default[..]
+    } else {
+        &args.paths
+    };
+    let rubrics = lint_rubrics(paths, &mut report);
     lint_templates(args.prompts.as_deref(), &rubrics, &mut report);
     for (_, line) in &report.findings {
         eprintln!("{line}");

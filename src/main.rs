@@ -202,6 +202,16 @@ async fn serve(common: Common, addr: Option<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `gavel lint`, with the rubric and template folders of `--config` when the command line
+/// names none.
+fn lint(common: &Common, args: gavel::lint::LintArgs) -> anyhow::Result<ExitCode> {
+    let args = match &common.config {
+        Some(_) => args.with_config_dirs(&load_config(common)?),
+        None => args,
+    };
+    Ok(ExitCode::from(gavel::lint::run(&args)?))
+}
+
 /// Reads a group file with the shared reader and applies `--rubric`/`--judge` to every group.
 fn read_groups(
     path: &Path,
@@ -381,9 +391,7 @@ async fn main() -> ExitCode {
         }
         Command::Lint { common, args } => {
             init_logs(common.log_json, "warn");
-            gavel::lint::run(&args)
-                .map(ExitCode::from)
-                .map_err(Into::into)
+            lint(&common, args)
         }
         Command::Diff { common, args } => {
             init_logs(common.log_json, "warn");

@@ -318,3 +318,40 @@ fn missing_path_is_one_line_and_exit_one() {
     );
     assert_eq!(out.code, 1);
 }
+
+#[test]
+fn the_config_names_the_rubrics_and_prompts_to_lint() {
+    // Before, `gavel lint --config` ignored the config and linted ./rubrics only.
+    let prompts = Path::new(ROOT).join("tests/data/lint/prompts");
+    let config = format!(
+        "rubrics_dir = \"mine\"\nprompts_dir = \"{}\"\n",
+        prompts.display()
+    );
+    let out = lint(
+        &[
+            ("gavel.toml", config.as_str()),
+            ("mine/good.toml", PLAIN),
+            ("mine/bad.toml", "text = 5\n"),
+            ("rubrics/other.toml", "text = 6\n"),
+        ],
+        &["--config", "gavel.toml"],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.starts_with("mine/bad.toml:1:"), "{}", out.stderr);
+    assert!(!out.stderr.contains("other.toml"), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("2 rubrics, 9 templates"),
+        "{}",
+        out.stdout
+    );
+    // Paths on the command line still win.
+    let out = lint(
+        &[
+            ("gavel.toml", "rubrics_dir = \"mine\"\n"),
+            ("mine/bad.toml", "text = 5\n"),
+            ("r/ok.toml", PLAIN),
+        ],
+        &["--config", "gavel.toml", "r"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
