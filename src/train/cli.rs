@@ -36,106 +36,122 @@ pub enum TrainAction {
     },
 }
 
-/// Options of `gavel train`; each overrides the same key of `--config train.toml`.
+/// Options of `gavel train`; each overrides the same key of `--config train.toml`. They are
+/// global, so they may follow an action too (`gavel train toy --output-dir DIR`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct TrainArgs {
     #[command(subcommand)]
     pub action: Option<TrainAction>,
     /// The training config (TOML; see examples/train.toml).
-    #[arg(long, env = "GAVEL_TRAIN_CONFIG")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_CONFIG")]
     pub config: Option<PathBuf>,
     /// The scorer's gavel.toml (judges, rubrics, store), for in-process scoring.
-    #[arg(long, env = "GAVEL_CONFIG")]
+    #[arg(long, global = true, env = "GAVEL_CONFIG")]
     pub scorer_config: Option<PathBuf>,
     /// Verdict store directory for in-process scoring.
-    #[arg(long, env = "GAVEL_STORE")]
+    #[arg(long, global = true, env = "GAVEL_STORE")]
     pub store: Option<PathBuf>,
     /// Continue from this checkpoint directory.
-    #[arg(long, env = "GAVEL_TRAIN_RESUME")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_RESUME")]
     pub resume: Option<PathBuf>,
     /// No progress bar (metrics still go to metrics.jsonl).
-    #[arg(long, env = "GAVEL_TRAIN_QUIET", default_value_t = false)]
+    #[arg(
+        long,
+        global = true,
+        env = "GAVEL_TRAIN_QUIET",
+        default_value_t = false
+    )]
     pub quiet: bool,
     /// Base model: a model folder or a GGUF file.
-    #[arg(long, env = "GAVEL_TRAIN_MODEL")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_MODEL")]
     pub model: Option<PathBuf>,
     /// `cpu` or `cuda:N`.
-    #[arg(long, env = "GAVEL_TRAIN_DEVICE")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_DEVICE")]
     pub device: Option<String>,
     /// Prompts JSONL (messages + scoring fields per line).
-    #[arg(long, env = "GAVEL_TRAIN_TASKS")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_TASKS")]
     pub tasks: Option<PathBuf>,
     /// Train on these scored groups (`gavel rescore` output, or request bodies with their
     /// `rewards`) instead of sampling: no tasks, no scorer.
-    #[arg(long, env = "GAVEL_TRAIN_OFFLINE", value_name = "SCORED.jsonl")]
+    #[arg(
+        long,
+        global = true,
+        env = "GAVEL_TRAIN_OFFLINE",
+        value_name = "SCORED.jsonl"
+    )]
     pub offline: Option<PathBuf>,
     /// Score against a running daemon (its base URL) instead of in-process.
-    #[arg(long, env = "GAVEL_SCORER_URL")]
+    #[arg(long, global = true, env = "GAVEL_SCORER_URL")]
     pub scorer_url: Option<String>,
     /// Checkpoints and metrics.jsonl go here.
-    #[arg(long, env = "GAVEL_TRAIN_OUTPUT_DIR")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_OUTPUT_DIR")]
     pub output_dir: Option<PathBuf>,
     /// Optimizer steps in all.
-    #[arg(long, env = "GAVEL_TRAIN_STEPS")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_STEPS")]
     pub steps: Option<u64>,
     /// Prompts (groups) per step.
-    #[arg(long, env = "GAVEL_TRAIN_PROMPTS_PER_STEP")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_PROMPTS_PER_STEP")]
     pub prompts_per_step: Option<usize>,
     /// Completions per prompt.
-    #[arg(long, env = "GAVEL_TRAIN_GROUP_SIZE")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_GROUP_SIZE")]
     pub group_size: Option<usize>,
     /// Groups per forward/backward pass.
-    #[arg(long, env = "GAVEL_TRAIN_MICRO_BATCH_GROUPS")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_MICRO_BATCH_GROUPS")]
     pub micro_batch_groups: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_LEARNING_RATE")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_LEARNING_RATE")]
     pub learning_rate: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_SCHEDULE", value_enum)]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_SCHEDULE", value_enum)]
     pub schedule: Option<Schedule>,
-    #[arg(long, env = "GAVEL_TRAIN_WARMUP_STEPS")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_WARMUP_STEPS")]
     pub warmup_steps: Option<u64>,
     /// Clip the global gradient norm (0 = off).
-    #[arg(long, env = "GAVEL_TRAIN_MAX_GRAD_NORM")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_MAX_GRAD_NORM")]
     pub max_grad_norm: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_SEED")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_SEED")]
     pub seed: Option<u64>,
     /// Checkpoint every N steps (0 = at the end only).
-    #[arg(long, env = "GAVEL_TRAIN_SAVE_EVERY")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_SAVE_EVERY")]
     pub save_every: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_TEMPERATURE")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_TEMPERATURE")]
     pub temperature: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_TOP_P")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_TOP_P")]
     pub top_p: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_MAX_TOKENS")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_MAX_TOKENS")]
     pub max_tokens: Option<usize>,
     /// A stop string (repeatable).
-    #[arg(long, env = "GAVEL_TRAIN_STOP")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_STOP")]
     pub stop: Vec<String>,
-    #[arg(long, env = "GAVEL_TRAIN_LORA_R")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_LORA_R")]
     pub lora_r: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_LORA_ALPHA")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_LORA_ALPHA")]
     pub lora_alpha: Option<f64>,
     /// Comma-separated subset of q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj.
-    #[arg(long, env = "GAVEL_TRAIN_LORA_TARGETS", value_delimiter = ',')]
+    #[arg(
+        long,
+        global = true,
+        env = "GAVEL_TRAIN_LORA_TARGETS",
+        value_delimiter = ','
+    )]
     pub lora_targets: Option<Vec<String>>,
-    #[arg(long, env = "GAVEL_TRAIN_USE_RSLORA")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_USE_RSLORA")]
     pub use_rslora: Option<bool>,
-    #[arg(long, env = "GAVEL_TRAIN_LOSS_TYPE", value_enum)]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_LOSS_TYPE", value_enum)]
     pub loss_type: Option<LossType>,
-    #[arg(long, env = "GAVEL_TRAIN_IS_LEVEL", value_enum)]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_IS_LEVEL", value_enum)]
     pub importance_sampling_level: Option<IsLevel>,
-    #[arg(long, env = "GAVEL_TRAIN_EPSILON")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_EPSILON")]
     pub epsilon: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_EPSILON_HIGH")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_EPSILON_HIGH")]
     pub epsilon_high: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_DELTA")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_DELTA")]
     pub delta: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_BETA")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_BETA")]
     pub beta: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_TIS_CAP")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_TIS_CAP")]
     pub tis_cap: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_TIS_MODE", value_enum)]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_TIS_MODE", value_enum)]
     pub tis_mode: Option<TisMode>,
-    #[arg(long, env = "GAVEL_TRAIN_WEIGHT_DECAY")]
+    #[arg(long, global = true, env = "GAVEL_TRAIN_WEIGHT_DECAY")]
     pub weight_decay: Option<f64>,
 }
 
@@ -226,6 +242,9 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             let mut t = toy::toy_config(model, tasks, cfg.output_dir.join("run"));
             if args.steps.is_some() {
                 t.steps = cfg.steps;
+            }
+            if args.seed.is_some() {
+                t.seed = cfg.seed;
             }
             cfg = t;
         }
