@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::rubric::line_of;
+use crate::secret::redact_url;
+pub use crate::secret::Secret;
 
 /// Used when neither the config file nor `OPENAI_BASE_URL` names an endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -22,38 +24,6 @@ pub enum ConfigError {
     Io(PathBuf, std::io::Error),
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
-}
-
-/// A secret string: printed as `[redacted]` everywhere.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: impl Into<String>) -> Secret {
-        Secret(s.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-/// For clap: a secret given on the command line or in an environment variable.
-impl From<String> for Secret {
-    fn from(s: String) -> Secret {
-        Secret(s)
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
 }
 
 /// The whole configuration.
@@ -416,7 +386,7 @@ impl StoreConfig {
     /// Where verdicts go, for logs: the Postgres URL without its password, or the sled path.
     pub fn describe(&self) -> String {
         match &self.url {
-            Some(u) => crate::store::redact_url(u.expose()),
+            Some(u) => redact_url(u.expose()),
             None => self.path.display().to_string(),
         }
     }
@@ -428,7 +398,7 @@ impl StoreConfig {
             if !(u.starts_with("postgres://") || u.starts_with("postgresql://")) {
                 return Err(format!(
                     "[store] url {:?} is not a postgres:// or postgresql:// URL",
-                    crate::store::redact_url(u)
+                    redact_url(u)
                 ));
             }
         }

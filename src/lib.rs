@@ -19,6 +19,7 @@ pub mod reward;
 pub mod rng;
 pub mod rubric;
 pub mod score;
+pub mod secret;
 pub mod server;
 pub mod store;
 #[cfg(feature = "train")]

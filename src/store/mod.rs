@@ -16,9 +16,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::secret::redact_url;
 pub use claim::Claim;
 pub use migrations::MigrationReport;
-pub use pg_pool::redact as redact_url;
 pub use postgres::{PgOptions, PgStore};
 pub use sled_store::SledStore;
 

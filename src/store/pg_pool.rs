@@ -10,6 +10,7 @@ use tokio_postgres::{Client, Config};
 
 use super::pg_tls::{self, MakeRustls};
 use super::StoreError;
+use crate::secret::redact_url;
 
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,7 +66,7 @@ impl Pool {
     /// Parses `url` (`postgres://user:password@host:port/db?options`, or `host=/run/postgresql`
     /// for a Unix socket) and reads any `sslrootcert`; connects nothing yet.
     pub fn new(url: &str, size: usize) -> Result<Pool, StoreError> {
-        let location = redact(url);
+        let location = redact_url(url);
         let refused = |message: String| StoreError::Open {
             path: location.clone(),
             message,
@@ -152,55 +153,9 @@ pub(super) fn describe(e: &tokio_postgres::Error) -> String {
     text
 }
 
-/// The URL with any password replaced by `***` (userinfo or a `password=` option).
-pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(scheme_end) = out.find("://") {
-        let rest = &out[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@') {
-            if let Some(colon) = rest[..at].find(':') {
-                let start = scheme_end + 3 + colon + 1;
-                out.replace_range(start..scheme_end + 3 + at, "***");
-            }
-        }
-    }
-    let mut search = 0;
-    while let Some(i) = out[search..].find("password=") {
-        let start = search + i + "password=".len();
-        let end = out[start..]
-            .find(['&', ' '])
-            .map_or(out.len(), |j| start + j);
-        out.replace_range(start..end, "***");
-        search = start + 3;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("postgres://gavel:s3cr3t@db:5432/gavel"),
-            "postgres://gavel:***@db:5432/gavel"
-        );
-        assert_eq!(
-            redact("postgres://gavel@db/gavel?password=s3cr3t&sslmode=disable"),
-            "postgres://gavel@db/gavel?password=***&sslmode=disable"
-        );
-        assert_eq!(
-            redact("host=db user=gavel password=s3cr3t dbname=g"),
-            "host=db user=gavel password=*** dbname=g"
-        );
-        assert_eq!(redact("postgres://db/gavel"), "postgres://db/gavel");
-        assert_eq!(
-            redact("postgresql:///g?host=/tmp/pg@x"),
-            "postgresql:///g?host=/tmp/pg@x"
-        );
-    }
 
     #[test]
     fn bad_urls_are_refused_without_the_password() {
