@@ -192,6 +192,8 @@ enum Done {
 
 struct Job {
     work: Work,
+    /// The caller's span (its request id): the model thread's log lines carry it.
+    span: tracing::Span,
     reply: oneshot::Sender<Result<Done, EngineError>>,
     enqueued: Instant,
     _slot: OwnedSemaphorePermit,
@@ -241,6 +243,7 @@ impl Engine {
                         continue;
                     }
                     let queued = job.enqueued.elapsed();
+                    let _span = job.span.clone().entered();
                     let run = || run_job(&mut worker, &job, queued, &thread_stats);
                     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
                         Ok(result) => {
@@ -351,6 +354,7 @@ impl Engine {
         self.tx
             .send(Job {
                 work,
+                span: tracing::Span::current(),
                 reply,
                 enqueued: Instant::now(),
                 _slot: slot,
