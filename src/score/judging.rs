@@ -24,6 +24,11 @@ use crate::rubric::Rubric;
 use crate::store::{StoredScore, StoredVerdict};
 use crate::trajectory::content_hash;
 
+mod aggregate;
+mod ask;
+
+use aggregate::aggregate_samples;
+
 /// Anchor candidates shared by every chunk of a split group.
 const CHUNK_ANCHORS: usize = 2;
 
@@ -354,7 +359,7 @@ impl Scorer {
     }
 
     /// Tokens of the same candidates' trajectories sent whole, with no dedup (exact, for
-    /// `render`; scoring estimates it instead, see [`estimate_tokens`]).
+    /// `render`; scoring estimates it instead, see `ask::estimate_tokens`).
     fn count_without_dedup(
         &self,
         plan: &Plan<'_>,
@@ -496,159 +501,6 @@ impl Scorer {
         add_counted_tokens(&mut usage, &verdict);
         Ok(Ok(sample_result(plan.rubric, &s.ids, &verdict, usage)))
     }
-
-    /// Asks the judge for a verdict: one call, and one structural re-ask stating the exact
-    /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline.
-    async fn ask_judge(&self, plan: &Plan<'_>, i: usize) -> Result<StoredVerdict, JudgeError> {
-        if let Some(probe) = &plan.probes[i] {
-            let judge = plan.judges[plan.skeleton.samples[i].judge];
-            return self
-                .ask_probes(judge, plan.input.candidates.len(), probe)
-                .await;
-        }
-        let s = &plan.skeleton.samples[i];
-        let rendered = &plan.rendered[i];
-        let judge = plan.judges[s.judge];
-        let item_ids: Vec<String> = plan.rubric.items.iter().map(|i| i.id.clone()).collect();
-        let schema = verdict_schema(&rendered.ids, &item_ids);
-        let opts = ParseOptions {
-            expected_ids: &rendered.ids,
-            allow_missing_score: !item_ids.is_empty(),
-            expected_items: &item_ids,
-        };
-        let JudgeInfo { name, model } = judge.info();
-        let deadline = judge.deadline();
-        let conversation = async {
-            let mut messages = rendered.messages.clone();
-            let first = judge.complete(&messages, &schema).await?;
-            let first_prompt_tokens = first.prompt_tokens;
-            let (mut prompt_tokens, mut completion_tokens, mut calls) =
-                (first.prompt_tokens, first.completion_tokens, 1u32);
-            let mut cached = first.cached_prompt_tokens;
-            let mut forwards = first.forward_passes;
-            let mut retries = first.retries;
-            let parsed = match parse_verdict(&first.text, &opts) {
-                Ok(scores) => scores,
-                Err(problem) => {
-                    tracing::info!(judge = %name, %problem, "verdict unusable; re-asking once");
-                    metrics::counter!("gavel_judge_reasks_total", "judge" => name.clone())
-                        .increment(1);
-                    let reask = self
-                        .prompts
-                        .render_reask(&problem.to_string(), &rendered.ids)
-                        .map_err(|e| JudgeError::InvalidOutput(e.to_string()))?;
-                    messages.push(ChatMessage {
-                        role: "assistant".into(),
-                        content: first.text,
-                    });
-                    messages.push(reask);
-                    let second = judge.complete(&messages, &schema).await?;
-                    prompt_tokens += second.prompt_tokens;
-                    completion_tokens += second.completion_tokens;
-                    cached += second.cached_prompt_tokens;
-                    forwards += second.forward_passes;
-                    calls += 1;
-                    for (cause, n) in second.retries {
-                        *retries.entry(cause).or_default() += n;
-                    }
-                    *retries.entry("reask".into()).or_default() += 1;
-                    parse_verdict(&second.text, &opts).map_err(|again| {
-                        JudgeError::InvalidOutput(format!(
-                            "judge {name:?} gave an unusable verdict twice; first: {problem}; after the re-ask: {again}"
-                        ))
-                    })?
-                }
-            };
-            let tokens = (
-                prompt_tokens,
-                completion_tokens,
-                cached,
-                first_prompt_tokens,
-                forwards,
-            );
-            Ok::<_, JudgeError>((parsed, tokens, calls, retries))
-        };
-        let (
-            parsed,
-            (
-                prompt_tokens,
-                completion_tokens,
-                cached_prompt_tokens,
-                first_prompt_tokens,
-                forward_passes,
-            ),
-            calls,
-            retries,
-        ) = tokio::time::timeout(deadline, conversation)
-            .await
-            .map_err(|_| {
-                JudgeError::Timeout(format!(
-                    "judge {name:?}: verdict deadline of {:.1}s passed",
-                    deadline.as_secs_f64()
-                ))
-            })??;
-        let (counted, without) = estimate_tokens(plan, i, first_prompt_tokens);
-        let clamped_scores = parsed.iter().filter(|x| x.clamped).count() as u32;
-        Ok(StoredVerdict {
-            clamped_scores,
-            scores: parsed
-                .into_iter()
-                .map(|x| StoredScore {
-                    id: x.trajectory_id,
-                    score: x.score,
-                    explanation: x.explanation,
-                    items: x.items.into_iter().map(|i| (i.id, i.met)).collect(),
-                })
-                .collect(),
-            prompt_tokens,
-            completion_tokens,
-            cached_prompt_tokens,
-            forward_passes,
-            calls,
-            counted_prompt_tokens: counted,
-            counted_prompt_tokens_without_dedup: without,
-            model,
-            created_unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            retries,
-        })
-    }
-}
-
-/// The prompt's tokens and an estimate of what the same candidates would cost without dedup.
-///
-/// The judge's own count of the prompt (its reported `prompt_tokens`, in its own tokenizer) is
-/// the base; without it, the prompt is counted with `o200k_base`. The no-dedup figure scales that
-/// count by the bytes dedup kept out ([`JudgeInput::bytes_saved`]) at the prompt's own rate of
-/// tokens per byte (measured on the whole prompt, so it is an estimate: `gavel render` counts both
-/// prompts exactly). Exact counts of both prompts (`gavel render`) take milliseconds of BPE on
-/// large groups, which a cache miss should not pay for a usage figure.
-fn estimate_tokens(plan: &Plan<'_>, i: usize, judge_counted: u64) -> (u64, u64) {
-    let rendered = &plan.rendered[i];
-    let counted = if judge_counted > 0 {
-        judge_counted
-    } else {
-        count_tokens(&rendered.messages) as u64
-    };
-    // The rate of tokens per byte of the material (the user message): the whole prompt less the
-    // system message, which is counted exactly (a few hundred tokens of instructions and rubric,
-    // whose English packs more bytes into a token than JSON tool output does).
-    let system = count_tokens(&rendered.messages[..1]) as u64;
-    let bytes: usize = rendered.messages[1..].iter().map(|m| m.content.len()).sum();
-    let material = if counted > system {
-        counted - system
-    } else {
-        counted
-    };
-    // Sizes as the prompt writes them: one JSON line per message, escaped.
-    let saved = plan.input.bytes_saved(
-        &plan.skeleton.samples[i].order,
-        |m| quote_json(m).len() + 1,
-        |c| quote_json(c).len(),
-    );
-    let extra = (saved as f64 * material as f64 / bytes.max(1) as f64).round() as u64;
-    (counted, counted + extra)
 }
 
 /// Whether `verdict` has a score entry for every id of the sample and, under a checklist
@@ -708,104 +560,6 @@ fn sample_result(
         })
         .collect();
     SampleResult { scores, usage }
-}
-
-/// Maps every sample's scores back to candidates, merges chunks, averages orders and judges.
-fn aggregate_samples(
-    skeleton: &Skeleton,
-    rubric: &Rubric,
-    judges: &[&Arc<Judge>],
-    per_sample: Vec<SampleResult>,
-    aggregate: Aggregate,
-) -> JudgeOutcome {
-    let mut usage = Usage {
-        distinct_trajectories: skeleton.distinct as u64,
-        ..Usage::default()
-    };
-    for s in &per_sample {
-        usage.add(&s.usage);
-    }
-    usage.chunks = skeleton.chunks as u64;
-    let m = skeleton.distinct;
-    let shift = rubric.items.is_empty();
-    // (judge, order) → per-candidate scores, merging chunks.
-    let mut by_judge_order: BTreeMap<(usize, u32), ChunkScores> = BTreeMap::new();
-    let mut first_seen: Vec<Option<(String, Vec<ItemOut>)>> = vec![None; m];
-    for (s, r) in skeleton.samples.iter().zip(&per_sample) {
-        by_judge_order
-            .entry((s.judge, s.order_index))
-            .or_default()
-            .push((s.order.clone(), r.scores.iter().map(|x| x.0).collect()));
-        for (&c, (_, expl, items)) in s.order.iter().zip(&r.scores) {
-            if first_seen[c].is_none() {
-                first_seen[c] = Some((expl.clone(), items.clone()));
-            }
-        }
-    }
-    let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; judges.len()];
-    for ((j, _), chunks) in &by_judge_order {
-        // Chunks list anchors first, in their own prompt order; merge expects anchors first.
-        let normalized: ChunkScores = chunks
-            .iter()
-            .map(|(order, scores)| {
-                let mut pairs: Vec<(usize, Option<f64>)> =
-                    order.iter().copied().zip(scores.iter().copied()).collect();
-                pairs.sort_by_key(|(c, _)| (*c >= CHUNK_ANCHORS, *c));
-                pairs.into_iter().unzip()
-            })
-            .collect();
-        let anchors = if normalized.len() > 1 {
-            CHUNK_ANCHORS.min(m)
-        } else {
-            0
-        };
-        for (c, v) in merge_chunks(m, &normalized, anchors, shift)
-            .into_iter()
-            .enumerate()
-        {
-            if let Some(v) = v {
-                per_judge[*j][c].push(v);
-            }
-        }
-    }
-    let candidate_scores: Vec<JudgeScore> = (0..m)
-        .map(|c| {
-            let judge_means: Vec<f64> = per_judge
-                .iter()
-                .filter_map(|pj| mean_std(&pj[c]).map(|(mean, _)| mean))
-                .collect();
-            let all: Vec<f64> = per_judge
-                .iter()
-                .flat_map(|pj| pj[c].iter().copied())
-                .collect();
-            let (explanation, items) = first_seen[c].clone().unwrap_or_default();
-            JudgeScore {
-                value: combine_judges(&judge_means, aggregate),
-                explanation,
-                items,
-                disagreement: if all.len() > 1 {
-                    mean_std(&all).map(|(_, sd)| sd)
-                } else {
-                    None
-                },
-                per_judge: if judges.len() > 1 {
-                    judges
-                        .iter()
-                        .zip(&per_judge)
-                        .map(|(jd, pj)| (jd.info().name, mean_std(&pj[c]).map(|(mean, _)| mean)))
-                        .collect()
-                } else {
-                    BTreeMap::new()
-                },
-            }
-        })
-        .collect();
-    let scores = skeleton
-        .candidate_of
-        .iter()
-        .map(|&c| candidate_scores[c].clone())
-        .collect();
-    JudgeOutcome { scores, usage }
 }
 
 /// The cache key: a hash of everything that decides a verdict — cache schema, judge identity

@@ -1,0 +1,102 @@
+//! Aggregating: every sample's scores mapped back to the request's trajectories, chunks merged
+//! on one scale, orders and judges combined.
+
+use super::*;
+
+/// Maps every sample's scores back to candidates, merges chunks, averages orders and judges.
+pub(super) fn aggregate_samples(
+    skeleton: &Skeleton,
+    rubric: &Rubric,
+    judges: &[&Arc<Judge>],
+    per_sample: Vec<SampleResult>,
+    aggregate: Aggregate,
+) -> JudgeOutcome {
+    let mut usage = Usage {
+        distinct_trajectories: skeleton.distinct as u64,
+        ..Usage::default()
+    };
+    for s in &per_sample {
+        usage.add(&s.usage);
+    }
+    usage.chunks = skeleton.chunks as u64;
+    let m = skeleton.distinct;
+    let shift = rubric.items.is_empty();
+    // (judge, order) → per-candidate scores, merging chunks.
+    let mut by_judge_order: BTreeMap<(usize, u32), ChunkScores> = BTreeMap::new();
+    let mut first_seen: Vec<Option<(String, Vec<ItemOut>)>> = vec![None; m];
+    for (s, r) in skeleton.samples.iter().zip(&per_sample) {
+        by_judge_order
+            .entry((s.judge, s.order_index))
+            .or_default()
+            .push((s.order.clone(), r.scores.iter().map(|x| x.0).collect()));
+        for (&c, (_, expl, items)) in s.order.iter().zip(&r.scores) {
+            if first_seen[c].is_none() {
+                first_seen[c] = Some((expl.clone(), items.clone()));
+            }
+        }
+    }
+    let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; judges.len()];
+    for ((j, _), chunks) in &by_judge_order {
+        // Chunks list anchors first, in their own prompt order; merge expects anchors first.
+        let normalized: ChunkScores = chunks
+            .iter()
+            .map(|(order, scores)| {
+                let mut pairs: Vec<(usize, Option<f64>)> =
+                    order.iter().copied().zip(scores.iter().copied()).collect();
+                pairs.sort_by_key(|(c, _)| (*c >= CHUNK_ANCHORS, *c));
+                pairs.into_iter().unzip()
+            })
+            .collect();
+        let anchors = if normalized.len() > 1 {
+            CHUNK_ANCHORS.min(m)
+        } else {
+            0
+        };
+        for (c, v) in merge_chunks(m, &normalized, anchors, shift)
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(v) = v {
+                per_judge[*j][c].push(v);
+            }
+        }
+    }
+    let candidate_scores: Vec<JudgeScore> = (0..m)
+        .map(|c| {
+            let judge_means: Vec<f64> = per_judge
+                .iter()
+                .filter_map(|pj| mean_std(&pj[c]).map(|(mean, _)| mean))
+                .collect();
+            let all: Vec<f64> = per_judge
+                .iter()
+                .flat_map(|pj| pj[c].iter().copied())
+                .collect();
+            let (explanation, items) = first_seen[c].clone().unwrap_or_default();
+            JudgeScore {
+                value: combine_judges(&judge_means, aggregate),
+                explanation,
+                items,
+                disagreement: if all.len() > 1 {
+                    mean_std(&all).map(|(_, sd)| sd)
+                } else {
+                    None
+                },
+                per_judge: if judges.len() > 1 {
+                    judges
+                        .iter()
+                        .zip(&per_judge)
+                        .map(|(jd, pj)| (jd.info().name, mean_std(&pj[c]).map(|(mean, _)| mean)))
+                        .collect()
+                } else {
+                    BTreeMap::new()
+                },
+            }
+        })
+        .collect();
+    let scores = skeleton
+        .candidate_of
+        .iter()
+        .map(|&c| candidate_scores[c].clone())
+        .collect();
+    JudgeOutcome { scores, usage }
+}
