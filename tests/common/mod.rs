@@ -456,6 +456,16 @@ impl Gavel {
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics_text(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let resp = reqwest::get(format!("{}{path}", self.url)).await.unwrap();
         let status = resp.status().as_u16();

@@ -144,15 +144,22 @@ fn check_answer(route: &str, status: u16, body: &Value) -> Result<(), TestCaseEr
     Ok(())
 }
 
-#[test]
-fn mutated_groups_get_a_response_or_a_typed_4xx_never_a_panic() {
+/// A runtime, and the daemon over a fresh store with the mock as its judge, for sync
+/// proptest runners.
+fn daemon() -> (tokio::runtime::Runtime, tempfile::TempDir, MockJudge, Gavel) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (_mock, gavel) = rt.block_on(async {
+    let (mock, gavel) = rt.block_on(async {
         let mock = MockJudge::start().await;
         let gavel = Gavel::start(mock.config(&dir.path().join("store"))).await;
         (mock, gavel)
     });
+    (rt, dir, mock, gavel)
+}
+
+#[test]
+fn mutated_groups_get_a_response_or_a_typed_4xx_never_a_panic() {
+    let (rt, _dir, _mock, gavel) = daemon();
     let client = reqwest::Client::new();
     let seed = seed_group();
     // The seed itself is valid, so mutations start from deep inside the pipeline.
@@ -199,13 +206,7 @@ fn mutated_groups_get_a_response_or_a_typed_4xx_never_a_panic() {
 
 #[test]
 fn arbitrary_bytes_get_a_typed_400() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (_mock, gavel) = rt.block_on(async {
-        let mock = MockJudge::start().await;
-        let gavel = Gavel::start(mock.config(&dir.path().join("store"))).await;
-        (mock, gavel)
-    });
+    let (rt, _dir, _mock, gavel) = daemon();
     let valid = serde_json::to_vec(&seed_group()).unwrap();
     let mut runner = TestRunner::new(RunnerConfig {
         cases: 200,

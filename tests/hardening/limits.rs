@@ -9,15 +9,6 @@ use serde_json::{json, Value};
 use crate::common::{marked_group, simple_traj, Behaviour, Gavel, MockJudge};
 use crate::{raw_exchange, start};
 
-async fn metrics_text(gavel: &Gavel) -> String {
-    reqwest::get(format!("{}/metrics", gavel.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// A `/get_reward` body: one sample per prompt, each response "ANSWER: 4".
 fn reward_body(prompts: &[String]) -> Value {
     let query: Vec<String> = prompts.iter().map(|p| format!("{p}ANSWER: 4")).collect();
@@ -58,7 +49,7 @@ async fn custom_methods_share_one_metric_label() {
             .unwrap();
         assert_eq!(resp.status(), 405);
     }
-    let text = metrics_text(&gavel).await;
+    let text = gavel.metrics_text().await;
     assert!(
         !text.contains("XRANDOM"),
         "a method became a label:\n{text}"

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{marked_group, Behaviour, Gavel, MockJudge};
+use crate::common::{marked_group, Behaviour, MockJudge};
 use crate::start;
 
 fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -28,15 +28,6 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
             .all(|(k, v)| have.get(k) == Some(v))
             .then(|| value.parse().ok())?
     })
-}
-
-async fn metrics_text(gavel: &Gavel) -> String {
-    reqwest::get(format!("{}/metrics", gavel.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -69,7 +60,7 @@ async fn metrics_cover_requests_judges_queue_depth_cache_and_errors() {
     // Three requests in: one judge call in flight, two waiting for the concurrency cap.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let text = metrics_text(&gavel).await;
+        let text = gavel.metrics_text().await;
         let queued = sample(&text, "gavel_judge_queue_depth", &judge);
         let calling = sample(&text, "gavel_judge_calls_in_flight", &judge);
         let scoring = sample(&text, "gavel_score_requests_in_flight", &[]);
@@ -118,7 +109,7 @@ async fn metrics_cover_requests_judges_queue_depth_cache_and_errors() {
         200
     );
 
-    let text = metrics_text(&gavel).await;
+    let text = gavel.metrics_text().await;
     assert_eq!(sample(&text, "gavel_judge_queue_depth", &judge), Some(0.0));
     assert_eq!(
         sample(&text, "gavel_judge_calls_in_flight", &judge),
@@ -172,7 +163,7 @@ async fn metrics_cover_requests_judges_queue_depth_cache_and_errors() {
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["usage"]["clamped_scores"], 1, "{body}");
-    let text = metrics_text(&gavel).await;
+    let text = gavel.metrics_text().await;
     assert_eq!(
         sample(&text, "gavel_judge_scores_clamped_total", &judge),
         Some(1.0)
