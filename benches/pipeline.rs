@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 use std::hint::black_box;
 
 use gavel::dedup::{DedupConfig, JudgeInput};
-use gavel::judge::parse::{parse_verdict, ParseOptions};
 use gavel::prompt::{count_tokens, Prompts, DEFAULT_PROMPT};
 use gavel::rubric::RubricSet;
 use gavel::trajectory::{parse_trajectories, Trajectory};
+use gavel::verdict::{parse_verdict, ParseOptions};
 
 /// The benchmark corpus (`benches/data/groups.jsonl`), labels stripped.
 fn corpus() -> Vec<Value> {

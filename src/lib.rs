@@ -1,7 +1,8 @@
 //! gavel: a reward service for reinforcement learning of LLM agents.
 //!
-//! The core (`trajectory`, `dedup`, `prompt`, `rubric`, `reward`, `score`) is plain data and
-//! functions; only `judge` talks to judges, only `store` to databases, only `server` to HTTP.
+//! The core (`trajectory`, `dedup`, `prompt`, `rubric`, `verdict`, `verify`, `reward`) is plain data and
+//! functions; `score` runs the pipeline over them; only `judge` talks to judges, only `store` to
+//! databases, only `server` to HTTP.
 
 pub mod cli;
 pub mod config;
@@ -25,4 +26,5 @@ pub mod store;
 #[cfg(feature = "train")]
 pub mod train;
 pub mod trajectory;
+pub mod verdict;
 pub mod verify;

@@ -284,30 +284,6 @@ impl ResolvedPolicy {
     }
 }
 
-/// The judge component of a checklist verdict: the weighted fraction of items met, capped at
-/// `required_cap` when a required item is unmet.
-pub fn checklist_score(
-    items: &[crate::rubric::ChecklistItem],
-    met: &BTreeMap<String, bool>,
-    required_cap: f64,
-) -> f64 {
-    let total: f64 = items.iter().map(|i| i.weight).sum();
-    let got: f64 = items
-        .iter()
-        .filter(|i| met.get(&i.id) == Some(&true))
-        .map(|i| i.weight)
-        .sum();
-    let frac = if total > 0.0 { got / total } else { 0.0 };
-    if items
-        .iter()
-        .any(|i| i.required && met.get(&i.id) != Some(&true))
-    {
-        frac.min(required_cap)
-    } else {
-        frac
-    }
-}
-
 #[cfg(test)]
 mod tests {
     fn comps(pairs: &[(&str, Option<f64>)]) -> BTreeMap<String, Option<f64>> {
@@ -452,41 +428,6 @@ mod tests {
             }
             assert!(better <= 1.0 + 1e-12);
         }
-    }
-
-    #[test]
-    fn checklist_fraction_with_required_cap() {
-        use crate::rubric::ChecklistItem;
-        let items = vec![
-            ChecklistItem {
-                id: "a".into(),
-                text: "".into(),
-                weight: 2.0,
-                required: true,
-            },
-            ChecklistItem {
-                id: "b".into(),
-                text: "".into(),
-                weight: 1.0,
-                required: false,
-            },
-            ChecklistItem {
-                id: "c".into(),
-                text: "".into(),
-                weight: 1.0,
-                required: false,
-            },
-        ];
-        let met = |a, b, c| {
-            BTreeMap::from([
-                ("a".to_string(), a),
-                ("b".to_string(), b),
-                ("c".to_string(), c),
-            ])
-        };
-        assert_eq!(checklist_score(&items, &met(true, true, false), 0.0), 0.75);
-        assert_eq!(checklist_score(&items, &met(false, true, true), 0.3), 0.3);
-        assert_eq!(checklist_score(&items, &met(false, false, true), 0.3), 0.25);
     }
 
     use super::*;

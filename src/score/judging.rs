@@ -16,13 +16,14 @@ use super::samples::{
 };
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::dedup::JudgeInput;
-use crate::judge::parse::{parse_verdict, ParseOptions};
-use crate::judge::{verdict_schema, Judge, JudgeError, JudgeInfo};
+use crate::judge::{Judge, JudgeError, JudgeInfo};
 use crate::prompt::{count_tokens, quote_json, ChatMessage, RenderedPrompt, DEFAULT_PROMPT};
-use crate::reward::checklist_score;
+use crate::rubric::checklist_score;
 use crate::rubric::Rubric;
 use crate::store::{StoredScore, StoredVerdict};
 use crate::trajectory::content_hash;
+use crate::verdict::verdict_schema;
+use crate::verdict::{parse_verdict, ParseOptions};
 
 mod aggregate;
 mod ask;

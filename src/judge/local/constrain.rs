@@ -343,7 +343,7 @@ impl TokenMask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::parse::{parse_verdict, ParseOptions};
+    use crate::verdict::{parse_verdict, ParseOptions};
 
     fn strs(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

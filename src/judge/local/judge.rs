@@ -107,7 +107,7 @@ impl LocalJudge {
         })
     }
 
-    /// One completion. `schema` is [`crate::judge::verdict_schema`]'s: the trajectory ids and
+    /// One completion. `schema` is [`crate::verdict::verdict_schema`]'s: the trajectory ids and
     /// checklist item ids the constrained output follows are read from it.
     pub async fn complete(
         &self,
@@ -240,7 +240,7 @@ fn schema_ids(schema: &Value) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::verdict_schema;
+    use crate::verdict::verdict_schema;
 
     #[test]
     fn ids_and_items_come_from_the_verdict_schema() {
