@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::trajectory::{Message, Role, ToolCall, Trajectory};
 
@@ -31,6 +31,22 @@ impl Default for DedupConfig {
         DedupConfig {
             min_shared_chars: 200,
             enabled: true,
+        }
+    }
+}
+
+/// `[dedup]` in `gavel.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DedupSection {
+    /// Recurring message contents of at least this many characters are sent once.
+    pub min_shared_chars: usize,
+}
+
+impl Default for DedupSection {
+    fn default() -> Self {
+        DedupSection {
+            min_shared_chars: DedupConfig::default().min_shared_chars,
         }
     }
 }

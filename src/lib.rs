@@ -20,6 +20,7 @@ pub mod reward;
 pub mod rng;
 pub mod rubric;
 pub mod score;
+pub mod seconds;
 pub mod secret;
 pub mod server;
 pub mod store;

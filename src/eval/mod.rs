@@ -275,7 +275,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         let remote = names.iter().find(|n| {
             cfg.judges
                 .get(*n)
-                .is_some_and(|j| j.backend != crate::config::Backend::Local)
+                .is_some_and(|j| j.backend != crate::judge::Backend::Local)
         });
         if let Some(n) = remote {
             return usage_error(&format!(

@@ -3,6 +3,7 @@
 //! A backend only completes chat messages; parsing the verdict and the structural re-ask live in
 //! `score`, so every backend gets them alike. A judge failure is a [`JudgeError`], never a score.
 
+pub mod config;
 pub mod limits;
 pub mod local;
 pub mod remote;
@@ -10,8 +11,8 @@ pub mod remote;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::config::{Backend, JudgeConfig};
 use crate::prompt::{ChatMessage, JudgeMode};
+pub use config::{Backend, JudgeConfig};
 
 #[cfg(feature = "local")]
 pub use local::LocalJudge;

@@ -22,10 +22,11 @@ use async_openai::types::chat::{
 use async_openai::Client;
 use serde_json::{json, Value};
 
+use super::config::JudgeConfig;
 use super::limits::JudgeLimits;
 use super::{Completion, JudgeError};
-use crate::config::{JudgeConfig, Secret};
 use crate::prompt::{count_tokens, ChatMessage};
+use crate::secret::Secret;
 
 /// The longest a `/readyz` reachability probe waits for the judge's server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);

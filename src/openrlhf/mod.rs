@@ -6,15 +6,16 @@
 //! Assembling samples into groups across requests is [`assemble`]; HTTP is `server::openrlhf`.
 
 pub mod assemble;
+pub mod config;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::config::OpenRlhfConfig;
 use crate::rubric::Rubric;
 use crate::score::{RubricRef, ScoreRequest, ScoreResponse};
 use crate::trajectory::{type_name, InputError, Message, Role, Trajectory};
+pub use config::OpenRlhfConfig;
 
 /// Every field a `/get_reward` body may have.
 pub const FIELDS: &[&str] = &["query", "prompts", "labels"];

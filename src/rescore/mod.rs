@@ -25,8 +25,8 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::cli::{open_scorer, CliError, Common};
-use crate::config::Secret;
 use crate::score::Usage;
+use crate::secret::Secret;
 use crate::trajectory::content_hash;
 
 use ledger::{Ledger, Sink};

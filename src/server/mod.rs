@@ -1,6 +1,7 @@
 //! The daemon: axum over the scorer. Handlers are thin; all logic is in `score`.
 
 pub mod auth;
+pub mod config;
 pub mod error;
 pub mod handlers;
 mod listen;
@@ -22,8 +23,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
-use crate::config::{OpenRlhfConfig, ServerConfig};
+use crate::openrlhf::config::OpenRlhfConfig;
 use crate::score::Scorer;
+pub use config::ServerConfig;
 
 /// The OpenAPI document of the HTTP API, served at `/openapi.json`. Hand-maintained; a test
 /// checks that it documents exactly the routes of [`routes`] and that its examples are accepted.

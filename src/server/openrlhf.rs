@@ -18,9 +18,9 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::handlers::{admit, read_json, request_timeout};
 use super::AppState;
-use crate::config::OpenRlhfConfig;
 use crate::judge::JudgeError;
 use crate::openrlhf::assemble::{Assembler, GroupFuture};
+use crate::openrlhf::OpenRlhfConfig;
 use crate::openrlhf::{
     group_request, parse_request, response_body, split_response, LabelUse, Sample, SampleReward,
 };

@@ -4,6 +4,7 @@
 //! ([`PgStore`], many replicas on one database) stands beside the embedded sled one.
 
 pub mod claim;
+pub mod config;
 pub mod migrations;
 mod pg_pool;
 mod pg_tls;
@@ -22,7 +23,7 @@ pub use migrations::MigrationReport;
 pub use postgres::{PgOptions, PgStore};
 pub use sled_store::SledStore;
 
-use crate::config::StoreConfig;
+pub use config::StoreConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

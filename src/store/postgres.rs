@@ -10,13 +10,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::config::StoreConfig;
 use super::migrations::{self, MigrationReport};
 use super::pg_pool::{describe, Pool};
 use super::{
     Claim, JobProgress, LogFilter, LoggedGroup, ScoringLogEntry, StoreError, StoreStats,
     StoredVerdict, VerdictStore,
 };
-use crate::config::StoreConfig;
 
 /// Connection and claim settings (`[store]`).
 #[derive(Debug, Clone, PartialEq)]
