@@ -88,7 +88,7 @@ fn bench_hits(c: &mut Criterion) {
             retries: Default::default(),
             clamped_scores: 0,
         };
-        rt.block_on(gavel::store::VerdictStore::put(
+        rt.block_on(gavel::store::Verdicts::put(
             store.as_ref(),
             &r.cache_key,
             &verdict,

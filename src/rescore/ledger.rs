@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use super::crash;
 use crate::cli::CliError;
-use crate::store::VerdictStore;
+use crate::store::{UnitChange, VerdictStore};
 
 /// Which file a unit's line goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +111,9 @@ impl Ledger {
                 }
                 // Claim the output before the first line goes in: otherwise a crash before the
                 // first unit's checkpoint leaves a non-empty file the check above refuses.
-                store.job_checkpoint(&job, &[], (0, 0)).await?;
+                store
+                    .job_update(&job, UnitChange::Finish, &[], (0, 0))
+                    .await?;
                 (0, 0)
             }
         };
@@ -162,7 +164,12 @@ impl Ledger {
         self.out.sync()?;
         self.rej.sync()?;
         self.store
-            .job_checkpoint(&self.job, &[unit], (self.out.len, self.rej.len))
+            .job_update(
+                &self.job,
+                UnitChange::Finish,
+                &[unit],
+                (self.out.len, self.rej.len),
+            )
             .await?;
         crash::point("after-checkpoint");
         Ok(())
@@ -203,7 +210,9 @@ async fn reopen_judge_failures(
         .map_err(|e| io_err(tmp, "cannot write", e))?;
     drop(f);
     crash::point("retry-temp-written");
-    store.job_reopen(job, &retry, (out_len, new_len)).await?;
+    store
+        .job_update(job, UnitChange::Reopen, &retry, (out_len, new_len))
+        .await?;
     crash::point("retry-reopened");
     std::fs::rename(tmp, rejects).map_err(|e| io_err(rejects, "cannot replace", e))?;
     sync_dir(rejects)?;

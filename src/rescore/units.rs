@@ -9,7 +9,7 @@ use super::{RescoreArgs, Shard};
 use crate::cli::CliError;
 use crate::score::request::REQUEST_FIELDS;
 use crate::score::{RubricRef, ScoreError, ScoreRequest, Scorer, Usage};
-use crate::store::{LogFilter, PgOptions, PgStore, VerdictStore};
+use crate::store::{LogFilter, PgOptions, PgStore, ScoringLog};
 use crate::trajectory::content_hash;
 
 /// Trajectory fields in the one-trajectory-per-line form.

@@ -148,8 +148,18 @@ pub struct LogFilter {
     pub limit: Option<u64>,
 }
 
+/// Whether a job ledger update finishes its units or opens them again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitChange {
+    /// The units are finished (accepted or rejected): a checkpoint.
+    Finish,
+    /// The units are unfinished again (`gavel rescore --retry-rejects`).
+    Reopen,
+}
+
+/// The verdicts themselves: a key-value cache that survives restarts.
 #[async_trait]
-pub trait VerdictStore: Send + Sync + std::fmt::Debug {
+pub trait Verdicts: Send + Sync {
     async fn get(&self, key: &str) -> Result<Option<StoredVerdict>, StoreError>;
     async fn put(&self, key: &str, verdict: &StoredVerdict) -> Result<(), StoreError>;
     async fn stats(&self) -> Result<StoreStats, StoreError>;
@@ -157,47 +167,55 @@ pub trait VerdictStore: Send + Sync + std::fmt::Debug {
     async fn clear(&self) -> Result<u64, StoreError>;
     /// Makes every write so far durable.
     async fn flush(&self) -> Result<(), StoreError>;
-    /// A job's progress.
-    async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError>;
-    /// Records, atomically and durably, that `units` are finished and the output files now end at
-    /// `offsets`.
-    async fn job_checkpoint(
-        &self,
-        job: &str,
-        units: &[String],
-        offsets: (u64, u64),
-    ) -> Result<(), StoreError>;
-    /// Marks `units` unfinished again (for `--retry-rejects`), with the new file offsets.
-    async fn job_reopen(
-        &self,
-        job: &str,
-        units: &[String],
-        offsets: (u64, u64),
-    ) -> Result<(), StoreError>;
 
     /// Whether the store answers (for /readyz).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
+}
 
-    /// Single-flight across processes sharing this store. Returns once the caller may ask the
-    /// judge for `key` (holding the claim until the returned guard drops), or once another
-    /// process has stored the verdict (the guard is then empty); the caller looks the verdict up
-    /// again either way. A claim whose holder died expires, so a dead process blocks no one for
-    /// long. The default suits a store one process owns, where the scorer's in-process locks
-    /// already single-flight.
+/// Single-flight across processes sharing this store.
+#[async_trait]
+pub trait Claims: Send + Sync {
+    /// Returns once the caller may ask the judge for `key` (holding the claim until the returned
+    /// guard drops), or once another process has stored the verdict (the guard is then empty);
+    /// the caller looks the verdict up again either way. A claim whose holder died expires, so a
+    /// dead process blocks no one for long. The default suits a store one process owns, where
+    /// the scorer's in-process locks already single-flight.
     async fn claim(&self, _key: &str) -> Result<Claim, StoreError> {
         Ok(Claim::empty())
     }
+}
 
-    /// Whether [`VerdictStore::log_scored`] keeps anything, so the scorer only builds log
+/// Where resumable batch jobs (`gavel rescore`) stand, kept beside the verdicts so that a job's
+/// progress and the verdicts it produced survive together.
+#[async_trait]
+pub trait JobLedger: Send + Sync {
+    /// A job's progress.
+    async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError>;
+
+    /// Records, atomically and durably, that `units` are finished (or unfinished again) and
+    /// that the output files now end at `offsets`.
+    async fn job_update(
+        &self,
+        job: &str,
+        change: UnitChange,
+        units: &[String],
+        offsets: (u64, u64),
+    ) -> Result<(), StoreError>;
+}
+
+/// The scoring log: every scored group, for many replicas' audit and for `rescore --from-log`.
+#[async_trait]
+pub trait ScoringLog: Send + Sync {
+    /// Whether [`ScoringLog::log_scored`] keeps anything, so the scorer only builds log
     /// entries for a store that keeps them.
     fn keeps_scoring_log(&self) -> bool {
         false
     }
 
-    /// Appends one scored group to the scoring log. The sled store keeps no log: it is one
-    /// process's cache, and the log is for many replicas' audit (use Postgres for it).
+    /// Appends one scored group to the scoring log. The default keeps nothing: a store one
+    /// process owns is its cache, and the log is for many replicas' audit (use Postgres).
     async fn log_scored(&self, _entry: &ScoringLogEntry) -> Result<(), StoreError> {
         Ok(())
     }
@@ -209,6 +227,12 @@ pub trait VerdictStore: Send + Sync + std::fmt::Debug {
         ))
     }
 }
+
+/// A verdict store: everything the scorer, the daemon and `rescore` keep, split by concern.
+/// The scorer holds an `Arc<dyn VerdictStore>`; any type with the four parts is one.
+pub trait VerdictStore: Verdicts + Claims + JobLedger + ScoringLog + std::fmt::Debug {}
+
+impl<T: Verdicts + Claims + JobLedger + ScoringLog + std::fmt::Debug> VerdictStore for T {}
 
 /// Opens the configured store: Postgres when `[store] url` is set (applying pending
 /// migrations), else sled at `[store] path`.

@@ -14,8 +14,8 @@ use super::config::StoreConfig;
 use super::migrations::{self, MigrationReport};
 use super::pg_pool::{describe, Pool};
 use super::{
-    Claim, JobProgress, LogFilter, LoggedGroup, ScoringLogEntry, StoreError, StoreStats,
-    StoredVerdict, VerdictStore,
+    Claim, Claims, JobLedger, JobProgress, LogFilter, LoggedGroup, ScoringLog, ScoringLogEntry,
+    StoreError, StoreStats, StoredVerdict, UnitChange, Verdicts,
 };
 
 /// Connection and claim settings (`[store]`).
@@ -308,7 +308,7 @@ fn to_i64(v: u64) -> i64 {
 }
 
 #[async_trait]
-impl VerdictStore for PgStore {
+impl Verdicts for PgStore {
     async fn get(&self, key: &str) -> Result<Option<StoredVerdict>, StoreError> {
         let row = self
             .pool
@@ -380,6 +380,19 @@ impl VerdictStore for PgStore {
         Ok(())
     }
 
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.pool
+            .get()
+            .await?
+            .query_one("SELECT 1", &[])
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JobLedger for PgStore {
     async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError> {
         let conn = self.pool.get().await?;
         let mut progress = JobProgress::default();
@@ -404,51 +417,32 @@ impl VerdictStore for PgStore {
         Ok(progress)
     }
 
-    async fn job_checkpoint(
+    async fn job_update(
         &self,
         job: &str,
+        change: UnitChange,
         units: &[String],
         offsets: (u64, u64),
     ) -> Result<(), StoreError> {
         // One statement, so atomic without a transaction a cancelled caller could leave open.
-        self.set_offsets(
-            "WITH done AS (
-                 INSERT INTO gavel_job_units (job, unit)
-                 SELECT $1, u FROM unnest($2::text[]) AS u
-                 ON CONFLICT DO NOTHING)",
-            job,
-            units,
-            offsets,
-        )
-        .await
+        let units_cte = match change {
+            UnitChange::Finish => {
+                "WITH done AS (
+                     INSERT INTO gavel_job_units (job, unit)
+                     SELECT $1, u FROM unnest($2::text[]) AS u
+                     ON CONFLICT DO NOTHING)"
+            }
+            UnitChange::Reopen => {
+                "WITH reopened AS (
+                     DELETE FROM gavel_job_units WHERE job = $1 AND unit = ANY($2::text[]))"
+            }
+        };
+        self.set_offsets(units_cte, job, units, offsets).await
     }
+}
 
-    async fn job_reopen(
-        &self,
-        job: &str,
-        units: &[String],
-        offsets: (u64, u64),
-    ) -> Result<(), StoreError> {
-        self.set_offsets(
-            "WITH reopened AS (
-                 DELETE FROM gavel_job_units WHERE job = $1 AND unit = ANY($2::text[]))",
-            job,
-            units,
-            offsets,
-        )
-        .await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.pool
-            .get()
-            .await?
-            .query_one("SELECT 1", &[])
-            .await
-            .map_err(db)?;
-        Ok(())
-    }
-
+#[async_trait]
+impl Claims for PgStore {
     async fn claim(&self, key: &str) -> Result<Claim, StoreError> {
         let owner = format!(
             "{}/{}",
@@ -473,7 +467,10 @@ impl VerdictStore for PgStore {
             return Ok(claim);
         }
     }
+}
 
+#[async_trait]
+impl ScoringLog for PgStore {
     fn keeps_scoring_log(&self) -> bool {
         true
     }

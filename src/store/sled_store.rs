@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{JobProgress, StoreError, StoreStats, StoredVerdict, VerdictStore};
+use super::{
+    Claims, JobLedger, JobProgress, ScoringLog, StoreError, StoreStats, StoredVerdict, UnitChange,
+    Verdicts,
+};
 
 /// Bumped when the record format changes; a store written by another version is refused at open
 /// with a clear message instead of being misread.
@@ -87,7 +90,7 @@ fn io(e: sled::Error) -> StoreError {
 }
 
 #[async_trait]
-impl VerdictStore for SledStore {
+impl Verdicts for SledStore {
     async fn get(&self, key: &str) -> Result<Option<StoredVerdict>, StoreError> {
         let Some(bytes) = self.verdicts.get(key.as_bytes()).map_err(io)? else {
             return Ok(None);
@@ -126,7 +129,10 @@ impl VerdictStore for SledStore {
         self.db.flush_async().await.map_err(io)?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl JobLedger for SledStore {
     async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError> {
         let mut progress = JobProgress::default();
         if let Some(v) = self.jobs.get(format!("{job}/offsets")).map_err(io)? {
@@ -149,34 +155,21 @@ impl VerdictStore for SledStore {
         Ok(progress)
     }
 
-    async fn job_checkpoint(
+    async fn job_update(
         &self,
         job: &str,
+        change: UnitChange,
         units: &[String],
         offsets: (u64, u64),
     ) -> Result<(), StoreError> {
+        // One batch: the units and the offsets change together or not at all.
         let mut batch = sled::Batch::default();
         for u in units {
-            batch.insert(format!("{job}/done/{u}").as_bytes(), &[][..]);
-        }
-        batch.insert(
-            format!("{job}/offsets").as_bytes(),
-            &offset_bytes(offsets)[..],
-        );
-        self.jobs.apply_batch(batch).map_err(io)?;
-        self.db.flush_async().await.map_err(io)?;
-        Ok(())
-    }
-
-    async fn job_reopen(
-        &self,
-        job: &str,
-        units: &[String],
-        offsets: (u64, u64),
-    ) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for u in units {
-            batch.remove(format!("{job}/done/{u}").as_bytes());
+            let key = format!("{job}/done/{u}");
+            match change {
+                UnitChange::Finish => batch.insert(key.as_bytes(), &[][..]),
+                UnitChange::Reopen => batch.remove(key.as_bytes()),
+            }
         }
         batch.insert(
             format!("{job}/offsets").as_bytes(),
@@ -187,6 +180,12 @@ impl VerdictStore for SledStore {
         Ok(())
     }
 }
+
+/// One process owns a sled store, so the scorer's in-process locks already single-flight.
+impl Claims for SledStore {}
+
+/// No scoring log: a sled store is one process's cache (the log is Postgres's, for replicas).
+impl ScoringLog for SledStore {}
 
 fn offset_bytes((a, b): (u64, u64)) -> [u8; 16] {
     let mut out = [0u8; 16];
@@ -243,13 +242,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = SledStore::open(dir.path()).unwrap();
         assert_eq!(s.job_progress("j").await.unwrap(), JobProgress::default());
-        s.job_checkpoint("j", &["a".into(), "b".into()], (120, 7))
+        s.job_update("j", UnitChange::Finish, &["a".into(), "b".into()], (120, 7))
             .await
             .unwrap();
-        s.job_checkpoint("j", &["c".into()], (180, 7))
+        s.job_update("j", UnitChange::Finish, &["c".into()], (180, 7))
             .await
             .unwrap();
-        s.job_checkpoint("other", &["a".into()], (1, 1))
+        s.job_update("other", UnitChange::Finish, &["a".into()], (1, 1))
             .await
             .unwrap();
         let p = s.job_progress("j").await.unwrap();
@@ -258,7 +257,9 @@ mod tests {
             p.done.iter().map(String::as_str).collect::<Vec<_>>(),
             vec!["a", "b", "c"]
         );
-        s.job_reopen("j", &["b".into()], (180, 0)).await.unwrap();
+        s.job_update("j", UnitChange::Reopen, &["b".into()], (180, 0))
+            .await
+            .unwrap();
         let p = s.job_progress("j").await.unwrap();
         assert_eq!(p.done.len(), 2);
         assert_eq!(p.offsets, Some((180, 0)));

@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gavel::store::{JobProgress, SledStore, StoreError, StoreStats, StoredVerdict, VerdictStore};
+use gavel::store::{
+    Claims, JobLedger, JobProgress, ScoringLog, SledStore, StoreError, StoreStats, StoredVerdict,
+    UnitChange, VerdictStore, Verdicts,
+};
 use serde_json::json;
 
 use crate::common::{marked_group, rewards, Behaviour, Gavel, MockJudge};
@@ -20,7 +23,7 @@ struct DropsAScore {
 }
 
 #[async_trait]
-impl VerdictStore for DropsAScore {
+impl Verdicts for DropsAScore {
     async fn get(&self, key: &str) -> Result<Option<StoredVerdict>, StoreError> {
         let v = self.inner.get(key).await?;
         Ok(v.map(|mut v| {
@@ -42,26 +45,26 @@ impl VerdictStore for DropsAScore {
     async fn flush(&self) -> Result<(), StoreError> {
         self.inner.flush().await
     }
+}
+
+#[async_trait]
+impl JobLedger for DropsAScore {
     async fn job_progress(&self, job: &str) -> Result<JobProgress, StoreError> {
         self.inner.job_progress(job).await
     }
-    async fn job_checkpoint(
+    async fn job_update(
         &self,
         job: &str,
+        change: UnitChange,
         units: &[String],
         offsets: (u64, u64),
     ) -> Result<(), StoreError> {
-        self.inner.job_checkpoint(job, units, offsets).await
-    }
-    async fn job_reopen(
-        &self,
-        job: &str,
-        units: &[String],
-        offsets: (u64, u64),
-    ) -> Result<(), StoreError> {
-        self.inner.job_reopen(job, units, offsets).await
+        self.inner.job_update(job, change, units, offsets).await
     }
 }
+
+impl Claims for DropsAScore {}
+impl ScoringLog for DropsAScore {}
 
 fn checklist_group() -> serde_json::Value {
     let mut g = marked_group(&[0.4, 0.9]);

@@ -24,7 +24,7 @@ use tokio::process::Command;
 use common::{close, marked_group, rewards, simple_traj, Behaviour, Gavel, MockJudge, MOCK_KEY};
 use database::test_db;
 use gavel::score::ScoreRequest;
-use gavel::store::{LogFilter, PgOptions, PgStore};
+use gavel::store::{LogFilter, PgOptions, PgStore, UnitChange};
 use gavel::trajectory::content_hash;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gavel");
@@ -252,7 +252,12 @@ async fn verdicts_and_job_progress_survive_a_restart() {
     first
         .scorer
         .store()
-        .job_checkpoint("job", &["u1".into(), "u2".into()], (120, 7))
+        .job_update(
+            "job",
+            UnitChange::Finish,
+            &["u1".into(), "u2".into()],
+            (120, 7),
+        )
         .await
         .unwrap();
     first.stop().await;
@@ -272,7 +277,7 @@ async fn verdicts_and_job_progress_survive_a_restart() {
     assert_eq!(p.offsets, Some((120, 7)));
     assert_eq!(p.done.len(), 2);
     store
-        .job_reopen("job", &["u1".into()], (120, 0))
+        .job_update("job", UnitChange::Reopen, &["u1".into()], (120, 0))
         .await
         .unwrap();
     let p = store.job_progress("job").await.unwrap();
