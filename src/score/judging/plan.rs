@@ -1,0 +1,276 @@
+//! Planning: which samples a group needs (each judge × each candidate order × each chunk of a
+//! group too large for the judge's context), their rendered prompts and cache keys, and the
+//! prompt-size check; also `render` (what the judge would be sent, without asking it).
+
+use super::*;
+
+impl Scorer {
+    /// Plans the samples for `judges` × `permutations` orders × chunks.
+    pub(in crate::score) fn plan_judging<'a>(
+        &'a self,
+        rubric: &'a Rubric,
+        judges: Vec<&'a Arc<Judge>>,
+        permutations: u32,
+        req: &ScoreRequest,
+    ) -> Result<Plan<'a>, ScoreError> {
+        let input = JudgeInput::build(&req.trajectories, &self.dedup);
+        let m = input.candidates.len();
+        let all: Vec<usize> = (0..m).collect();
+        let identity = self.prompts.render(
+            DEFAULT_PROMPT,
+            &input,
+            &all,
+            rubric,
+            req.tools.as_ref(),
+            req.reference.as_deref(),
+        )?;
+        // Orders are seeded by the group's content; hashing the prompt is only worth it when
+        // there is more than one order to draw.
+        let seed = if permutations > 1 {
+            content_hash(&identity.messages)
+        } else {
+            String::new()
+        };
+        let mut renders: HashMap<Vec<usize>, Arc<RenderedPrompt>> = HashMap::new();
+        renders.insert(all.clone(), Arc::new(identity));
+        let mut samples = Vec::new();
+        let mut prompts = Vec::new();
+        let mut probes = Vec::new();
+        let mut template: Option<(&'static str, String)> = None;
+        let mut max_chunks = 1;
+        for (j, judge) in judges.iter().enumerate() {
+            let mode = req.judge_mode.unwrap_or(judge.mode());
+            if mode.reads_probabilities() {
+                let bad = |problem: String| {
+                    ScoreError::Input(crate::trajectory::InputError::new("judge_mode", problem))
+                };
+                if !judge.reads_probabilities() {
+                    return Err(bad(format!(
+                        "\"{}\" reads token probabilities, which judge {:?} cannot give: use a \
+                         local judge or \"listwise\"",
+                        mode.name(),
+                        judge.info().name
+                    )));
+                }
+                if !rubric.items.is_empty() {
+                    return Err(bad(format!(
+                        "rubric {:?} is a checklist, which is judged listwise only",
+                        rubric.name
+                    )));
+                }
+                let probe = plan_probes(
+                    &self.prompts,
+                    mode,
+                    &input,
+                    rubric,
+                    req.tools.as_ref(),
+                    req.reference.as_deref(),
+                    judge.pairwise_opponents(),
+                )?;
+                for p in &probe.prompts {
+                    self.check_prompt_size(p)?;
+                }
+                template.get_or_insert((mode.prompt(), probe.template_version.clone()));
+                samples.push(SampleSpec {
+                    judge: j,
+                    order_index: 0,
+                    order: all.clone(),
+                    ids: renders[&all].ids.clone(),
+                    key: probe_key(judge, &probe, rubric),
+                });
+                prompts.push(renders[&all].clone());
+                probes.push(Some(probe));
+                continue;
+            }
+            template.get_or_insert((DEFAULT_PROMPT, renders[&all].template_version.clone()));
+            let chunks = self.chunks_for(judge, &input, &renders[&all])?;
+            max_chunks = max_chunks.max(chunks.len());
+            for (c, members) in chunks.iter().enumerate() {
+                for (k, perm) in
+                    permutation_orders(members.len(), permutations, &format!("{seed}/{c}"))
+                        .into_iter()
+                        .enumerate()
+                {
+                    let order: Vec<usize> = perm.iter().map(|&i| members[i]).collect();
+                    let rendered = match renders.get(&order) {
+                        Some(r) => r.clone(),
+                        None => {
+                            let r = Arc::new(self.prompts.render(
+                                DEFAULT_PROMPT,
+                                &input,
+                                &order,
+                                rubric,
+                                req.tools.as_ref(),
+                                req.reference.as_deref(),
+                            )?);
+                            renders.insert(order.clone(), r.clone());
+                            r
+                        }
+                    };
+                    self.check_prompt_size(&rendered)?;
+                    let key = cache_key(judge, &rendered, rubric, k as u32);
+                    samples.push(SampleSpec {
+                        judge: j,
+                        order_index: k as u32,
+                        order,
+                        ids: rendered.ids.clone(),
+                        key,
+                    });
+                    prompts.push(rendered);
+                    probes.push(None);
+                }
+            }
+        }
+        let skeleton = Arc::new(Skeleton {
+            samples,
+            chunks: max_chunks,
+            distinct: input.candidates.len(),
+            candidate_of: input.candidate_of(),
+            template_name: template.as_ref().map_or(DEFAULT_PROMPT, |t| t.0),
+            template_version: template.map_or_else(String::new, |t| t.1),
+        });
+        Ok(Plan {
+            rubric,
+            judges,
+            input,
+            skeleton,
+            rendered: prompts,
+            probes,
+        })
+    }
+
+    /// Refuses a judge call whose prompt is over `max_prompt_bytes` (checked per call: the
+    /// orders of a group are the same size, and a chunk is smaller than the whole).
+    fn check_prompt_size(&self, r: &RenderedPrompt) -> Result<(), ScoreError> {
+        let bytes: usize = r.messages.iter().map(|m| m.content.len()).sum();
+        if bytes > self.max_prompt_bytes {
+            return Err(ScoreError::PromptTooLarge {
+                bytes,
+                max: self.max_prompt_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// The chunks a judge reads the group in: one unless the prompt would overflow the judge's
+    /// `context_tokens`.
+    fn chunks_for(
+        &self,
+        judge: &Judge,
+        input: &JudgeInput,
+        full: &RenderedPrompt,
+    ) -> Result<Vec<Vec<usize>>, ScoreError> {
+        let m = input.candidates.len();
+        let all = vec![(0..m).collect::<Vec<_>>()];
+        let Some(context) = judge.context_tokens() else {
+            return Ok(all);
+        };
+        let budget = context.saturating_sub(judge.max_tokens() as usize);
+        // A token is at least one byte: a prompt of fewer bytes than the budget fits for sure.
+        let bytes: usize = full.messages.iter().map(|m| m.content.len()).sum();
+        if bytes <= budget || count_tokens(&full.messages) <= budget {
+            return Ok(all);
+        }
+        let bpe = tiktoken_rs::o200k_base_singleton();
+        let cost: Vec<usize> = input
+            .candidates
+            .iter()
+            .map(|c| {
+                c.messages
+                    .iter()
+                    .map(|msg| bpe.encode_ordinary(&quote_json(msg)).len() + 1)
+                    .sum::<usize>()
+                    + 8
+            })
+            .collect();
+        let base = count_tokens(&full.messages).saturating_sub(cost.iter().sum());
+        chunk_candidates(&cost, base, budget, CHUNK_ANCHORS).ok_or_else(|| {
+            ScoreError::Input(crate::trajectory::InputError::new(
+                "trajectories",
+                format!(
+                    "the group cannot be split to fit judge {:?}'s context_tokens ({context}): \
+                     a chunk of {CHUNK_ANCHORS} anchors and one more trajectory is already too long",
+                    judge.info().name
+                ),
+            ))
+        })
+    }
+
+    /// Renders the judge prompt for a request without calling a judge.
+    pub fn render(&self, req: &ScoreRequest) -> Result<RenderResponse, ScoreError> {
+        let rubric = self.rubric(&req.rubric)?;
+        let names = self.judge_names(req)?;
+        let judge = self.judge(Some(&names[0]))?;
+        let plan = self.plan_judging(&rubric, vec![judge], 1, req)?;
+        let s = &plan.skeleton.samples[0];
+        // A probability mode asks several prompts: show the first (the first trajectory alone,
+        // or the first pair) under its own template, and say how many there are.
+        let (rendered, template, prompts_asked) = match &plan.probes[0] {
+            Some(probe) => (
+                probe.prompts.first().unwrap_or(&plan.rendered[0]),
+                VersionInfo {
+                    name: probe.mode.prompt().into(),
+                    version: probe.template_version.clone(),
+                },
+                Some(probe.prompts.len()),
+            ),
+            None => (
+                &*plan.rendered[0],
+                VersionInfo {
+                    name: DEFAULT_PROMPT.into(),
+                    version: plan.rendered[0].template_version.clone(),
+                },
+                None,
+            ),
+        };
+        let deduped = count_tokens(&rendered.messages) as u64;
+        let without = self.count_without_dedup(&plan, &s.order, req)?;
+        Ok(RenderResponse {
+            messages: rendered.messages.clone(),
+            trajectory_ids: rendered.ids.clone(),
+            prompt_tokens: deduped,
+            prompt_tokens_without_dedup: without,
+            tokens_saved_by_dedup: without.saturating_sub(deduped),
+            shared_prefix_messages: plan.input.prefix.len(),
+            shared_blocks: plan.input.shared.len(),
+            distinct_trajectories: plan.input.candidates.len(),
+            rubric: VersionInfo {
+                name: rubric.name.clone(),
+                version: rubric.version.clone(),
+            },
+            template,
+            prompts_asked,
+            cache_key: s.key.clone(),
+        })
+    }
+
+    /// Tokens of the same candidates' trajectories sent whole, with no dedup (exact, for
+    /// `render`; scoring estimates it instead, see `ask::estimate_tokens`).
+    fn count_without_dedup(
+        &self,
+        plan: &Plan<'_>,
+        order: &[usize],
+        req: &ScoreRequest,
+    ) -> Result<u64, ScoreError> {
+        let members: Vec<_> = order
+            .iter()
+            .flat_map(|&c| {
+                plan.input.candidates[c]
+                    .members
+                    .iter()
+                    .map(|&i| req.trajectories[i].clone())
+            })
+            .collect();
+        let naive = JudgeInput::without_dedup(&members);
+        let all: Vec<usize> = (0..naive.candidates.len()).collect();
+        let naive = self.prompts.render(
+            DEFAULT_PROMPT,
+            &naive,
+            &all,
+            plan.rubric,
+            req.tools.as_ref(),
+            req.reference.as_deref(),
+        )?;
+        Ok(count_tokens(&naive.messages) as u64)
+    }
+}
