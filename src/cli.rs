@@ -1,6 +1,7 @@
 //! What every subcommand shares: the `--config`/`--store` options, loading the configuration
-//! and opening the scorer. Subcommands live in their own modules (`lint`, `diff`, `rescore`)
-//! and return a [`CliError`] whose message is one plain line.
+//! and opening the scorer. It stays in the library, not in the binary's `commands/`, because the
+//! subcommands with a body here (`lint`, `diff`, `eval`, `rescore`, `train`) use it too; they
+//! return a [`CliError`] whose message is one plain line.
 
 use std::path::PathBuf;
 use std::sync::Arc;

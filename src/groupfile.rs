@@ -3,12 +3,17 @@
 //! command itself reads (`group_id`; `labels`, `id` and `set` for `gavel eval`), taken off by an
 //! [`Extra`] before the body is validated. Every problem is reported as `FILE[:LINE]: problem`,
 //! all of them before any judge is called.
+//!
+//! `score`, `render`, `diff` and `eval` read through [`read_groups`]. `rescore` reads the same
+//! lines ([`read_text`], [`nonblank_lines`]) but builds its own units from them: a bad line there
+//! is a rejected group in its output, not a reason to stop, and one-trajectory lines are grouped
+//! by `group_id`. Every command applies `--rubric`/`--judge` with [`override_request`].
 
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::score::ScoreRequest;
+use crate::score::{RubricRef, ScoreRequest};
 
 /// Fields of a line that are not part of the scoring request: taken off the JSON object before
 /// validation, then checked against the validated request.
@@ -35,6 +40,9 @@ pub struct GroupIn<E = ()> {
     pub index: usize,
     /// Line in a .jsonl file.
     pub line: Option<usize>,
+    /// Where the group is, `FILE:LINE` (or `FILE` for a .json file): what every message about
+    /// it starts with.
+    pub at: String,
     /// The group's own `group_id`, stripped before validation.
     pub group_id: Option<String>,
     pub label: String,
@@ -54,6 +62,40 @@ pub fn label_of(v: &Value) -> Option<String> {
     }
 }
 
+/// The whole file as text; the problem is one `FILE: cannot read: ...` line.
+pub fn read_text(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+}
+
+/// The lines of a JSONL text that hold something, with their 1-based line numbers (blank lines
+/// still count, so a number always points at the line in the file).
+pub fn nonblank_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l))
+}
+
+/// Applies `--rubric` and `--judge` to a request: the named rubric and the one judge replace
+/// whatever the group asked for.
+pub fn override_request(request: &mut ScoreRequest, rubric: Option<&str>, judge: Option<&str>) {
+    if let Some(r) = rubric {
+        request.rubric = RubricRef::Named(r.to_string());
+    }
+    if let Some(j) = judge {
+        request.judges = vec![j.to_string()];
+    }
+}
+
+/// Prints each problem on its own stderr line; returns exit code 2 (a file problem: nothing was
+/// scored).
+pub fn print_problems(problems: &[String]) -> u8 {
+    for p in problems {
+        eprintln!("{p}");
+    }
+    2
+}
+
 /// Reads a group file (see the module docs). A top-level `group_id` (string or number) is taken
 /// as the group's label.
 pub fn read_groups<E: Extra>(
@@ -61,8 +103,7 @@ pub fn read_groups<E: Extra>(
     max_group_size: usize,
 ) -> Result<Vec<GroupIn<E>>, Vec<String>> {
     let file = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| vec![format!("{file}: cannot read: {e}")])?;
+    let text = read_text(path).map_err(|p| vec![p])?;
     let jsonl = matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("jsonl" | "ndjson")
@@ -116,6 +157,7 @@ pub fn read_groups<E: Extra>(
         Ok(GroupIn {
             index,
             line,
+            at,
             group_id,
             label,
             request,
@@ -126,11 +168,8 @@ pub fn read_groups<E: Extra>(
     let mut groups = Vec::new();
     let mut problems = Vec::new();
     if jsonl {
-        for (i, l) in text.lines().enumerate() {
-            if l.trim().is_empty() {
-                continue;
-            }
-            match parse(l, Some(i + 1), groups.len() + problems.len() + 1) {
+        for (n, l) in nonblank_lines(&text) {
+            match parse(l, Some(n), groups.len() + problems.len() + 1) {
                 Ok(g) => groups.push(g),
                 Err(p) => problems.push(p),
             }

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::cli::{open_scorer, CliError, Common};
 use crate::config::Config;
-use crate::groupfile::{read_groups, GroupIn};
+use crate::groupfile::{override_request, print_problems, read_groups, GroupIn};
 use crate::rubric::RubricSet;
 use crate::score::{RubricRef, ScoreRequest, Scorer};
 
@@ -115,12 +115,7 @@ pub fn sides(rubrics: &[String], judges: &[String]) -> Result<(Compare, [SideSpe
 /// The request a group is scored with on one side.
 fn side_request(g: &GroupIn, side: &SideSpec) -> ScoreRequest {
     let mut r = g.request.clone();
-    if let Some(name) = &side.rubric {
-        r.rubric = RubricRef::Named(name.clone());
-    }
-    if let Some(j) = &side.judge {
-        r.judges = vec![j.clone()];
-    }
+    override_request(&mut r, side.rubric.as_deref(), side.judge.as_deref());
     r
 }
 
@@ -192,21 +187,15 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
     }
     let groups = match read_groups::<()>(&args.file, cfg.server.max_group_size) {
         Ok(g) => g,
-        Err(problems) => {
-            for p in problems {
-                eprintln!("{p}");
-            }
-            return Ok(2);
-        }
+        Err(problems) => return Ok(print_problems(&problems)),
     };
     let requests: Vec<[ScoreRequest; 2]> = groups
         .iter()
         .map(|g| [side_request(g, &specs[0]), side_request(g, &specs[1])])
         .collect();
-    let file = args.file.display().to_string();
     let mut problems = Vec::new();
     for (g, pair) in groups.iter().zip(&requests) {
-        let at = g.line.map_or(file.clone(), |l| format!("{file}:{l}"));
+        let at = &g.at;
         let mut seen = BTreeSet::new();
         for r in pair {
             if let Err(p) = check_names(r, &rubrics, &cfg) {
@@ -217,10 +206,7 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
         }
     }
     if !problems.is_empty() {
-        for p in problems {
-            eprintln!("{p}");
-        }
-        return Ok(2);
+        return Ok(print_problems(&problems));
     }
 
     let scorer: Arc<Scorer> = open_scorer(&cfg).await?;

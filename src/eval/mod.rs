@@ -24,11 +24,11 @@ use serde_json::{Map, Value};
 use crate::cli::{open_scorer, CliError, Common};
 use crate::config::Config;
 use crate::diff::{check_names, outcome, unknown_judge};
-use crate::groupfile::{label_of, read_groups, Extra, GroupIn};
+use crate::groupfile::{label_of, override_request, print_problems, read_groups, Extra, GroupIn};
 use crate::prompt::JudgeMode;
 use crate::rubric::RubricSet;
 use crate::score::request::MAX_PERMUTATIONS;
-use crate::score::{RubricRef, ScoreRequest, Scorer};
+use crate::score::{ScoreRequest, Scorer};
 use crate::trajectory::{Role, Trajectory};
 
 pub use report::{Combo, EvalReport, GroupRun, Judging, LabelledGroup, SetResult};
@@ -212,12 +212,7 @@ fn order_request(
     order: &[usize],
 ) -> ScoreRequest {
     let mut r = g.request.clone();
-    if let Some(j) = &v.judge {
-        r.judges = vec![j.clone()];
-    }
-    if let Some(name) = &v.rubric {
-        r.rubric = RubricRef::Named(name.clone());
-    }
+    override_request(&mut r, v.rubric.as_deref(), v.judge.as_deref());
     if v.mode.is_some() {
         r.judge_mode = v.mode;
     }
@@ -299,8 +294,8 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
             Err(p) => problems.extend(p),
         }
     }
-    for (file, g) in &read {
-        let at = g.line.map_or(file.clone(), |l| format!("{file}:{l}"));
+    for (_, g) in &read {
+        let at = &g.at;
         for v in &combos {
             let as_given: Vec<usize> = (0..g.request.trajectories.len()).collect();
             let req = order_request(g, v, args.permutations, &as_given);
@@ -311,10 +306,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         }
     }
     if !problems.is_empty() {
-        for p in problems {
-            eprintln!("{p}");
-        }
-        return Ok(2);
+        return Ok(print_problems(&problems));
     }
 
     // Sets: the line's `set`, else the file's stem; `--limit` per set.
@@ -330,7 +322,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
             continue;
         }
         *n += 1;
-        let at = g.line.map_or(file.clone(), |l| format!("{file}:{l}"));
+        let at = g.at.clone();
         let id = g
             .extra
             .id

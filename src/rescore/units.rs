@@ -7,8 +7,9 @@ use serde_json::{json, Map, Value};
 
 use super::{RescoreArgs, Shard};
 use crate::cli::CliError;
+use crate::groupfile::{nonblank_lines, override_request, read_text};
 use crate::score::request::REQUEST_FIELDS;
-use crate::score::{RubricRef, ScoreError, ScoreRequest, Scorer, Usage};
+use crate::score::{ScoreError, ScoreRequest, Scorer, Usage};
 use crate::store::{LogFilter, PgOptions, PgStore, ScoringLog};
 use crate::trajectory::content_hash;
 
@@ -75,10 +76,8 @@ pub(super) async fn read_input(args: &RescoreArgs) -> Result<(String, String), C
         .input
         .as_deref()
         .expect("clap requires INPUT without --from-log");
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::Io(format!("{file}: cannot read: {e}")))?;
-    Ok((text, file))
+    let text = read_text(path).map_err(CliError::Io)?;
+    Ok((text, path.display().to_string()))
 }
 
 /// A per-trajectory-form group being assembled: its first line's body, line numbers, trajectory
@@ -96,11 +95,7 @@ pub(super) fn read_units(
     // group_id → (lines, trajectory values, per-line extras) for the per-trajectory form.
     let mut grouped: BTreeMap<String, PendingGroup> = BTreeMap::new();
     let mut group_order: Vec<String> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
+    for (line, raw) in nonblank_lines(text) {
         let key = content_hash(&(line, raw));
         let value: Value = match serde_json::from_str(raw) {
             Ok(Value::Object(o)) => Value::Object(o),
@@ -201,12 +196,7 @@ pub(super) fn read_units(
     }
     for u in &mut units {
         if let Ok((req, _)) = &mut u.body {
-            if let Some(r) = &args.rubric {
-                req.rubric = RubricRef::Named(r.clone());
-            }
-            if let Some(j) = &args.judge {
-                req.judges = vec![j.clone()];
-            }
+            override_request(req, args.rubric.as_deref(), args.judge.as_deref());
         }
     }
     Ok(units)

@@ -1,12 +1,6 @@
-//! `gavel lint`: checks rubrics and judge templates before anyone trains on them.
-//!
-//! Every rubric file must parse; its checklist, verifiers and policy must make sense as a
-//! scoring request would use them (an `answer_line` that leaves `expected` to the request is
-//! compiled with a placeholder of its kind); and every template pair must render, through the
-//! real [`Prompts::render`] under strict undefined, against a built-in sample group with each
-//! rubric (plus a plain and a checklist sample), showing the rubric text, the checklist items
-//! and the trajectories. Each finding is one `FILE:LINE: message` line (`FILE: message` where
-//! no line applies); warnings read `FILE:LINE: warning: message` and do not fail the run.
+//! The rubric side of `gavel lint`: each file parsed, then its checklist, verifiers and policy
+//! checked as a scoring request would use them; each finding at the line of the TOML key it
+//! concerns.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -14,117 +8,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use toml::de::DeTable;
 
-use crate::cli::CliError;
-use crate::dedup::{DedupConfig, JudgeInput};
-use crate::prompt::{PromptError, Prompts};
+use super::Report;
 use crate::reward::{ResolvedPolicy, INDEPENDENT, JUDGE};
 use crate::rubric::{line_of, Rubric, RubricSpec};
-use crate::trajectory::{parse_trajectories, Trajectory};
 use crate::verify::Verifier;
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct LintArgs {
-    /// Rubric files (*.toml) or directories of them (default: the config's `rubrics_dir`, else
-    /// `rubrics`).
-    pub paths: Vec<PathBuf>,
-    /// A directory of judge templates to check too (NAME.system.jinja + NAME.user.jinja;
-    /// default: the config's `prompts_dir`).
-    #[arg(long, env = "GAVEL_PROMPTS_DIR")]
-    pub prompts: Option<PathBuf>,
-}
-
-impl LintArgs {
-    /// Fills what the command line left open from the config (`--config`): the daemon lints
-    /// what it will load.
-    pub fn with_config_dirs(mut self, cfg: &crate::config::Config) -> LintArgs {
-        if self.paths.is_empty() {
-            self.paths.extend(cfg.rubrics_dir.clone());
-        }
-        if self.prompts.is_none() {
-            self.prompts = cfg.prompts_dir.clone();
-        }
-        self
-    }
-}
-
-/// Prints one `file:line: problem` line per finding to stderr and a summary to stdout; returns
-/// the exit code (0 clean, 1 problems found; warnings alone do not fail).
-pub fn run(args: &LintArgs) -> Result<u8, CliError> {
-    let mut report = Report::default();
-    let default = [PathBuf::from("rubrics")];
-    let paths = if args.paths.is_empty() {
-        &default[..]
-    } else {
-        &args.paths
-    };
-    let rubrics = lint_rubrics(paths, &mut report);
-    lint_templates(args.prompts.as_deref(), &rubrics, &mut report);
-    for (_, line) in &report.findings {
-        eprintln!("{line}");
-    }
-    println!("{}", report.summary());
-    Ok(u8::from(report.problems() > 0))
-}
-
-#[derive(Debug, Default)]
-struct Report {
-    /// (is a warning, the line as printed), in the order found.
-    findings: Vec<(bool, String)>,
-    rubrics: usize,
-    templates: usize,
-}
-
-impl Report {
-    /// Adds `FILE[:LINE]: [warning: ]MESSAGE` unless it is already there (templates render many
-    /// times).
-    fn add(&mut self, file: &str, line: Option<usize>, warning: bool, message: impl AsRef<str>) {
-        let line = line.map(|l| format!(":{l}")).unwrap_or_default();
-        let level = if warning { "warning: " } else { "" };
-        let f = (
-            warning,
-            format!("{file}{line}: {level}{}", message.as_ref()),
-        );
-        if !self.findings.contains(&f) {
-            self.findings.push(f);
-        }
-    }
-
-    /// Adds a template error at the file and line the renderer names (`prompts/NAME:LINE`),
-    /// as `shown` to the user, with a hint of what the template may use (`vars`) when a
-    /// variable is undefined.
-    fn template_error(&mut self, e: &PromptError, shown: &dyn Fn(&str) -> String, vars: &str) {
-        let PromptError::Template { file, message } = e else {
-            return self.add("prompts", None, false, e.to_string());
-        };
-        let name = file.strip_prefix("prompts/").unwrap_or(file);
-        let (name, line) = match name.rsplit_once(':').map(|(n, l)| (n, l.parse().ok())) {
-            Some((n, Some(l))) => (n, Some(l)),
-            _ => (name, None),
-        };
-        let hint = match message.ends_with(" is undefined") {
-            true => format!(" (a template can use {vars})"),
-            false => String::new(),
-        };
-        let file = if name == "prompts" {
-            name.into()
-        } else {
-            shown(name)
-        };
-        self.add(&file, line, false, format!("{message}{hint}"));
-    }
-
-    fn problems(&self) -> usize {
-        self.findings.iter().filter(|f| !f.0).count()
-    }
-
-    fn summary(&self) -> String {
-        let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
-        let (problems, warnings) = (self.problems(), self.findings.len() - self.problems());
-        let (rubrics, templates) = (n(self.rubrics, "rubric"), n(self.templates, "template"));
-        let (p, w) = (n(problems, "problem"), n(warnings, "warning"));
-        format!("lint: {rubrics}, {templates} checked; {p}, {w}")
-    }
-}
 
 /// A finding about a rubric: the TOML path it concerns (e.g. `items[2].weight`, which gives
 /// its line), whether it is a warning, and the message.
@@ -139,7 +26,7 @@ fn warning(path: impl Into<String>, message: impl Into<String>) -> Issue {
     Issue(path.into(), true, message.into())
 }
 
-fn lint_rubrics(paths: &[PathBuf], report: &mut Report) -> Vec<Rubric> {
+pub(super) fn lint_rubrics(paths: &[PathBuf], report: &mut Report) -> Vec<Rubric> {
     let mut files = Vec::new();
     for p in paths {
         let shown = p.display().to_string();
@@ -430,182 +317,6 @@ fn check_policy(
     }
 }
 
-/// What a judge template may use, for the hint after "`x` is undefined".
-const JUDGE_VARS: &str = "n, ids, rubric, context, shared, trajectories, tools, reference";
-
-/// Checks the template pairs — the shipped ones, plus (or replaced by) those in `dir` — by
-/// rendering each with each rubric against the sample group, with and without tools.
-fn lint_templates(dir: Option<&Path>, rubrics: &[Rubric], report: &mut Report) {
-    let shipped = match Prompts::load(None) {
-        Ok(p) => p,
-        Err(e) => return report.add("prompts", None, false, e.to_string()),
-    };
-    let mut names: BTreeSet<String> = (shipped.names())
-        .flat_map(|n| [format!("{n}.system.jinja"), format!("{n}.user.jinja")])
-        .chain(["reask.jinja".to_string()])
-        .collect();
-    let mut local = BTreeSet::new();
-    let shown = |local: &BTreeSet<String>, name: &str| match dir.filter(|_| local.contains(name)) {
-        Some(d) => d.join(name).display().to_string(),
-        None => format!("prompts/{name}"),
-    };
-    let prompts = match dir {
-        None => shipped,
-        Some(dir) => {
-            let before = report.problems();
-            local = match precheck_dir(dir, &names, report) {
-                Some(local) => local,
-                None => return,
-            };
-            names.extend(local.iter().cloned());
-            report.templates = names.len();
-            match Prompts::load(Some(dir)) {
-                Ok(p) => p,
-                // Reported by the pre-check already, or else as the loader says it.
-                Err(_) if report.problems() > before => return,
-                Err(e) => return report.template_error(&e, &|n| shown(&local, n), JUDGE_VARS),
-            }
-        }
-    };
-    report.templates = names.len();
-    let shown = |name: &str| shown(&local, name);
-    let input = JudgeInput::build(&sample_group(), &DedupConfig::default());
-    let order: Vec<usize> = (0..input.candidates.len()).collect();
-    let tools = json!([{"type": "function", "function": {"name": "search",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]);
-    let all: Vec<Rubric> = sample_rubrics()
-        .into_iter()
-        .chain(rubrics.iter().cloned())
-        .collect();
-    for p in prompts.names() {
-        let (system, user) = (
-            shown(&format!("{p}.system.jinja")),
-            shown(&format!("{p}.user.jinja")),
-        );
-        for (rubric, tools) in all.iter().flat_map(|r| [(r, Some(&tools)), (r, None)]) {
-            // With tools, also with a reference answer: both optional blocks are rendered.
-            let reference = tools.map(|_| "LINT-SAMPLE-REFERENCE");
-            let rendered = match prompts.render(p, &input, &order, rubric, tools, reference) {
-                Ok(r) => r.messages,
-                Err(e) => {
-                    report.template_error(&e, &shown, JUDGE_VARS);
-                    continue;
-                }
-            };
-            let text: Vec<&str> = rendered.iter().map(|m| m.content.as_str()).collect();
-            let text = text.join("\n");
-            if !text.contains("<trajectory id=\"1\">") {
-                let m = "template does not show the trajectories (no <trajectory id=\"1\">)";
-                report.add(&user, None, false, m);
-            }
-            if !text.contains(rubric.text.trim()) {
-                let m = "template does not include the rubric text";
-                report.add(&system, None, false, m);
-            }
-            if rubric.items.iter().any(|i| !text.contains(&i.id)) {
-                let m = "template does not list the checklist items (rubric.items)";
-                report.add(&system, None, false, m);
-            }
-        }
-    }
-    match prompts.render_reask("LINT-SAMPLE-PROBLEM", &["1".into(), "2".into()]) {
-        Ok(m) if m.content.contains("LINT-SAMPLE-PROBLEM") => {}
-        Ok(_) => {
-            let m = "the re-ask does not show {{ problem }}";
-            report.add(&shown("reask.jinja"), None, true, m);
-        }
-        Err(e) => report.template_error(&e, &shown, "problem, ids"),
-    }
-}
-
-/// Reports what would stop `dir`'s templates from loading or pairing up (unreadable files,
-/// syntax errors, a half without its partner in `dir` or among the `shipped` files); returns the
-/// names of its `*.jinja` files, or `None` when `dir` cannot be read.
-fn precheck_dir(
-    dir: &Path,
-    shipped: &BTreeSet<String>,
-    report: &mut Report,
-) -> Option<BTreeSet<String>> {
-    let shown = |name: &str| dir.join(name).display().to_string();
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| {
-            let m = match e.kind() {
-                std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
-                _ => format!("cannot read: {e}"),
-            };
-            report.add(&dir.display().to_string(), None, false, m)
-        })
-        .ok()?;
-    let mut names = BTreeSet::new();
-    let mut syntax = minijinja::Environment::new();
-    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !name.ends_with(".jinja") {
-            continue;
-        }
-        names.insert(name.to_string());
-        match std::fs::read_to_string(&path) {
-            Err(e) => report.add(&shown(name), None, false, format!("cannot read: {e}")),
-            Ok(text) => {
-                if let Err(e) = syntax.add_template_owned(name.to_string(), text) {
-                    let m = format!("{}: {}", e.kind(), e.detail().unwrap_or_default());
-                    report.add(&shown(name), e.line(), false, m);
-                }
-            }
-        }
-    }
-    for name in &names {
-        let partner = match name.strip_suffix(".jinja").and_then(|n| n.rsplit_once('.')) {
-            Some((p, "system")) => format!("{p}.user.jinja"),
-            Some((p, "user")) => format!("{p}.system.jinja"),
-            _ => continue,
-        };
-        if !names.contains(&partner) && !shipped.contains(&partner) {
-            let m = format!("has no partner {partner}");
-            report.add(&shown(name), None, false, m);
-        }
-    }
-    Some(names)
-}
-
-/// The group every template renders: a shared system prompt and request, tool calls with a
-/// long result two trajectories share, and three different endings.
-fn sample_group() -> Vec<Trajectory> {
-    let doc = "Q3 2024 report. ".repeat(20);
-    let call = |id: &str| {
-        json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
-        "type": "function", "function": {"name": "search", "arguments": "{\"query\": \"Q3\"}"}}]})
-    };
-    let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": doc});
-    let say = |role: &str, text: &str| json!({"role": role, "content": text});
-    let (system, user) = (
-        say(
-            "system",
-            "You are a research agent. End with 'ANSWER: <value>'.",
-        ),
-        say("user", "What was Q3 2024 revenue?"),
-    );
-    let group = json!([
-        {"messages": [system, user, call("a"), result("a"),
-                      say("assistant", "$4.21 billion.\nANSWER: 4210000000")]},
-        {"messages": [system, user, call("b"), result("b"), say("assistant", "ANSWER: 41")]},
-        {"messages": [system, user, say("assistant", "I could not find it.")]},
-    ]);
-    parse_trajectories(&group, 64).expect("the lint sample group is valid")
-}
-
-/// A plain rubric and a checklist one, so every `rubric.items` branch renders.
-fn sample_rubrics() -> Vec<Rubric> {
-    let checklist = "text = \"Judge each item strictly.\"\nrequired_cap = 0.2\n\
-        [[items]]\nid = \"lint_revenue\"\ntext = \"States Q3 revenue.\"\nrequired = true\n\
-        [[items]]\nid = \"lint_source\"\ntext = \"Cites the filing.\"\nweight = 0.5\n";
-    let plain = "text = \"Prefer the trajectory that answers correctly and directly.\"";
-    [("lint_plain", plain), ("lint_checklist", checklist)]
-        .iter()
-        .map(|(name, text)| Rubric::parse_toml(text, name, name).expect("lint samples are valid"))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -706,35 +417,5 @@ mod tests {
             "verifiers[1]: verifiers[1]: a second verifier named \"regex\" (give one a \"name\")",
             "verifiers[2].name: verifiers[2].name: \"judge\" is reserved",
         ]);
-    }
-
-    #[test]
-    fn report_lines_hints_and_summary() {
-        let mut r = Report {
-            rubrics: 1,
-            templates: 3,
-            ..Report::default()
-        };
-        r.add("a.toml", Some(2), false, "bad");
-        r.add("a.toml", Some(2), false, "bad");
-        r.add("a.toml", None, true, "meh");
-        let e = PromptError::Template {
-            file: "prompts/x.user.jinja:3".into(),
-            message: "`foo` is undefined".into(),
-        };
-        r.template_error(&e, &|n| format!("mine/{n}"), "a, b");
-        let lines: Vec<&str> = r.findings.iter().map(|f| f.1.as_str()).collect();
-        assert_eq!(
-            lines,
-            [
-                "a.toml:2: bad",
-                "a.toml: warning: meh",
-                "mine/x.user.jinja:3: `foo` is undefined (a template can use a, b)",
-            ]
-        );
-        assert_eq!(
-            r.summary(),
-            "lint: 1 rubric, 3 templates checked; 2 problems, 1 warning"
-        );
     }
 }
