@@ -33,6 +33,7 @@ pub struct TrajectoryScore {
     /// 1-based index of the trajectory in the request.
     pub trajectory_id: String,
     /// The reward (the same number as in `rewards`).
+    #[schema(required = true)]
     pub score: Option<f64>,
     /// The judge's explanation ("" when no judge was asked).
     pub explanation: String,

@@ -51,7 +51,7 @@ verifiable rewards, cached verdicts.";
         schemas(super::error::ErrorResponse, wire::Message, wire::Trajectory, wire::Verifier),
         responses(responses::Unauthorized),
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &RubricVerifiers),
 )]
 struct ApiDoc;
 
@@ -65,6 +65,30 @@ impl Modify for BearerAuth {
         scheme.description =
             Some("An API key from `[server] api_keys_file` or `GAVEL_API_KEYS`".into());
         components.add_security_scheme("bearerAuth", SecurityScheme::Http(scheme));
+    }
+}
+
+/// An inline rubric's `verifiers` are specs like a request's: `rubric.rs` keeps them as JSON
+/// values (the verifier module compiles them) and names no schema of the document's.
+struct RubricVerifiers;
+
+impl Modify for RubricVerifiers {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{ArrayItems, Schema};
+        use utoipa::openapi::{Ref, RefOr};
+        let rubric = doc
+            .components
+            .as_mut()
+            .and_then(|c| c.schemas.get_mut("InlineRubric"));
+        let Some(RefOr::T(Schema::Object(rubric))) = rubric else {
+            panic!("InlineRubric is an object schema");
+        };
+        let Some(RefOr::T(Schema::Array(verifiers))) = rubric.properties.get_mut("verifiers")
+        else {
+            panic!("InlineRubric.verifiers is an array schema");
+        };
+        let verifier: RefOr<Schema> = Ref::from_schema_name("Verifier").into();
+        verifiers.items = ArrayItems::RefOrSchema(Box::new(verifier));
     }
 }
 

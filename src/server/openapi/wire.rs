@@ -12,7 +12,9 @@
 #![allow(dead_code)]
 
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{ArrayBuilder, Schema};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::prompt::JudgeMode;
 use crate::reward::{Policy, ScaleRewards};
@@ -80,7 +82,7 @@ pub struct FunctionCall {
 pub enum Trajectory {
     Messages(#[schema(inline)] MessageList),
     Art(#[schema(inline)] ArtTrajectory),
-    Bare(Vec<Message>),
+    Bare(#[schema(inline)] MessageArray),
 }
 
 #[derive(ToSchema)]
@@ -117,8 +119,57 @@ pub enum RubricRef {
 #[serde(untagged)]
 pub enum JudgeRef {
     One(String),
-    Panel(Vec<String>),
+    Panel(#[schema(inline)] Panel),
 }
+
+/// An array with bounds: the derive takes `min_items`/`max_items` on fields only, not on the
+/// bare-array alternatives of an untagged enum.
+fn array(
+    items: impl Into<utoipa::openapi::schema::ArrayItems>,
+    min: usize,
+    max: Option<usize>,
+) -> RefOr<Schema> {
+    ArrayBuilder::new()
+        .items(items)
+        .min_items(Some(min))
+        .max_items(max)
+        .into()
+}
+
+/// A bare array of messages (at least one).
+pub struct MessageArray;
+
+impl PartialSchema for MessageArray {
+    fn schema() -> RefOr<Schema> {
+        array(Ref::from_schema_name("Message"), 1, None)
+    }
+}
+
+impl ToSchema for MessageArray {}
+
+/// A bare array of trajectories: the whole group (1 to 64).
+pub struct TrajectoryArray;
+
+impl PartialSchema for TrajectoryArray {
+    fn schema() -> RefOr<Schema> {
+        let max = crate::trajectory::MAX_GROUP_SIZE;
+        array(Ref::from_schema_name("Trajectory"), 1, Some(max))
+    }
+}
+
+impl ToSchema for TrajectoryArray {}
+
+/// A panel of judge names (1 to 16).
+pub struct Panel;
+
+impl PartialSchema for Panel {
+    fn schema() -> RefOr<Schema> {
+        let max = crate::score::request::MAX_PANEL;
+        array(String::schema(), 1, Some(max))
+    }
+}
+
+impl ToSchema for Panel {}
 
 /// A verifier spec. See the README's Verifiers table for each type's fields; every verifier
 /// also takes `name` and `weight`.
@@ -152,7 +203,7 @@ pub enum VerifierType {
 #[serde(untagged)]
 pub enum ScoreRequest {
     Group(#[schema(inline)] Group),
-    Bare(Vec<Trajectory>),
+    Bare(#[schema(inline)] TrajectoryArray),
 }
 
 /// A group and how to score it.
@@ -161,7 +212,7 @@ pub enum ScoreRequest {
 #[serde(deny_unknown_fields)]
 pub struct Group {
     /// The group, judged relative to each other.
-    #[schema(min_items = 1, max_items = 64)]
+    #[schema(min_items = 1, max_items = 64)] // trajectory::MAX_GROUP_SIZE
     trajectories: Vec<Trajectory>,
     #[schema(inline, default = "default")]
     rubric: Option<RubricRef>,
@@ -261,5 +312,22 @@ mod tests {
     fn the_documented_fields_are_the_parsed_ones() {
         assert_eq!(properties::<Group>(), crate::score::request::REQUEST_FIELDS);
         assert_eq!(properties::<GetRewardRequest>(), crate::openrlhf::FIELDS);
+    }
+
+    #[test]
+    fn the_documented_limits_are_the_enforced_ones() {
+        use crate::score::request::{MAX_BATCH_GROUPS, MAX_PERMUTATIONS, MAX_VERIFIERS};
+        let group = serde_json::to_value(Group::schema()).unwrap();
+        let field = |name: &str, key: &str| group["properties"][name][key].as_u64();
+        let max_group = crate::trajectory::MAX_GROUP_SIZE as u64;
+        assert_eq!(field("trajectories", "maxItems"), Some(max_group));
+        assert_eq!(
+            field("permutations", "maximum"),
+            Some(u64::from(MAX_PERMUTATIONS))
+        );
+        assert_eq!(field("verifiers", "maxItems"), Some(MAX_VERIFIERS as u64));
+        let batch = serde_json::to_value(BatchRequest::schema()).unwrap();
+        let groups = batch["properties"]["groups"]["maxItems"].as_u64();
+        assert_eq!(groups, Some(MAX_BATCH_GROUPS as u64));
     }
 }
