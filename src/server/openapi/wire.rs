@@ -201,6 +201,7 @@ pub enum VerifierType {
 /// One group. A bare array of trajectories is also accepted as the whole body.
 #[derive(ToSchema)]
 #[serde(untagged)]
+#[allow(clippy::large_enum_variant)]
 pub enum ScoreRequest {
     Group(#[schema(inline)] Group),
     Bare(#[schema(inline)] TrajectoryArray),
