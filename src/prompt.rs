@@ -25,7 +25,18 @@ pub const DEFAULT_PROMPT: &str = "relative";
 /// How a judge is asked about a group. Listwise is the one verdict for the whole group that
 /// every judge can give; pointwise and pairwise read token probabilities, so only local judges
 /// can run them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum JudgeMode {
     /// One JSON verdict scoring every trajectory relative to the others.
@@ -133,7 +144,7 @@ fn template_error(e: &minijinja::Error) -> PromptError {
 }
 
 /// One chat message of the judge prompt.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// TRL's `scale_rewards`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ScaleRewards {
     #[default]
@@ -65,7 +65,7 @@ pub const INDEPENDENT: &str = "independent_reward";
 
 /// How components merge into one reward (declared in a rubric's `[policy]` or a request's
 /// `"policy"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Policy {
     /// Σ wᵢ·cᵢ / Σ wᵢ over the applicable components. Without `weights`: the judge 1.0, each

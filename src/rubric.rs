@@ -37,7 +37,7 @@ pub enum RubricError {
 }
 
 /// A checklist item (see the "Rewards" section of the README).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChecklistItem {
     pub id: String,
@@ -53,8 +53,9 @@ fn one() -> f64 {
 }
 
 /// What a rubric file (or an inline rubric) holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = InlineRubric)]
 pub struct RubricSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -63,6 +64,7 @@ pub struct RubricSpec {
     /// The grading standards, in prose.
     pub text: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(inline)]
     pub items: Vec<ChecklistItem>,
     /// With checklist items: the judge component's cap when a required item is unmet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,12 +72,14 @@ pub struct RubricSpec {
     /// Verifiers this rubric applies (their `expected` values usually come with each request,
     /// merged by name).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
     pub verifiers: Vec<serde_json::Value>,
     /// How judge, verifiers and the caller's reward combine (see `reward::Policy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
     /// Orders each group is judged in (position-bias control); a request may override it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub permutations: Option<u32>,
 }
 

@@ -16,7 +16,8 @@ pub enum RubricRef {
 }
 
 /// What to do when the judge fails after its retries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
 pub enum OnJudgeError {
     /// Fail the request with the judge's error (HTTP 502/503/504).
     #[default]

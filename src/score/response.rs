@@ -3,34 +3,37 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::judge::JudgeInfo;
 use crate::prompt::ChatMessage;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct VersionInfo {
     pub name: String,
+    #[schema(pattern = "^sha256:")]
     pub version: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ErrorBody {
     #[serde(rename = "type")]
     pub kind: String,
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ItemOut {
     pub id: String,
     pub met: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct TrajectoryScore {
     /// 1-based index of the trajectory in the request.
     pub trajectory_id: String,
     /// The reward (the same number as in `rewards`).
+    #[schema(required = true)]
     pub score: Option<f64>,
     /// The judge's explanation ("" when no judge was asked).
     pub explanation: String,
@@ -42,6 +45,7 @@ pub struct TrajectoryScore {
     pub reasons: BTreeMap<String, String>,
     /// Checklist item verdicts, for checklist rubrics.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(inline)]
     pub items: Vec<ItemOut>,
     /// Standard deviation of the judge's score across orders (and panel judges); present when
     /// the group was judged more than once.
@@ -52,7 +56,7 @@ pub struct TrajectoryScore {
     pub judges: BTreeMap<String, Option<f64>>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
 pub struct Usage {
     pub judge_calls: u64,
     pub cache_hits: u64,
@@ -117,7 +121,7 @@ impl Usage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ScoreResponse {
     pub rewards: Vec<Option<f64>>,
     pub advantages: Vec<f64>,
@@ -130,11 +134,12 @@ pub struct ScoreResponse {
     pub judges: Vec<JudgeInfo>,
     /// Set when the judge failed and the request asked for `on_judge_error: "null"`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(inline)]
     pub error: Option<ErrorBody>,
 }
 
 /// `POST /v1/score_groups`: one result per group, in order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct BatchResponse {
     pub results: Vec<ScoreResponse>,
     pub scale_rewards: crate::reward::ScaleRewards,
@@ -142,8 +147,9 @@ pub struct BatchResponse {
 }
 
 /// What `render` returns: the exact judge messages and what dedup saved.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct RenderResponse {
+    #[schema(inline)]
     pub messages: Vec<ChatMessage>,
     pub trajectory_ids: Vec<String>,
     pub prompt_tokens: u64,
@@ -157,6 +163,7 @@ pub struct RenderResponse {
     /// Pointwise and pairwise: how many prompts the mode asks for the group (`messages` is the
     /// first of them). Absent for listwise.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub prompts_asked: Option<usize>,
     pub cache_key: String,
 }

@@ -3,7 +3,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::judge::JudgeError;
 use crate::rubric::RubricError;
@@ -90,10 +91,59 @@ impl From<ScoreError> for ApiError {
     }
 }
 
+/// Every error the API returns: `{"error": {"type", "message"}}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorResponse {
+    #[schema(inline)]
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// What went wrong, for programs.
+    #[serde(rename = "type")]
+    #[schema(value_type = ErrorType, inline)]
+    pub kind: &'static str,
+    /// What went wrong, for people: names the field, the limit or the dependency.
+    pub message: String,
+}
+
+/// Every `error.type` the API answers.
+// The second half of `ApiError::status_and_type`, for the document; a test keeps the two in step.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum ErrorType {
+    InvalidRequest,
+    Unauthorized,
+    NotFound,
+    MethodNotAllowed,
+    RequestTimeout,
+    PayloadTooLarge,
+    Overloaded,
+    JudgeUnavailable,
+    JudgeInvalidOutput,
+    NoJudgeConfigured,
+    JudgeTimeout,
+    NotReady,
+    Internal,
+}
+
 impl ApiError {
     /// The response body: `{"error": {"type", "message"}}`.
     pub fn body(&self) -> serde_json::Value {
-        json!({"error": {"type": self.status_and_type().1, "message": self.to_string()}})
+        serde_json::to_value(self.response_body()).expect("an error body serialises")
+    }
+
+    /// The response body, typed.
+    pub fn response_body(&self) -> ErrorResponse {
+        ErrorResponse {
+            error: ErrorDetail {
+                kind: self.status_and_type().1,
+                message: self.to_string(),
+            },
+        }
     }
 
     /// The response with `body` (the error body plus details) in place of the plain one.
@@ -122,5 +172,47 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.respond_with(self.body())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::PartialSchema;
+
+    #[test]
+    fn every_error_type_is_in_the_documented_enum() {
+        let doc = serde_json::to_value(ErrorType::schema()).unwrap();
+        let names: std::collections::BTreeSet<&str> = doc["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let m = || "m".to_string();
+        let judge = |e: JudgeError| ApiError::Judge(e);
+        let kinds = [
+            ApiError::InvalidRequest(m()),
+            ApiError::Unauthorized(m()),
+            ApiError::PayloadTooLarge(m()),
+            ApiError::RequestTimeout(m()),
+            ApiError::NotFound(m()),
+            ApiError::MethodNotAllowed(m()),
+            ApiError::Overloaded(m()),
+            judge(JudgeError::Unavailable(m())),
+            judge(JudgeError::InvalidOutput(m())),
+            judge(JudgeError::NotConfigured(m())),
+            judge(JudgeError::Timeout(m())),
+            judge(JudgeError::Overloaded(m())),
+            ApiError::NotReady(m()),
+            ApiError::Internal(m()),
+        ]
+        .iter()
+        .map(|e| e.status_and_type().1)
+        .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(
+            kinds, names,
+            "ErrorType and ApiError::status_and_type disagree"
+        );
     }
 }

@@ -7,12 +7,16 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::ApiError;
+use super::openapi::{self as doc, wire, PlainErrors, RenderErrors, ScoringErrors};
+use super::ready::{Check, NotReady, Ready};
 use super::AppState;
-use crate::score::{BatchRequest, ScoreRequest};
+use crate::score::{BatchRequest, BatchResponse, RenderResponse, ScoreRequest, ScoreResponse};
 
 /// Reads a JSON body, at most `max_body_bytes` of it within `body_read_timeout_s`; every
 /// failure is a typed error. Handlers call it after admission, so a refused request costs no
@@ -72,6 +76,20 @@ pub(super) fn request_timeout(state: &AppState) -> ApiError {
     )))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/score_group",
+    operation_id = "scoreGroup",
+    summary = "Score one group of trajectories relative to each other",
+    request_body(content = wire::ScoreRequest, examples(
+        ("verified" = (summary = "Judge plus an exact-answer verifier", value = json!(doc::verified()))),
+        ("minimal" = (summary = "Just the trajectories", value = json!(doc::minimal()))),
+    )),
+    responses(
+        (status = 200, description = "Rewards, advantages and per-trajectory scores", body = ScoreResponse),
+        ScoringErrors,
+    ),
+)]
 pub async fn score_group(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
     let req = parse_body(&state, body).await?;
@@ -82,6 +100,39 @@ pub async fn score_group(State(state): State<AppState>, body: Body) -> Result<Re
     Ok(Json(resp).into_response())
 }
 
+/// `POST /score_group`: the same as `POST /v1/score_group` (the path OpenRLHF-style clients
+/// and early callers use).
+#[utoipa::path(
+    post,
+    path = "/score_group",
+    operation_id = "scoreGroupAlias",
+    summary = "The same as `POST /v1/score_group`",
+    description = "",
+    request_body(content = wire::ScoreRequest, examples(
+        ("minimal" = (summary = "Just the trajectories", value = json!(doc::minimal()))),
+    )),
+    responses(
+        (status = 200, description = "Rewards, advantages and per-trajectory scores", body = ScoreResponse),
+        ScoringErrors,
+    ),
+)]
+pub async fn score_group_alias(state: State<AppState>, body: Body) -> Result<Response, ApiError> {
+    score_group(state, body).await
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/score_groups",
+    operation_id = "scoreGroups",
+    summary = "Score many groups (a training step) in one call",
+    request_body(content = wire::BatchRequest, examples(
+        ("batch" = (summary = "Two groups, advantages scaled over the batch", value = json!(doc::batch()))),
+    )),
+    responses(
+        (status = 200, description = "One result per group, in order", body = BatchResponse),
+        ScoringErrors,
+    ),
+)]
 pub async fn score_groups(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
     let value = read_json(&state, body).await?;
@@ -96,6 +147,20 @@ pub async fn score_groups(State(state): State<AppState>, body: Body) -> Result<R
 /// Rendering is CPU work on the request's data: it is admitted like scoring and runs on the
 /// blocking pool under the same timeout, so it can neither starve the async workers nor
 /// outlast `request_timeout_s` from the client's point of view.
+#[utoipa::path(
+    post,
+    path = "/v1/render",
+    operation_id = "render",
+    summary = "The exact judge messages, token counts and cache key for a group; no judge call",
+    description = "",
+    request_body(content = wire::ScoreRequest, examples(
+        ("verified" = (summary = "A group with tool calls", value = json!(doc::verified()))),
+    )),
+    responses(
+        (status = 200, description = "The rendered judge prompt", body = RenderResponse),
+        RenderErrors,
+    ),
+)]
 pub async fn render(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
     let req = parse_body(&state, body).await?;
@@ -109,39 +174,112 @@ pub async fn render(State(state): State<AppState>, body: Body) -> Result<Respons
     Ok(Json(rendered).into_response())
 }
 
-pub async fn rubrics(State(state): State<AppState>) -> Json<Value> {
-    let list: Vec<Value> = state
+/// `GET /v1/rubrics`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RubricList {
+    #[schema(inline)]
+    pub rubrics: Vec<RubricSummary>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RubricSummary {
+    pub name: String,
+    /// The content version, `sha256:...`.
+    pub version: String,
+    pub description: String,
+    /// Checklist items.
+    pub items: usize,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/rubrics",
+    operation_id = "rubrics",
+    summary = "The rubrics this daemon knows",
+    responses(
+        (status = 200, description = "Rubric names and versions", body = RubricList),
+        PlainErrors,
+    ),
+)]
+pub async fn rubrics(State(state): State<AppState>) -> Json<RubricList> {
+    let rubrics = state
         .scorer
         .rubrics()
         .iter()
-        .map(|r| {
-            json!({"name": r.name, "version": r.version, "description": r.description,
-                   "items": r.items.len()})
+        .map(|r| RubricSummary {
+            name: r.name.clone(),
+            version: r.version.clone(),
+            description: r.description.clone(),
+            items: r.items.len(),
         })
         .collect();
-    Json(json!({"rubrics": list}))
+    Json(RubricList { rubrics })
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    #[schema(inline)]
+    pub status: Alive,
+    /// Whether any judge can run.
+    pub judge_configured: bool,
+    #[schema(inline)]
+    pub judges: Vec<JudgeHealth>,
+    /// Seconds since the daemon started.
+    pub uptime_s: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Alive {
+    Ok,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JudgeHealth {
+    pub name: String,
+    pub model: String,
+    /// Whether it has what it needs to run (a key, a model); it is not called.
+    pub configured: bool,
+    /// Why it cannot run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Liveness, plus what an operator needs to see at a glance: which judges can run.
-pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
-    let judges: Vec<Value> = state
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    summary = "Liveness, and which judges are configured (never calls a judge)",
+    description = "",
+    security((), ("bearerAuth" = [])),
+    responses(
+        (status = 200, description = "The process is up", body = Health),
+        PlainErrors,
+    ),
+)]
+pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    let judges: Vec<JudgeHealth> = state
         .scorer
         .judges()
         .map(|j| {
             let info = j.info();
-            match j.unconfigured_reason() {
-                None => json!({"name": info.name, "model": info.model, "configured": true}),
-                Some(why) => json!({"name": info.name, "model": info.model, "configured": false, "problem": why}),
+            let problem = j.unconfigured_reason().map(str::to_string);
+            JudgeHealth {
+                name: info.name,
+                model: info.model,
+                configured: problem.is_none(),
+                problem,
             }
         })
         .collect();
-    let any = judges.iter().any(|j| j["configured"] == true);
-    Json(json!({
-        "status": "ok",
-        "judge_configured": any,
-        "judges": judges,
-        "uptime_s": state.started.elapsed().as_secs(),
-    }))
+    Json(Health {
+        status: Alive::Ok,
+        judge_configured: judges.iter().any(|j| j.configured),
+        judges,
+        uptime_s: state.started.elapsed().as_secs(),
+    })
 }
 
 pub async fn not_found() -> ApiError {
@@ -155,24 +293,38 @@ pub async fn method_not_allowed() -> impl IntoResponse {
 /// Readiness: 200 when the store answers and every configured judge is reachable, else 503
 /// `not_ready`. A caller with a valid API key gets each check's problem (which may name a judge
 /// URL or quote an error chain); anyone else, kubelet included, gets only which checks pass.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    summary = "Readiness: the store answers and every configured judge is reachable",
+    description = "Judge probes (`GET {base_url}/models`, no tokens spent) are cached for `[server] ready_cache_s`. Without a valid API key (kubelet) the answer says only which checks pass: no `problem`, and the 503 message counts what is down. With a key, each check carries its `problem`.",
+    security((), ("bearerAuth" = [])),
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        PlainErrors,
+        (status = 503, description = "`not_ready`: the message names what is down", body = NotReady),
+    ),
+)]
 pub async fn readyz(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Response {
     let report = state.ready.check(&state.scorer).await;
     let detailed = caller.is_some_and(|Extension(c)| c.is_authenticated());
     let (store, judges) = if detailed {
-        (json!(report.store), json!(report.judges))
+        (report.store.clone(), report.judges.clone())
     } else {
-        let judges: Vec<Value> = report
-            .judges
-            .iter()
-            .map(|j| json!({"name": j.name, "ok": j.ok}))
-            .collect();
+        // Which checks pass, without their problems.
+        let bare = |c: &Check| Check {
+            name: c.name.clone(),
+            ok: c.ok,
+            problem: None,
+        };
         (
-            json!({"name": "store", "ok": report.store.ok}),
-            json!(judges),
+            bare(&report.store),
+            report.judges.iter().map(bare).collect(),
         )
     };
     if report.ready() {
-        return Json(json!({"status": "ready", "store": store, "judges": judges})).into_response();
+        return Json(Ready::new(store, judges)).into_response();
     }
     tracing::warn!(problems = %report.problems(), "readiness check failed");
     let message = if detailed {
@@ -187,21 +339,55 @@ pub async fn readyz(State(state): State<AppState>, caller: Option<Extension<Call
         )
     };
     let e = ApiError::NotReady(message);
-    let mut body = e.body();
-    body["store"] = store;
-    body["judges"] = judges;
-    e.respond_with(body)
+    let body = NotReady {
+        error: e.response_body(),
+        store,
+        judges,
+    };
+    e.respond_with(serde_json::to_value(body).expect("a readiness body serialises"))
 }
 
-/// The OpenAPI document of this API (the checked-in `openapi.json`).
+/// What `GET /openapi.json` answers (only its two required fields are described).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct OpenApiDocument {
+    /// `3.1.0`.
+    openapi: String,
+    paths: serde_json::Map<String, Value>,
+}
+
+/// The OpenAPI document of this API, generated from the types (see `server::openapi`).
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    operation_id = "openapi",
+    summary = "This document",
+    description = "",
+    responses(
+        (status = 200, description = "The OpenAPI document", body = inline(OpenApiDocument)),
+        PlainErrors,
+    ),
+)]
 pub async fn openapi() -> impl IntoResponse {
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        super::OPENAPI,
+        super::openapi(),
     )
 }
 
 /// Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    summary = "Prometheus metrics (text format); every name starts with `gavel_`",
+    description = "",
+    security((), ("bearerAuth" = [])),
+    responses(
+        (status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain"),
+        PlainErrors,
+    ),
+)]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let busy = state.server.max_in_flight - state.in_flight.available_permits();
     metrics::gauge!("gavel_score_requests_in_flight").set(busy as f64);

@@ -17,6 +17,7 @@ use axum::Json;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::handlers::{admit, read_json, request_timeout};
+use super::openapi::{self as doc, wire, GetRewardErrors};
 use super::AppState;
 use crate::judge::JudgeError;
 use crate::openrlhf::assemble::{Assembler, GroupFuture};
@@ -124,6 +125,24 @@ fn scope(caller: &Caller, headers: &HeaderMap) -> Result<String, ApiError> {
     Ok(serde_json::json!([caller.id(), run]).to_string())
 }
 
+#[utoipa::path(
+    post,
+    path = "/get_reward",
+    operation_id = "get_reward",
+    summary = "OpenRLHF remote reward model: samples are grouped by prompt (across requests) and each group is judged once",
+    description = "Samples of the same prompt (and label) are collected until `[openrlhf] group_size` of them have arrived or `wait_ms` has passed since the first, then judged as one group; each request is answered with its own samples' rewards, in order. A judge failure fails every request with a sample in that group (502/503/504): no reward is ever invented. Groups are scoped by caller: samples are grouped only with samples sent under the same API key and the same `X-Gavel-Run` header, so two runs or two key holders never share a relative group.",
+    params(
+        ("X-Gavel-Run" = Option<String>, Header, max_length = 128,
+         description = "Scopes groups to one training run of a caller (at most 128 bytes of visible ASCII); samples of different runs are never judged together"),
+    ),
+    request_body(content = wire::GetRewardRequest, examples(
+        ("one_group" = (summary = "Eight samples of one prompt (a full group)", value = json!(doc::one_group()))),
+    )),
+    responses(
+        (status = 200, description = "One reward per query, in order", body = wire::GetRewardResponse),
+        GetRewardErrors,
+    ),
+)]
 pub async fn get_reward(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,

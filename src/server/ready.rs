@@ -13,10 +13,12 @@ use crate::score::Scorer;
 const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One dependency's state.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Check {
+    /// `store`, or a judge's name.
     pub name: String,
     pub ok: bool,
+    /// What is wrong; only for callers with a valid API key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }
@@ -29,6 +31,40 @@ impl Check {
             problem: result.err(),
         }
     }
+}
+
+/// `GET /readyz` when ready.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Ready {
+    #[schema(inline)]
+    status: ReadyStatus,
+    pub store: Check,
+    pub judges: Vec<Check>,
+}
+
+impl Ready {
+    pub fn new(store: Check, judges: Vec<Check>) -> Ready {
+        Ready {
+            status: ReadyStatus::Ready,
+            store,
+            judges,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum ReadyStatus {
+    Ready,
+}
+
+/// `GET /readyz` when not ready: the error, and every check.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct NotReady {
+    #[serde(flatten)]
+    pub error: super::error::ErrorResponse,
+    pub store: Check,
+    pub judges: Vec<Check>,
 }
 
 #[derive(Debug, Clone, Serialize)]
