@@ -20,7 +20,7 @@
 //!
 //! Built with the `local` feature (which `train` turns on). `testkit` (tiny random-weight models
 //! written to disk) is compiled for tests only: here under `cfg(test)`, and into the integration
-//! tests through `tests/common/mod.rs`.
+//! tests (and benches) that include `tests/common/`, through `tests/common/model.rs`.
 
 pub mod chat_template;
 pub mod config;

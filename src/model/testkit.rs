@@ -4,7 +4,7 @@
 //! deterministic weights.
 //!
 //! Test code only, never shipped: `src/model/mod.rs` compiles it under `cfg(test)` for the unit
-//! tests, and `tests/common/mod.rs` includes this same file (`#[path]`) for the integration
+//! tests, and `tests/common/model.rs` includes this same file (`#[path]`) for the integration
 //! tests. So it names nothing of gavel but `super::Arch` and `super::tokenizer`, which both
 //! places provide (here `crate::model`, there a shim re-exporting `gavel::model`), and external
 //! crates.

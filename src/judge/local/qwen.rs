@@ -38,7 +38,7 @@ impl KvState {
 }
 
 /// Where weights come from, under llama.cpp's (GGUF) or Hugging Face's names.
-pub(crate) enum Source<'a, R> {
+enum Source<'a, R> {
     Gguf {
         content: &'a gguf_file::Content,
         reader: &'a mut R,
