@@ -2,7 +2,8 @@
 //!
 //! The core (`trajectory`, `dedup`, `prompt`, `rubric`, `verdict`, `verify`, `reward`) is plain data and
 //! functions; `score` runs the pipeline over them; only `judge` talks to judges, only `store` to
-//! databases, only `server` to HTTP.
+//! databases, only `server` to HTTP; `model` reads the Qwen models that the local judge and
+//! `train` run.
 
 pub mod cli;
 pub mod config;
@@ -13,6 +14,9 @@ pub mod groupfile;
 pub mod html;
 pub mod judge;
 pub mod lint;
+/// Qwen models in candle, shared by the local judge and the trainer (`train` turns `local` on).
+#[cfg(feature = "local")]
+pub mod model;
 pub mod openrlhf;
 pub mod prompt;
 pub mod rescore;

@@ -421,8 +421,8 @@ async fn verifier_set_reports_judge_and_verifier_accuracy_apart() {
 #[cfg(feature = "local")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn judge_modes_side_by_side_on_a_local_model() {
-    use gavel::judge::local::testkit::{write_folder, TinyOptions};
-    use gavel::judge::local::Arch;
+    use common::model::testkit::{write_folder, TinyOptions};
+    use gavel::model::Arch;
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("tiny");
     let mut o = TinyOptions::new(Arch::Qwen2);

@@ -161,8 +161,8 @@ fn offline_trainer(dir: &std::path::Path, model: std::path::PathBuf, steps: u64)
 /// output in a completion is masked out of the loss.
 #[test]
 fn offline_steps_raise_high_reward_completions() {
-    use gavel::judge::local::loader::Arch;
-    use gavel::judge::local::testkit::{write_folder, TinyOptions};
+    use common::model::testkit::{write_folder, TinyOptions};
+    use gavel::model::Arch;
     use gavel::train::offline::read_scored;
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("tiny");
@@ -271,8 +271,8 @@ fn offline_steps_raise_high_reward_completions() {
 /// problem.
 #[test]
 fn offline_bad_lines_name_file_line_and_problem() {
-    use gavel::judge::local::loader::Arch;
-    use gavel::judge::local::testkit::{write_folder, TinyOptions};
+    use common::model::testkit::{write_folder, TinyOptions};
+    use gavel::model::Arch;
     use gavel::train::offline::read_scored;
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("tiny");

@@ -1,9 +1,19 @@
 //! `gavel train`: GRPO on LoRA adapters of a small Qwen, with rewards from the gavel pipeline.
 //!
-//! - [`model`], [`lora`], [`weights`]: a differentiable Qwen2/Qwen3 with LoRA adapters, loaded
-//!   from the same files as the local judge.
-//! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules.
+//! - [`model`], [`lora`]: a differentiable Qwen2/Qwen3 with LoRA adapters, built from the dense
+//!   tensors of [`crate::model::ModelFiles`] (the same files, config, tokenizer and chat
+//!   template the local judge reads, opened once).
+//! - [`rollout`]: the policy (that model, the tokenizer and template) and sampling;
+//!   [`trainer`]: the GRPO loop; [`offline`]: training on already-scored groups;
+//!   [`scoring`]: rewards from the gavel pipeline; [`tasks`]: the prompts file.
+//! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules;
+//!   [`checkpoint`]: PEFT adapter files and optimizer state.
+//! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
+//! - [`cli`], [`config`]: `gavel train` options and the TOML config.
 //! - [`crate::rng`]: the one seeded generator everything random draws from.
+//!
+//! This module and `judge::local` never import each other: what both need is in
+//! [`crate::model`].
 
 pub mod checkpoint;
 pub mod cli;
@@ -17,8 +27,8 @@ pub mod rollout;
 pub mod scoring;
 pub mod tasks;
 pub mod toy;
+pub mod toy_model;
 pub mod trainer;
-pub mod weights;
 
 #[cfg(test)]
 mod model_tests;
@@ -50,6 +60,6 @@ pub enum TrainError {
 
 impl From<candle_core::Error> for TrainError {
     fn from(e: candle_core::Error) -> Self {
-        TrainError::Tensor(crate::judge::local::error::one_line(&e.to_string()))
+        TrainError::Tensor(crate::model::error::one_line(&e.to_string()))
     }
 }

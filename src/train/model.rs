@@ -11,8 +11,7 @@ use candle_nn::ops::{rms_norm_slow, softmax};
 use candle_nn::rotary_emb::rope_slow;
 
 use super::lora::{Linear, LoraConfig};
-use super::weights::{BaseWeights, ModelConfig};
-use crate::judge::local::loader::Arch;
+use crate::model::{Arch, DenseWeights, QwenConfig};
 use crate::rng::Rng;
 
 struct Attention {
@@ -60,7 +59,7 @@ impl KvCache {
 
 /// The model: base tensors (constants) plus LoRA `Var`s.
 pub struct Qwen {
-    cfg: ModelConfig,
+    cfg: QwenConfig,
     embed: Tensor,
     layers: Vec<Layer>,
     norm: Tensor,
@@ -82,8 +81,8 @@ pub fn peft_name(layer: usize, module: &str, ab: &str) -> String {
 
 impl Qwen {
     /// Builds the model from base weights, with no adapters.
-    pub fn new(w: BaseWeights) -> Result<Qwen> {
-        let BaseWeights {
+    pub fn new(w: DenseWeights) -> Result<Qwen> {
+        let DenseWeights {
             config: cfg,
             mut tensors,
         } = w;
@@ -95,10 +94,10 @@ impl Qwen {
         let embed = take("model.embed_tokens.weight")?;
         let device = embed.device().clone();
         let dtype = embed.dtype();
-        let mut layers = Vec::with_capacity(cfg.num_layers);
-        for l in 0..cfg.num_layers {
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for l in 0..cfg.num_hidden_layers {
             let p = format!("model.layers.{l}");
-            let qwen2 = cfg.arch == Arch::Qwen2;
+            let (qwen2, bias) = (cfg.arch == Arch::Qwen2, cfg.qkv_bias());
             let mut lin = |m: &str, bias: bool| -> Result<Linear> {
                 let w = take(&format!("{p}.{m}.weight"))?;
                 let b = if bias {
@@ -109,9 +108,9 @@ impl Qwen {
                 Ok(Linear::new(w, b))
             };
             let attn = Attention {
-                q: lin("self_attn.q_proj", qwen2)?,
-                k: lin("self_attn.k_proj", qwen2)?,
-                v: lin("self_attn.v_proj", qwen2)?,
+                q: lin("self_attn.q_proj", bias)?,
+                k: lin("self_attn.k_proj", bias)?,
+                v: lin("self_attn.v_proj", bias)?,
                 o: lin("self_attn.o_proj", false)?,
                 q_norm: None,
                 k_norm: None,
@@ -134,19 +133,20 @@ impl Qwen {
             });
         }
         let norm = take("model.norm.weight")?;
-        let lm_head = if cfg.tie_word_embeddings {
+        let lm_head = if cfg.tie_word_embeddings() {
             embed.clone()
         } else {
             take("lm_head.weight")?
         };
-        let half = cfg.head_dim / 2;
+        let (head_dim, context) = (cfg.head_dim(), cfg.context_length());
+        let half = head_dim / 2;
         let inv: Vec<f32> = (0..half)
-            .map(|i| 1.0 / cfg.rope_theta.powf(2.0 * i as f64 / cfg.head_dim as f64) as f32)
+            .map(|i| 1.0 / cfg.rope_theta().powf(2.0 * i as f64 / head_dim as f64) as f32)
             .collect();
         let inv = Tensor::from_vec(inv, (1, half), &device)?;
-        let t = Tensor::arange(0u32, cfg.max_position_embeddings as u32, &device)?
+        let t = Tensor::arange(0u32, context as u32, &device)?
             .to_dtype(DType::F32)?
-            .reshape((cfg.max_position_embeddings, 1))?;
+            .reshape((context, 1))?;
         let freqs = t.matmul(&inv)?;
         Ok(Qwen {
             cos: freqs.cos()?.to_dtype(dtype)?,
@@ -160,7 +160,7 @@ impl Qwen {
         })
     }
 
-    pub fn config(&self) -> &ModelConfig {
+    pub fn config(&self) -> &QwenConfig {
         &self.cfg
     }
 
@@ -222,7 +222,7 @@ impl Qwen {
             ("model.embed_tokens.weight".to_string(), self.embed.clone()),
             ("model.norm.weight".to_string(), self.norm.clone()),
         ];
-        if !self.cfg.tie_word_embeddings {
+        if !self.cfg.tie_word_embeddings() {
             out.push(("lm_head.weight".into(), self.lm_head.clone()));
         }
         for (i, l) in self.layers.iter().enumerate() {
@@ -265,15 +265,16 @@ impl Qwen {
     ) -> Result<Tensor> {
         let c = &self.cfg;
         let (b, t, _) = x.dims3()?;
-        let eps = c.rms_norm_eps as f32;
+        let eps = c.rms_norm_eps() as f32;
+        let (head_dim, n_heads, n_kv) = (c.head_dim(), c.num_attention_heads, c.num_kv_heads());
         let heads = |y: Tensor, n: usize| -> Result<Tensor> {
-            y.reshape((b, t, n, c.head_dim))?
+            y.reshape((b, t, n, head_dim))?
                 .transpose(1, 2)?
                 .contiguous()
         };
-        let mut q = heads(a.q.forward(x, adapters)?, c.num_heads)?;
-        let mut k = heads(a.k.forward(x, adapters)?, c.num_kv_heads)?;
-        let mut v = heads(a.v.forward(x, adapters)?, c.num_kv_heads)?;
+        let mut q = heads(a.q.forward(x, adapters)?, n_heads)?;
+        let mut k = heads(a.k.forward(x, adapters)?, n_kv)?;
+        let mut v = heads(a.v.forward(x, adapters)?, n_kv)?;
         if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
             q = rms_norm_slow(&q, qn, eps)?;
             k = rms_norm_slow(&k, kn, eps)?;
@@ -289,11 +290,11 @@ impl Qwen {
             }
             *slot = Some((k.clone(), v.clone()));
         }
-        let rep = c.num_heads / c.num_kv_heads;
+        let rep = n_heads / n_kv;
         let k = candle_transformers::utils::repeat_kv(k, rep)?.contiguous()?;
         let v = candle_transformers::utils::repeat_kv(v, rep)?.contiguous()?;
         let s = k.dim(2)?;
-        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        let scale = 1.0 / (head_dim as f64).sqrt();
         let mut scores = (q.matmul(&k.t()?)? * scale)?;
         if t > 1 {
             let mask: Vec<f32> = (0..t)
@@ -314,7 +315,7 @@ impl Qwen {
         let ctx = probs
             .matmul(&v)?
             .transpose(1, 2)?
-            .reshape((b, t, c.num_heads * c.head_dim))?;
+            .reshape((b, t, n_heads * head_dim))?;
         a.o.forward(&ctx, adapters)
     }
 
@@ -328,7 +329,7 @@ impl Qwen {
         mut cache: Option<&mut KvCache>,
         adapters: bool,
     ) -> Result<Tensor> {
-        let eps = self.cfg.rms_norm_eps as f32;
+        let eps = self.cfg.rms_norm_eps() as f32;
         let (b, t) = ids.dims2()?;
         let mut h = self.embed.embedding_rows(ids, b, t)?;
         if let Some(c) = cache.as_deref_mut() {

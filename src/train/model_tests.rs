@@ -6,9 +6,8 @@ use candle_transformers::models::{qwen2, qwen3};
 
 use super::lora::LoraConfig;
 use super::model::Qwen;
-use super::weights;
-use crate::judge::local::loader::{normalized_config, Arch};
-use crate::judge::local::testkit::{self, TinyOptions};
+use crate::model::testkit::{self, TinyOptions};
+use crate::model::{Arch, ModelFiles};
 use crate::rng::Rng;
 
 const IDS: [[u32; 7]; 2] = [[5, 17, 290, 3, 99, 42, 7], [250, 1, 60, 61, 62, 300, 11]];
@@ -20,9 +19,7 @@ fn ids() -> Tensor {
 /// candle's stock model's logits at every position: its base `Model` returns the normed
 /// hidden states of all positions; the output projection is applied here.
 fn stock_logits(arch: Arch, dir: &std::path::Path, tied: bool) -> Tensor {
-    let raw: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    let cfg = normalized_config(&dir.join("config.json"), arch, &raw).unwrap();
+    let cfg = ModelFiles::open(dir).unwrap().config.candle_json();
     let vb = unsafe {
         VarBuilder::from_mmaped_safetensors(
             &[dir.join("model.safetensors")],
@@ -56,8 +53,9 @@ fn stock_logits(arch: Arch, dir: &std::path::Path, tied: bool) -> Tensor {
 }
 
 fn ours(arch: Arch, dir: &std::path::Path) -> Qwen {
-    let w = weights::load(dir, arch, &Device::Cpu, DType::F32).unwrap();
-    Qwen::new(w).unwrap()
+    let files = ModelFiles::open(dir).unwrap();
+    assert_eq!(files.config.arch, arch);
+    Qwen::new(files.dense(&Device::Cpu, DType::F32).unwrap()).unwrap()
 }
 
 #[test]

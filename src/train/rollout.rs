@@ -10,18 +10,24 @@ use serde::{Deserialize, Serialize};
 
 use super::lora::LoraConfig;
 use super::model::{KvCache, Qwen};
-use super::weights;
 use super::TrainError;
-use crate::judge::local::{LoadedModel, LocalModelSpec};
+use crate::model::{
+    ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, RenderOptions,
+};
 use crate::prompt::ChatMessage;
 use crate::rng::Rng;
 
-/// The model being trained and its tokenizer and chat template (from the local judge's loader).
+/// The model being trained and its tokenizer and chat template.
 pub struct Policy {
     pub model: Qwen,
-    tok: LoadedModel,
+    tok: LoadedTokenizer,
+    template: ChatTemplate,
     /// Ids the tokenizer knows; the rest of the embedding rows (padding) are never sampled.
     pub n_valid: usize,
+}
+
+fn model_error(e: LocalError) -> TrainError {
+    TrainError::Model(e.to_string())
 }
 
 impl Policy {
@@ -32,31 +38,35 @@ impl Policy {
         lora: &LoraConfig,
         rng: &mut Rng,
     ) -> Result<Policy, TrainError> {
-        let spec = LocalModelSpec::new(path, device);
-        let tok = LoadedModel::load(&spec).map_err(|e| TrainError::Model(e.to_string()))?;
-        let dev = crate::judge::local::DeviceSpec::parse(device)
+        let dev = DeviceSpec::parse(device)
             .and_then(|d| d.open())
-            .map_err(|e| TrainError::Model(e.to_string()))?;
-        let dtype = DType::F32;
-        let w = weights::load(path, tok.arch(), &dev, dtype)?;
+            .map_err(model_error)?;
+        // One read of the files: config, tokenizer and template parsed once, and the weights
+        // read straight into the dense tensors the trainer's model is built from.
+        let files = ModelFiles::open(path).map_err(model_error)?;
+        let w = files.dense(&dev, DType::F32).map_err(model_error)?;
         let mut model = Qwen::new(w)?;
         model.add_lora(lora, rng)?;
-        let n_valid = tok
-            .tokenizer()
+        let n_valid = files
+            .tokenizer
+            .tokenizer
             .get_vocab_size(true)
             .min(model.config().vocab_size);
         Ok(Policy {
             model,
-            tok,
+            tok: files.tokenizer,
+            template: files.template,
             n_valid,
         })
     }
 
     /// The prompt's token ids: the chat template with the assistant turn opened.
     pub fn prompt_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, TrainError> {
-        self.tok
-            .prompt_tokens(messages)
-            .map_err(|e| TrainError::Model(e.to_string()))
+        let text = self
+            .template
+            .render_with(messages, &RenderOptions::default())
+            .map_err(model_error)?;
+        self.encode(&text)
     }
 
     /// The chat template's text of `messages` (thinking off, as for sampling).
@@ -65,32 +75,26 @@ impl Policy {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, TrainError> {
-        let opts = crate::judge::local::RenderOptions {
+        let opts = RenderOptions {
             add_generation_prompt,
             enable_thinking: Some(false),
         };
-        self.tok
-            .chat_template()
+        self.template
             .render_with(messages, &opts)
-            .map_err(|e| TrainError::Model(e.to_string()))
+            .map_err(model_error)
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TrainError> {
-        self.tok
-            .encode(text)
-            .map_err(|e| TrainError::Model(e.to_string()))
+        self.tok.encode(text).map_err(model_error)
     }
 
     /// The text of `ids` without special tokens.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TrainError> {
-        self.tok
-            .tokenizer()
-            .decode(ids, true)
-            .map_err(|e| TrainError::Model(e.to_string()))
+        self.tok.decode(ids, true).map_err(model_error)
     }
 
     pub fn eos_ids(&self) -> &[u32] {
-        self.tok.eos_ids()
+        &self.tok.eos_ids
     }
 
     /// Scaled log-softmax over the valid vocabulary of logits `[..., vocab]`.
@@ -239,7 +243,7 @@ pub fn sample_rows(
             "prompts sampled together must have one length".into(),
         ));
     }
-    let room = m.config().max_position_embeddings.saturating_sub(p);
+    let room = m.config().context_length().saturating_sub(p);
     let max_tokens = cfg.max_tokens.min(room);
     if max_tokens == 0 {
         return Err(TrainError::Input(format!(

@@ -3,8 +3,8 @@
 //! verifiers — the fraction of answer digits right in place. It needs no judge and no download,
 //! so it is the first thing to run (`gavel train toy`) and what the "it learns" test trains.
 //!
-//! The model is the judge's tiny test model (random weights) with its own tokenizer: the ten
-//! digits, a few distractors and the three specials, and a chat template that is just the
+//! The model is a tiny random-weight Qwen2 ([`super::toy_model`]) with its own tokenizer: the
+//! ten digits, a few distractors and the three specials, and a chat template that is just the
 //! prompt followed by `<|im_start|>`. A small vocabulary keeps exploration cheap; short prompts
 //! keep each step to a few milliseconds of tensor work per token.
 
@@ -15,12 +15,11 @@ use serde_json::json;
 use super::config::TrainConfig;
 use super::grpo::LossType;
 use super::lora::LoraConfig;
+use super::toy_model::{config_json, tensors, SPECIALS};
 use super::TrainError;
-use crate::judge::local::loader::Arch;
-use crate::judge::local::testkit::{config_json, tensors, SPECIALS};
-use crate::judge::local::tokenizer::{bytes_to_unicode, qwen_tokenizer_json, AddedToken};
+use crate::model::tokenizer::{bytes_to_unicode, qwen_tokenizer_json, AddedToken};
 
-/// How much the toy model's output projection is scaled up from the test model's.
+/// How much the toy model's output projection is scaled up from the generated one.
 pub const LM_HEAD_SCALE: f64 = 3.0;
 
 /// First digits of the toy prompts: every digit, so the policy must read the prompt.
@@ -92,15 +91,13 @@ pub fn write_toy_model(dir: &Path) -> Result<(), TrainError> {
         &dir.join("generation_config.json"),
         &json!({"eos_token_id": eos}),
     )?;
-    let mut config = config_json(Arch::Qwen2, false);
-    config["bos_token_id"] = json!(id("<|endoftext|>"));
-    config["eos_token_id"] = json!(id("<|im_end|>"));
+    let config = config_json(id("<|endoftext|>"), id("<|im_end|>"));
     write_json(&dir.join("config.json"), &config)?;
-    let mut t = tensors(Arch::Qwen2, false);
-    // The test model's output projection is too small (±0.2) for any hidden state to make one
+    let mut t = tensors();
+    // The generated output projection is too small (±0.2) for any hidden state to make one
     // token likely; scaled up, the policy can become confident, while the random start is still
     // far from the answers.
-    let head = t.remove("lm_head.weight").expect("an untied test model");
+    let head = t.remove("lm_head.weight").expect("an untied model");
     t.insert("lm_head.weight".into(), (head * LM_HEAD_SCALE)?);
     let file = dir.join("model.safetensors");
     candle_core::safetensors::save(&t, &file)

@@ -22,6 +22,10 @@ use gavel::store::{SledStore, VerdictStore};
 
 pub mod cli;
 
+/// The model layer's test fixtures (tiny random-weight models written to disk).
+#[cfg(feature = "local")]
+pub mod model;
+
 pub const MOCK_KEY: &str = "sk-mock-test-key-0123456789";
 
 /// What the mock judge does with one request.

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::common::model::testkit::{self, GgmlDType, TinyOptions};
 use crate::common::{rewards, Gavel};
 use gavel::config::{Config, JudgeConfig};
-use gavel::judge::local::testkit::{self, GgmlDType, TinyOptions};
-use gavel::judge::local::Arch;
+use gavel::model::Arch;
 use gavel::score::Scorer;
 use gavel::store::{SledStore, VerdictStore};
 

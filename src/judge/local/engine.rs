@@ -12,129 +12,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
-use super::error::LocalError;
 use super::generate::Worker;
-use super::loader::ModelInfo;
 use super::model::LoadedModel;
-use crate::prompt::ChatMessage;
-
-/// How the engine generates and queues.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineSettings {
-    /// Requests queued or running at once; more are refused with [`EngineError::Overloaded`].
-    pub max_queue: usize,
-    /// Constrain generation to the verdict JSON for the prompt's ids (the default).
-    pub constrained: bool,
-    /// Cap on each explanation, bytes (constrained generation).
-    pub max_explanation_bytes: usize,
-    /// Cap on completion tokens without constraints (constrained output is bounded by the
-    /// grammar and only by the context).
-    pub max_tokens: usize,
-    /// Write each score as the model's expected score rather than its most likely digits: the
-    /// probabilities of `1` vs `0`, of `0.` vs `0`, and of the first decimal digit, read at the
-    /// score's position (constrained output only).
-    pub expected_score: bool,
-    /// 0 = greedy.
-    pub temperature: f64,
-    /// Seed of sampling when `temperature` > 0 (mixed with the prompt, so a prompt always
-    /// draws the same tokens).
-    pub seed: u64,
-    /// Prefilled sequences kept for prefix reuse; 0 turns reuse off.
-    pub prefix_cache_entries: usize,
-}
-
-impl Default for EngineSettings {
-    fn default() -> Self {
-        EngineSettings {
-            max_queue: 64,
-            constrained: true,
-            max_explanation_bytes: 400,
-            max_tokens: 4096,
-            expected_score: true,
-            temperature: 0.0,
-            seed: 0,
-            prefix_cache_entries: 4,
-        }
-    }
-}
-
-/// One judge prompt to complete.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub messages: Vec<ChatMessage>,
-    /// Trajectory ids the verdict must score, in order.
-    pub ids: Vec<String>,
-    /// Checklist item ids each trajectory's verdict lists (empty: no checklist).
-    pub items: Vec<String>,
-    /// Free text of at most this many bytes instead of a verdict: no grammar, greedy, ends at
-    /// the model's end of turn or the cap (explanations in the probability modes).
-    pub free_text_bytes: Option<usize>,
-}
-
-/// A prompt whose next-token distribution is read instead of decoded: how likely each choice
-/// is as the answer's first token (pointwise and pairwise judging).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProbeRequest {
-    pub messages: Vec<ChatMessage>,
-    /// Each choice's spellings (`["yes", "Yes"]`); a choice's probability is that of the first
-    /// tokens of its spellings (each token counted once).
-    pub choices: Vec<Vec<String>>,
-}
-
-/// The choices' probabilities and what reading them took.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Probed {
-    /// Each choice's probability, renormalised over the choices (they sum to 1).
-    pub shares: Vec<f64>,
-    /// The probability of any choice before renormalising: how much of its mass the model put
-    /// on the answers it was offered.
-    pub coverage: f64,
-    pub prompt_tokens: u64,
-    /// Prompt tokens whose KV came from an earlier sequence (not prefilled again).
-    pub cached_prompt_tokens: u64,
-    /// Forward passes of the model this took (prefill chunks count as one pass).
-    pub forward_passes: u64,
-    pub queued: Duration,
-    pub prefill: Duration,
-}
-
-/// A completion and what producing it took.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Generated {
-    pub text: String,
-    pub prompt_tokens: u64,
-    /// Prompt tokens whose KV came from an earlier sequence (not prefilled again).
-    pub cached_prompt_tokens: u64,
-    /// Generated tokens, forced ones included.
-    pub completion_tokens: u64,
-    /// Of them, tokens the grammar forced and that were run as one batch each.
-    pub forced_tokens: u64,
-    /// Forward passes of the model this took: the prefill, each decoded token, each batch of
-    /// forced tokens.
-    pub forward_passes: u64,
-    pub queued: Duration,
-    pub prefill: Duration,
-    pub decode: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum EngineError {
-    #[error("local judge busy: {0} requests queued or running (max_queue); retry later")]
-    Overloaded(usize),
-    #[error("prompt of {prompt} tokens leaves no room in the model's context of {context}")]
-    TooLong { prompt: usize, context: usize },
-    #[error("the caller gave up")]
-    Cancelled,
-    #[error("the local judge's model thread stopped")]
-    Stopped,
-    /// The model thread panicked on this request; it was reset and serves on.
-    #[error("the local judge failed on this request (a panic, logged); it was reset")]
-    Panicked,
-    #[error(transparent)]
-    Local(#[from] LocalError),
-}
+use super::request::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
+use crate::model::{LocalError, ModelInfo};
 
 /// Totals since start, for `/metrics` and the benchmark.
 #[derive(Debug, Default)]
@@ -160,13 +43,15 @@ enum Work {
 const MAX_PANICS: usize = 3;
 const PANIC_WINDOW: Duration = Duration::from_secs(600);
 
-/// The model thread's state, for `/readyz`.
-#[derive(Debug, Default)]
+/// The model thread's state, for `/readyz`: the thread sends it on a watch channel whenever it
+/// changes, and every [`Engine`] handle reads the latest. The channel closes when the thread
+/// ends.
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Health {
     /// Panics survived since start.
-    restarts: AtomicU64,
+    restarts: u64,
     /// Why the thread stopped, once it has.
-    stopped: std::sync::Mutex<Option<String>>,
+    stopped: Option<String>,
 }
 
 /// Joins the model thread when the last [`Engine`] handle goes (its channel closes first, so
@@ -209,7 +94,7 @@ pub struct Engine {
     max_queue: usize,
     info: Arc<ModelInfo>,
     stats: Arc<EngineStats>,
-    health: Arc<Health>,
+    health: watch::Receiver<Health>,
     _joiner: Arc<Joiner>,
 }
 
@@ -232,8 +117,7 @@ impl Engine {
         let mut worker = Worker::new(model, settings);
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let thread_stats = stats.clone();
-        let health = Arc::new(Health::default());
-        let thread_health = health.clone();
+        let (health_tx, health) = watch::channel(Health::default());
         let handle = std::thread::Builder::new()
             .name("gavel-local-judge".into())
             .spawn(move || {
@@ -263,15 +147,14 @@ impl Engine {
                                     PANIC_WINDOW.as_secs()
                                 );
                                 tracing::error!("{why}");
-                                *thread_health.stopped.lock().unwrap_or_else(|e| e.into_inner()) =
-                                    Some(why);
+                                health_tx.send_modify(|h| h.stopped = Some(why));
                                 let _ = job.reply.send(Err(EngineError::Panicked));
                                 // Queued jobs are dropped with the channel: their callers see
                                 // `Stopped`.
                                 break;
                             }
                             tracing::error!(panic = %what, "the local judge panicked; resetting it");
-                            thread_health.restarts.fetch_add(1, Ordering::Relaxed);
+                            health_tx.send_modify(|h| h.restarts += 1);
                             metrics::counter!("gavel_local_restarts_total").increment(1);
                             worker.reset();
                             // Answered after the state is updated, so a caller that sees the
@@ -295,12 +178,7 @@ impl Engine {
 
     /// `Err` once the model thread has stopped (for `/readyz`).
     pub fn health(&self) -> Result<(), String> {
-        match &*self
-            .health
-            .stopped
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-        {
+        match &self.health.borrow().stopped {
             Some(why) => Err(why.clone()),
             None => Ok(()),
         }
@@ -308,7 +186,7 @@ impl Engine {
 
     /// Panics the model thread survived since start.
     pub fn restarts(&self) -> u64 {
-        self.health.restarts.load(Ordering::Relaxed)
+        self.health.borrow().restarts
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -444,9 +322,10 @@ fn record(stats: &EngineStats, g: &Generated) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::local::loader::Arch;
     use crate::judge::local::model::LocalModelSpec;
-    use crate::judge::local::testkit::{self, TinyOptions};
+    use crate::model::testkit::{self, TinyOptions};
+    use crate::model::Arch;
+    use crate::prompt::ChatMessage;
 
     fn engine(dir: &std::path::Path) -> Engine {
         let folder = dir.join("tiny");
@@ -496,15 +375,15 @@ mod tests {
     async fn dropping_the_last_handle_joins_the_model_thread() {
         let dir = tempfile::tempdir().unwrap();
         let e = engine(dir.path());
-        let weak = Arc::downgrade(&e.health);
+        let watcher = e.health.clone();
         let clone = e.clone();
         drop(e);
-        assert!(weak.upgrade().is_some(), "a handle is still alive");
+        assert!(watcher.has_changed().is_ok(), "a handle is still alive");
         clone.probe(probe()).await.unwrap();
         drop(clone);
-        // The thread held the last other reference to the health record; joined, it is gone.
+        // The thread held the health channel's sender; joined, the channel is closed.
         assert!(
-            weak.upgrade().is_none(),
+            watcher.has_changed().is_err(),
             "the model thread outlived its engine"
         );
     }

@@ -147,7 +147,7 @@ impl CustomOp2 for SiluMul {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::local::testkit;
+    use crate::model::testkit;
     use candle_core::Device;
 
     /// What the fused kernel replaces: candle's mask add and softmax.

@@ -10,11 +10,11 @@
 use std::time::Instant;
 
 use super::constrain::{Cursor, TokenMask, VerdictGrammar};
-use super::engine::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
-use super::error::LocalError;
 use super::model::LoadedModel;
 use super::prefix_cache::PrefixCache;
 use super::qwen::KvState;
+use super::request::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
+use crate::model::LocalError;
 
 /// Fewest prompt tokens a probe runs, however much of its prompt the prefix cache holds (see
 /// [`Worker::probe`]).

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::engine::{Engine, EngineError, EngineSettings, ProbeRequest, Request};
-use super::error::LocalError;
-use super::loader::ModelInfo;
+use super::engine::Engine;
 use super::model::{LoadedModel, LocalModelSpec};
+use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
 use crate::config::JudgeConfig;
 use crate::judge::{ChoiceProbabilities, Completion, JudgeError};
+use crate::model::{LocalError, ModelInfo};
 use crate::prompt::{ChatMessage, JudgeMode};
 
 #[derive(Debug)]

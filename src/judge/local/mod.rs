@@ -1,27 +1,26 @@
-//! The local judge: a Qwen model run in-process with candle.
+//! The local judge: a Qwen model run in-process with candle, built on [`crate::model`] (files,
+//! config, tokenizer, chat template, devices, errors).
 //!
 //! - [`constrain`]: the verdict grammar and token masks (pure; always built).
-//! - [`model`]: [`model::LocalModelSpec`] → [`model::LoadedModel`] (weights from a GGUF file or
-//!   a Hugging Face folder, tokenizer, byte vocabulary, EOS ids, chat template) and its forward
-//!   pass.
-//! - [`tokenizer`], [`chat_template`], [`loader`]: the parts of loading and prompting.
-//! - `qwen`: the network (Qwen2/Qwen3, GGUF or safetensors) with a KV cache that can be
-//!   snapshotted and cut, for prefix reuse.
-//! - [`engine`]: the owner thread, its bounded queue and the cloneable handle; `generate`
-//!   (prefill from the best cached prefix, constrained decoding) and `prefix_cache` run on it.
+//! - [`model`]: [`model::LocalModelSpec`] → [`model::LoadedModel`] (the opened model files'
+//!   tokenizer, byte vocabulary, EOS ids and chat template, and the network built from their
+//!   weights) and its forward pass.
+//! - `qwen`: the inference network (Qwen2/Qwen3, GGUF or safetensors) with a KV cache that can
+//!   be snapshotted and cut, for prefix reuse; `layer`, `gemv` and `fused` are its decoder layer
+//!   and CPU kernels. Only the judge runs them (the trainer has its own differentiable model),
+//!   so they live here rather than in `model/`.
+//! - [`request`]: what the engine is asked and answers; [`engine`]: the owner thread, its
+//!   bounded queue, its health (a watch channel) and the cloneable handle; `generate` (prefill
+//!   from the best cached prefix, constrained decoding) and `prefix_cache` run on the thread.
 //! - [`LocalJudge`]: the judge backend (`backend = "local"`) over an engine.
-//! - [`testkit`]: tiny random-weight models written to disk, for tests.
 //!
-//! Everything but `constrain` needs the `local` feature (on by default); `cuda` adds GPUs.
+//! Everything but `constrain` needs the `local` feature (on by default); `cuda` adds GPUs. This
+//! module and `train` never import each other: what both need is in [`crate::model`].
 
 pub mod constrain;
 
 #[cfg(feature = "local")]
-pub mod chat_template;
-#[cfg(feature = "local")]
 pub mod engine;
-#[cfg(feature = "local")]
-pub mod error;
 #[cfg(feature = "local")]
 mod fused;
 #[cfg(feature = "local")]
@@ -33,28 +32,19 @@ mod judge;
 #[cfg(feature = "local")]
 mod layer;
 #[cfg(feature = "local")]
-pub mod loader;
-#[cfg(feature = "local")]
 pub mod model;
 #[cfg(feature = "local")]
 mod prefix_cache;
 #[cfg(feature = "local")]
 mod qwen;
 #[cfg(feature = "local")]
-#[doc(hidden)]
-pub mod testkit;
-#[cfg(feature = "local")]
-pub mod tokenizer;
+pub mod request;
 
 #[cfg(feature = "local")]
-pub use chat_template::{ChatTemplate, RenderOptions, TemplateOrigin};
-#[cfg(feature = "local")]
-pub use engine::{Engine, EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
-#[cfg(feature = "local")]
-pub use error::LocalError;
+pub use engine::Engine;
 #[cfg(feature = "local")]
 pub use judge::LocalJudge;
 #[cfg(feature = "local")]
-pub use loader::{Arch, ModelFormat, ModelInfo};
+pub use model::{LoadedModel, LocalModelSpec};
 #[cfg(feature = "local")]
-pub use model::{DeviceSpec, LoadedModel, LocalModelSpec};
+pub use request::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};

@@ -6,13 +6,15 @@
 
 use std::path::PathBuf;
 
-use candle_core::{DType, Device};
+use candle_core::DType;
 use tokenizers::Tokenizer;
 
-use super::chat_template::{ChatTemplate, RenderOptions};
-use super::error::{one_line, LocalError};
-use super::loader::{self, Arch, ModelInfo};
 use super::qwen::{KvState, Qwen};
+use crate::model::error::one_line;
+use crate::model::{
+    Arch, ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, ModelInfo,
+    RenderOptions,
+};
 use crate::prompt::ChatMessage;
 
 /// Where a local model comes from and where it runs: the judge's `model_path` and `device`.
@@ -33,57 +35,10 @@ impl LocalModelSpec {
     }
 }
 
-/// A parsed `device` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceSpec {
-    Cpu,
-    Cuda(usize),
-}
-
-impl DeviceSpec {
-    /// Parses `cpu`, `cuda` or `cuda:N`. `cuda` in a build without the `cuda` feature is an
-    /// error here, so a config check catches it before any model is read.
-    pub fn parse(s: &str) -> Result<DeviceSpec, LocalError> {
-        let t = s.trim().to_ascii_lowercase();
-        let spec = match t.as_str() {
-            "cpu" => DeviceSpec::Cpu,
-            "cuda" => DeviceSpec::Cuda(0),
-            _ => match t.strip_prefix("cuda:").map(str::parse::<usize>) {
-                Some(Ok(n)) => DeviceSpec::Cuda(n),
-                _ => {
-                    return Err(LocalError::Device {
-                        device: s.to_string(),
-                        message:
-                            "expected \"cpu\" or \"cuda:N\" (N the GPU index, e.g. \"cuda:0\")"
-                                .into(),
-                    })
-                }
-            },
-        };
-        if matches!(spec, DeviceSpec::Cuda(_)) && !cfg!(feature = "cuda") {
-            return Err(LocalError::NoCuda(s.to_string()));
-        }
-        Ok(spec)
-    }
-
-    /// Opens the device.
-    pub fn open(self) -> Result<Device, LocalError> {
-        match self {
-            DeviceSpec::Cpu => Ok(Device::Cpu),
-            DeviceSpec::Cuda(n) => Device::new_cuda(n).map_err(|e| LocalError::Device {
-                device: format!("cuda:{n}"),
-                message: one_line(&e.to_string()),
-            }),
-        }
-    }
-}
-
 /// A model ready to run: see the module docs.
 pub struct LoadedModel {
     weights: Qwen,
-    tokenizer: Tokenizer,
-    vocab_bytes: Vec<Vec<u8>>,
-    eos_ids: Vec<u32>,
+    tok: LoadedTokenizer,
     template: ChatTemplate,
     info: ModelInfo,
     /// Forward passes run so far (see [`LoadedModel::forward_passes`]).
@@ -112,14 +67,15 @@ impl LoadedModel {
         dtype: Option<DType>,
     ) -> Result<LoadedModel, LocalError> {
         let device = DeviceSpec::parse(&spec.device)?.open()?;
-        let l = loader::load(&spec.model_path, &device, dtype)?;
+        let files = ModelFiles::open(&spec.model_path)?;
+        let dtype = files.compute_dtype(&device, dtype);
+        let weights = Qwen::from_files(&files, dtype, &device)?;
+        let info = files.info(&device, dtype);
         Ok(LoadedModel {
-            weights: l.weights,
-            tokenizer: l.tok.tokenizer,
-            vocab_bytes: l.tok.vocab_bytes,
-            eos_ids: l.tok.eos_ids,
-            template: l.template,
-            info: l.info,
+            weights,
+            tok: files.tokenizer,
+            template: files.template,
+            info,
             forwards: 0,
         })
     }
@@ -143,18 +99,18 @@ impl LoadedModel {
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
-        &self.tokenizer
+        &self.tok.tokenizer
     }
 
     /// Raw bytes per token id, [`LoadedModel::vocab_size`] long, empty for special, added and
     /// padding ids: the input of [`super::constrain::TokenMask::new`].
     pub fn vocab_bytes(&self) -> &[Vec<u8>] {
-        &self.vocab_bytes
+        &self.tok.vocab_bytes
     }
 
     /// Token ids that end a completion, sorted.
     pub fn eos_ids(&self) -> &[u32] {
-        &self.eos_ids
+        &self.tok.eos_ids
     }
 
     pub fn chat_template(&self) -> &ChatTemplate {
@@ -164,17 +120,12 @@ impl LoadedModel {
     /// Token ids of `text`. Special-token text in it (`<|im_start|>`) becomes the special
     /// token, as a rendered chat prompt needs; no BOS is added (Qwen has none).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
-        self.tokenizer
-            .encode(text, false)
-            .map(|e| e.get_ids().to_vec())
-            .map_err(|e| LocalError::Tokenizer(one_line(&e.to_string())))
+        self.tok.encode(text)
     }
 
     /// The text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, LocalError> {
-        self.tokenizer
-            .decode(ids, false)
-            .map_err(|e| LocalError::Tokenizer(one_line(&e.to_string())))
+        self.tok.decode(ids, false)
     }
 
     /// The judge prompt for `messages` in the model's chat template (assistant turn opened,
@@ -285,35 +236,11 @@ impl LoadedModel {
 mod tests {
     use super::*;
 
-    #[test]
-    fn device_strings() {
-        assert_eq!(DeviceSpec::parse("cpu").unwrap(), DeviceSpec::Cpu);
-        assert_eq!(DeviceSpec::parse(" CPU ").unwrap(), DeviceSpec::Cpu);
-        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", "metal", ""] {
-            let e = DeviceSpec::parse(bad).unwrap_err();
-            assert!(matches!(e, LocalError::Device { .. }), "{bad}: {e}");
-            assert!(
-                e.to_string().contains("expected \"cpu\" or \"cuda:N\""),
-                "{e}"
-            );
-        }
-        let cuda = DeviceSpec::parse("cuda:1");
-        if cfg!(feature = "cuda") {
-            assert_eq!(cuda.unwrap(), DeviceSpec::Cuda(1));
-        } else {
-            assert_eq!(cuda.unwrap_err(), LocalError::NoCuda("cuda:1".into()));
-            assert_eq!(
-                DeviceSpec::parse("cuda").unwrap_err(),
-                LocalError::NoCuda("cuda".into())
-            );
-        }
-    }
-
     /// bf16 weights continue a cached prefix with the logits of a full prefill (candle's own
     /// bf16 Qwen2 could not build that attention mask).
     #[test]
     fn bf16_qwen2_continues_a_cached_prefix() {
-        use super::super::testkit::{write_folder, TinyOptions};
+        use crate::model::testkit::{write_folder, TinyOptions};
         let tmp = tempfile::tempdir().unwrap();
         write_folder(tmp.path(), &TinyOptions::new(Arch::Qwen2)).unwrap();
         let spec = LocalModelSpec::new(tmp.path(), "cpu");

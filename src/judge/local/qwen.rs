@@ -14,7 +14,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::layer::{Geometry, Layer, Proj, Weight};
-use super::loader::Arch;
+use crate::model::{Arch, LocalError, ModelFiles, QwenConfig, WeightFiles};
 
 /// Most positions one attention call handles during prefill: bounds the score matrix
 /// (heads × chunk × context) that a long prompt would otherwise allocate at once.
@@ -22,22 +22,6 @@ const PREFILL_CHUNK: usize = 512;
 
 /// Tokens from which a forward dequantizes each layer for an f32 GEMM (see [`Proj::dense`]).
 const GEMM_ROWS: usize = 32;
-
-/// The shape of the network.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct QwenConfig {
-    pub arch: Arch,
-    pub hidden: usize,
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub layers: usize,
-    pub intermediate: usize,
-    pub rms_eps: f64,
-    pub rope_theta: f64,
-    pub context: usize,
-    pub vocab: usize,
-}
 
 /// The KV cache at some length: per layer, keys and values `[1, kv_heads, len, head_dim]`.
 #[derive(Debug, Clone, Default)]
@@ -54,16 +38,13 @@ impl KvState {
 }
 
 /// Where weights come from, under llama.cpp's (GGUF) or Hugging Face's names.
-pub(crate) enum Source<'a, R> {
+enum Source<'a, R> {
     Gguf {
         content: &'a gguf_file::Content,
         reader: &'a mut R,
     },
     Safetensors {
         vb: VarBuilder<'a>,
-        tied: bool,
-        /// Qwen3's `attention_bias`.
-        bias: bool,
     },
 }
 
@@ -147,27 +128,61 @@ impl<R: std::io::Read + std::io::Seek> Source<'_, R> {
 }
 
 impl Qwen {
+    /// Builds the network from opened model files, reading their weights; `dtype` is the
+    /// activations' dtype (see [`ModelFiles::compute_dtype`]). Any problem is one line naming
+    /// the file.
+    pub fn from_files(
+        files: &ModelFiles,
+        dtype: DType,
+        device: &Device,
+    ) -> std::result::Result<Qwen, LocalError> {
+        let cfg = files.config.clone();
+        let path = &files.path;
+        match &files.weights {
+            WeightFiles::Gguf { content, file } => {
+                let mut reader = file;
+                let src = Source::Gguf {
+                    content,
+                    reader: &mut reader,
+                };
+                Qwen::load(cfg, src, dtype, device)
+                    .map_err(|e| LocalError::invalid(path, format!("cannot load the weights: {e}")))
+            }
+            WeightFiles::Safetensors(paths) => {
+                // SAFETY: the weights files are memory-mapped, as every candle loader does; they
+                // must not be truncated or rewritten while gavel runs (a changed file means a
+                // restart anyway).
+                let vb = unsafe { VarBuilder::from_mmaped_safetensors(paths, dtype, device) }
+                    .map_err(|e| {
+                        LocalError::invalid(path, format!("unreadable safetensors: {e}"))
+                    })?;
+                let src: Source<std::fs::File> = Source::Safetensors { vb };
+                Qwen::load(cfg, src, dtype, device).map_err(|e| {
+                    LocalError::invalid(path, format!("weights do not fit config.json: {e}"))
+                })
+            }
+        }
+    }
+
     /// Builds the network from `src`; `dtype` is the activations' dtype (f32 for GGUF).
-    pub fn load<R: std::io::Read + std::io::Seek>(
+    fn load<R: std::io::Read + std::io::Seek>(
         cfg: QwenConfig,
         mut src: Source<'_, R>,
         dtype: DType,
         device: &Device,
     ) -> Result<Qwen> {
-        let (h, d) = (cfg.hidden, cfg.head_dim);
-        let (q_out, kv_out) = (cfg.heads * d, cfg.kv_heads * d);
+        let (h, d) = (cfg.hidden_size, cfg.head_dim());
+        let (heads, kv_heads) = (cfg.num_attention_heads, cfg.num_kv_heads());
+        let (q_out, kv_out) = (heads * d, kv_heads * d);
+        let (vocab, n_layers) = (cfg.vocab_size, cfg.num_hidden_layers);
         let gguf = matches!(src, Source::Gguf { .. });
-        let qkv_bias = match &src {
-            Source::Gguf { content, .. } => content.tensor_infos.contains_key("blk.0.attn_q.bias"),
-            Source::Safetensors { bias, .. } => cfg.arch == Arch::Qwen2 || *bias,
-        };
+        let qkv_bias = cfg.qkv_bias();
         let (embed, lm_head) = match &mut src {
             Source::Gguf { .. } => {
                 let e = src.qtensor("token_embd.weight", device)?;
-                if e.shape().dims() != [cfg.vocab, h] {
+                if e.shape().dims() != [vocab, h] {
                     candle_core::bail!(
-                        "token_embd.weight: expected shape [{}, {h}], found {:?}",
-                        cfg.vocab,
+                        "token_embd.weight: expected shape [{vocab}, {h}], found {:?}",
                         e.shape()
                     );
                 }
@@ -179,19 +194,19 @@ impl Qwen {
                 };
                 (embed, Weight::quantized(head, device)?)
             }
-            Source::Safetensors { vb, tied, .. } => {
-                let embed = vb.get((cfg.vocab, h), "model.embed_tokens.weight")?;
-                let head = if *tied || !vb.contains_tensor("lm_head.weight") {
+            Source::Safetensors { vb } => {
+                let embed = vb.get((vocab, h), "model.embed_tokens.weight")?;
+                let head = if cfg.tie_word_embeddings() || !vb.contains_tensor("lm_head.weight") {
                     embed.clone()
                 } else {
-                    vb.get((cfg.vocab, h), "lm_head.weight")?
+                    vb.get((vocab, h), "lm_head.weight")?
                 };
                 (embed, Weight::Candle(QMatMul::Tensor(head)))
             }
         };
-        let mut layers = Vec::with_capacity(cfg.layers);
-        let ff = cfg.intermediate;
-        for i in 0..cfg.layers {
+        let mut layers = Vec::with_capacity(n_layers);
+        let ff = cfg.intermediate_size;
+        for i in 0..n_layers {
             let (g, f) = (format!("blk.{i}"), format!("model.layers.{i}"));
             let norm = |src: &mut Source<'_, R>, gn: &str, hn: &str, n| {
                 src.vector(
@@ -237,7 +252,7 @@ impl Qwen {
             });
         }
         let norm = src.vector("output_norm.weight", "model.norm.weight", h, dtype, device)?;
-        let (cos, sin) = rope_tables(d, cfg.rope_theta, cfg.context, device)?;
+        let (cos, sin) = rope_tables(d, cfg.rope_theta(), cfg.context_length(), device)?;
         let embed_dtype = if gguf { DType::F32 } else { dtype };
         Ok(Qwen {
             dense_from: GEMM_ROWS,
@@ -249,17 +264,17 @@ impl Qwen {
                 b: None,
             },
             geo: Geometry {
-                heads: cfg.heads,
-                kv_heads: cfg.kv_heads,
-                head_dim: cfg.head_dim,
-                eps: cfg.rms_eps as f32,
+                heads,
+                kv_heads,
+                head_dim: d,
+                eps: cfg.rms_norm_eps() as f32,
                 cos: cos.to_dtype(dtype)?,
                 sin: sin.to_dtype(dtype)?,
                 dtype,
                 device: device.clone(),
             },
             cache: KvState {
-                kv: vec![None; cfg.layers],
+                kv: vec![None; n_layers],
                 len: 0,
             },
             cfg,
@@ -273,7 +288,7 @@ impl Qwen {
 
     pub fn clear_kv_cache(&mut self) {
         self.cache = KvState {
-            kv: vec![None; self.cfg.layers],
+            kv: vec![None; self.cfg.num_hidden_layers],
             len: 0,
         };
     }
@@ -383,16 +398,16 @@ fn argmax(t: &Tensor) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::loader::Arch;
-    use super::super::testkit::{self, write_folder, write_gguf, GgmlDType, TinyOptions};
     use super::*;
+    use crate::model::testkit::{self, write_folder, write_gguf, GgmlDType, TinyOptions};
     use candle_transformers::models::{quantized_qwen2, quantized_qwen3, qwen2, qwen3};
 
     const PROMPT: [u32; 12] = [5, 80, 17, 300, 2, 9, 44, 61, 200, 3, 120, 7];
 
     fn load_ours(path: &std::path::Path) -> Qwen {
-        let l = super::super::loader::load(path, &Device::Cpu, None).unwrap();
-        l.weights
+        let files = ModelFiles::open(path).unwrap();
+        let dtype = files.compute_dtype(&Device::Cpu, None);
+        Qwen::from_files(&files, dtype, &Device::Cpu).unwrap()
     }
 
     /// Prefill, continuation after a cached prefix and single-token steps give candle's logits,
@@ -419,10 +434,7 @@ mod tests {
                 .unwrap()
                 .unsqueeze(0)
                 .unwrap();
-            let raw: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap())
-                    .unwrap();
-            let cfg = super::super::loader::normalized_config(&dir, arch, &raw).unwrap();
+            let cfg = ModelFiles::open(&dir).unwrap().config.candle_json();
             let vb = unsafe {
                 VarBuilder::from_mmaped_safetensors(
                     &[dir.join("model.safetensors")],

@@ -1,5 +1,5 @@
-//! Errors of the local judge's loading and prompting: each is one line that names the file or
-//! setting at fault and, where there is one, the fix.
+//! Errors of loading, prompting and running a local model (the judge's or the trainer's): each
+//! is one line that names the file or setting at fault and, where there is one, the fix.
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,13 @@
-//! Tiny random-weight Qwen2/Qwen3 models written to disk, for tests (here and of the engine that
-//! generates with them): a Hugging Face folder (config.json, tokenizer.json,
-//! tokenizer_config.json, generation_config.json, safetensors, optionally sharded) or a GGUF
-//! file with the tokenizer in its metadata, both from the same deterministic weights.
+//! Tiny random-weight Qwen2/Qwen3 models written to disk, for tests: a Hugging Face folder
+//! (config.json, tokenizer.json, tokenizer_config.json, generation_config.json, safetensors,
+//! optionally sharded) or a GGUF file with the tokenizer in its metadata, both from the same
+//! deterministic weights.
+//!
+//! Test code only, never shipped: `src/model/mod.rs` compiles it under `cfg(test)` for the unit
+//! tests, and `tests/common/model.rs` includes this same file (`#[path]`) for the integration
+//! tests. So it names nothing of gavel but `super::Arch` and `super::tokenizer`, which both
+//! places provide (here `crate::model`, there a shim re-exporting `gavel::model`), and external
+//! crates.
 //!
 //! The tokenizer is a real byte-level BPE in Qwen's format: the 256 byte tokens, a few dozen
 //! merges, then `<|endoftext|>`, `<|im_start|>`, `<|im_end|>`; the model's vocabulary is padded
@@ -14,11 +20,14 @@ use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{Device, Tensor};
 use serde_json::{json, Value};
 
+// For tests that add GGUF metadata; test binaries that include this file and write none would
+// call the re-export unused.
+#[allow(unused_imports)]
 pub use candle_core::quantized::gguf_file::Value as GgufValue;
 pub use candle_core::quantized::GgmlDType;
 
-use super::loader::Arch;
 use super::tokenizer::{bytes_to_unicode, qwen_tokenizer_json, token_type, AddedToken};
+use super::Arch;
 
 /// Sizes of the tiny model.
 pub const HIDDEN: usize = 32;
@@ -467,39 +476,4 @@ pub fn write_gguf(
     let mut f = std::fs::File::create(path)?;
     gguf_file::write(&mut f, &md_refs, &t_refs)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gguf_names_follow_llama_cpp() {
-        assert_eq!(
-            gguf_name("model.layers.1.self_attn.q_proj.bias"),
-            "blk.1.attn_q.bias"
-        );
-        assert_eq!(
-            gguf_name("model.layers.0.mlp.down_proj.weight"),
-            "blk.0.ffn_down.weight"
-        );
-        assert_eq!(
-            gguf_name("model.layers.0.self_attn.k_norm.weight"),
-            "blk.0.attn_k_norm.weight"
-        );
-        assert_eq!(gguf_name("model.embed_tokens.weight"), "token_embd.weight");
-    }
-
-    #[test]
-    fn tiny_vocab_fits_the_model() {
-        let (vocab, merges, added) = tiny_vocab();
-        assert!(
-            vocab.len() > 256 + 20 && vocab.len() <= VOCAB,
-            "{}",
-            vocab.len()
-        );
-        assert_eq!(merges.len() + 256 + SPECIALS.len(), vocab.len());
-        assert_eq!(added.last().unwrap().content, "<|im_end|>");
-        assert_eq!(special_id("<|im_end|>") as usize, vocab.len() - 1);
-    }
 }

@@ -1,5 +1,6 @@
-//! Tokenizers for the local judge: Qwen's byte-level BPE from a `tokenizer.json` or rebuilt from
-//! GGUF metadata, and the raw bytes of every token for [`super::constrain::TokenMask`].
+//! Tokenizers of local models: Qwen's byte-level BPE from a `tokenizer.json` or rebuilt from
+//! GGUF metadata, and the raw bytes of every token (what the local judge's constrained decoding
+//! masks by).
 //!
 //! A byte-level BPE token is a string over GPT-2's byte↔unicode alphabet (256 printable
 //! characters, one per byte: `Ġ` is the space); [`token_bytes`] maps it back. Added tokens
@@ -13,7 +14,7 @@ use candle_core::quantized::gguf_file::Value as GgufValue;
 use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
-use super::error::LocalError;
+use super::error::{one_line, LocalError};
 
 /// The pre-tokenizer split of Qwen2, Qwen2.5 and Qwen3 (`tokenizer.ggml.pre = "qwen2"`).
 pub const QWEN2_SPLIT_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -121,6 +122,24 @@ pub struct LoadedTokenizer {
     /// GGUF's BOS only when it sets `tokenizer.ggml.add_bos_token`).
     pub bos_token: String,
     pub eos_token: String,
+}
+
+impl LoadedTokenizer {
+    /// Token ids of `text`. Special-token text in it (`<|im_start|>`) becomes the special
+    /// token, as a rendered chat prompt needs; no BOS is added (Qwen has none).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| LocalError::Tokenizer(one_line(&e.to_string())))
+    }
+
+    /// The text of `ids`; `skip_special` leaves special tokens out.
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String, LocalError> {
+        self.tokenizer
+            .decode(ids, skip_special)
+            .map_err(|e| LocalError::Tokenizer(one_line(&e.to_string())))
+    }
 }
 
 /// Reads a Hugging Face `tokenizer.json`, which must be a byte-level BPE as Qwen's is.

@@ -1,0 +1,88 @@
+//! The `device` setting: where a model's tensors live (`cpu`, `cuda:N`).
+
+use candle_core::Device;
+
+use super::error::{one_line, LocalError};
+
+/// A parsed `device` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSpec {
+    Cpu,
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    /// Parses `cpu`, `cuda` or `cuda:N`. `cuda` in a build without the `cuda` feature is an
+    /// error here, so a config check catches it before any model is read.
+    pub fn parse(s: &str) -> Result<DeviceSpec, LocalError> {
+        let t = s.trim().to_ascii_lowercase();
+        let spec = match t.as_str() {
+            "cpu" => DeviceSpec::Cpu,
+            "cuda" => DeviceSpec::Cuda(0),
+            _ => match t.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => DeviceSpec::Cuda(n),
+                _ => {
+                    return Err(LocalError::Device {
+                        device: s.to_string(),
+                        message:
+                            "expected \"cpu\" or \"cuda:N\" (N the GPU index, e.g. \"cuda:0\")"
+                                .into(),
+                    })
+                }
+            },
+        };
+        if matches!(spec, DeviceSpec::Cuda(_)) && !cfg!(feature = "cuda") {
+            return Err(LocalError::NoCuda(s.to_string()));
+        }
+        Ok(spec)
+    }
+
+    /// Opens the device.
+    pub fn open(self) -> Result<Device, LocalError> {
+        match self {
+            DeviceSpec::Cpu => Ok(Device::Cpu),
+            DeviceSpec::Cuda(n) => Device::new_cuda(n).map_err(|e| LocalError::Device {
+                device: format!("cuda:{n}"),
+                message: one_line(&e.to_string()),
+            }),
+        }
+    }
+}
+
+/// `cpu`, `cuda:N` or `metal:N`: how logs and `/healthz` name a device.
+pub fn device_name(device: &Device) -> String {
+    match device.location() {
+        candle_core::DeviceLocation::Cpu => "cpu".into(),
+        candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_strings() {
+        assert_eq!(DeviceSpec::parse("cpu").unwrap(), DeviceSpec::Cpu);
+        assert_eq!(DeviceSpec::parse(" CPU ").unwrap(), DeviceSpec::Cpu);
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", "metal", ""] {
+            let e = DeviceSpec::parse(bad).unwrap_err();
+            assert!(matches!(e, LocalError::Device { .. }), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("expected \"cpu\" or \"cuda:N\""),
+                "{e}"
+            );
+        }
+        let cuda = DeviceSpec::parse("cuda:1");
+        if cfg!(feature = "cuda") {
+            assert_eq!(cuda.unwrap(), DeviceSpec::Cuda(1));
+        } else {
+            assert_eq!(cuda.unwrap_err(), LocalError::NoCuda("cuda:1".into()));
+            assert_eq!(
+                DeviceSpec::parse("cuda").unwrap_err(),
+                LocalError::NoCuda("cuda".into())
+            );
+        }
+    }
+}

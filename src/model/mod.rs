@@ -1,0 +1,65 @@
+//! Qwen2/Qwen3 models in candle, as both the local judge (`judge::local`) and the trainer
+//! (`train`) read them: this layer knows the files, not what is done with the weights.
+//!
+//! - [`Arch`] and [`QwenConfig`]: one shape type, deserialised from a Hugging Face
+//!   `config.json` or built from a GGUF file's metadata ([`config`]).
+//! - [`ModelFiles`]: a model path opened once ([`loader`]): format and weight files found,
+//!   config, tokenizer and chat template parsed, the GGUF header read; the weights are not read
+//!   yet. The judge builds its inference network from it, the trainer its dense tensors
+//!   ([`ModelFiles::dense`], in [`dense`]), so neither reads the files a second time.
+//! - [`tokenizer`]: Qwen's byte-level BPE from `tokenizer.json` or GGUF metadata, with the raw
+//!   bytes of every token; [`chat_template`]: the model's own template, rendered as
+//!   `transformers` does.
+//! - [`DeviceSpec`]: the `device` setting (`cpu`, `cuda:N`); [`LocalError`] and `one_line`:
+//!   errors as one line naming the file or setting at fault.
+//!
+//! The inference network (`judge/local/qwen.rs`, with its quantized kernels `layer.rs`,
+//! `gemv.rs`, `fused.rs` and its reusable KV cache) stays in `judge::local`: only the judge runs
+//! it — the trainer has its own differentiable model (`train::model`), because candle's fused
+//! ops have no backward pass — so here it would be code one user's needs shape for everyone.
+//!
+//! Built with the `local` feature (which `train` turns on). `testkit` (tiny random-weight models
+//! written to disk) is compiled for tests only: here under `cfg(test)`, and into the integration
+//! tests (and benches) that include `tests/common/`, through `tests/common/model.rs`.
+
+pub mod chat_template;
+pub mod config;
+pub mod dense;
+mod device;
+pub mod error;
+pub mod loader;
+pub mod tokenizer;
+
+#[cfg(test)]
+pub(crate) mod testkit;
+#[cfg(test)]
+mod testkit_tests;
+
+use serde::Serialize;
+
+pub use chat_template::{ChatTemplate, RenderOptions, TemplateOrigin};
+pub use config::QwenConfig;
+pub use dense::DenseWeights;
+pub use device::{device_name, DeviceSpec};
+pub use error::LocalError;
+pub use loader::{ModelFiles, ModelFormat, ModelInfo, WeightFiles};
+pub use tokenizer::LoadedTokenizer;
+
+/// The model families gavel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// Qwen2 and Qwen2.5.
+    Qwen2,
+    Qwen3,
+}
+
+impl Arch {
+    /// The name in `model_type` and `general.architecture`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+        }
+    }
+}
