@@ -12,25 +12,23 @@ mod memo;
 mod probes;
 pub mod request;
 pub mod response;
+mod reward_plan;
 pub mod samples;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use serde_json::Value;
 
 use crate::config::Config;
 use crate::dedup::DedupConfig;
 use crate::judge::{Judge, JudgeError};
 use crate::prompt::{PromptError, Prompts};
-use crate::reward::{advantages, ResolvedPolicy, ScaleRewards, INDEPENDENT, JUDGE};
+use crate::reward::{advantages, ScaleRewards};
 use crate::rubric::{Rubric, RubricError, RubricSet};
 use crate::store::{StoreError, VerdictStore};
 use crate::trajectory::InputError;
-use crate::verify::Verifier;
-use request::MAX_VERIFIERS;
 
 pub use judging::cache_key;
 
@@ -93,12 +91,6 @@ pub struct Scorer {
     max_prompt_bytes: usize,
     inflight: key_locks::KeyLocks,
     plans: memo::PlanMemo,
-}
-
-/// Verifiers and policy resolved for one request.
-struct RewardPlan {
-    verifiers: Vec<Verifier>,
-    policy: ResolvedPolicy,
 }
 
 impl Scorer {
@@ -173,204 +165,21 @@ impl Scorer {
             })
     }
 
-    /// Merges the rubric's verifiers with the request's (by name; the request's fields win),
-    /// compiles them, and resolves the policy (the request's, else the rubric's, else weighted).
-    fn plan(&self, rubric: &Rubric, req: &ScoreRequest) -> Result<RewardPlan, InputError> {
-        let name_of = |v: &Value| {
-            v.get("name")
-                .and_then(Value::as_str)
-                .or_else(|| v.get("type").and_then(Value::as_str))
-                .map(str::to_string)
-        };
-        // Bounded before any work: an inline rubric comes from the request too.
-        let total = rubric.verifiers.len() + req.verifiers.len();
-        if total > MAX_VERIFIERS {
-            return Err(InputError::new(
-                "verifiers",
-                format!("at most {MAX_VERIFIERS} verifiers, counting the rubric's, got {total}"),
-            ));
-        }
-        let mut specs: Vec<(String, Value)> = rubric
-            .verifiers
-            .iter()
-            .enumerate()
-            .map(|(j, v)| {
-                (
-                    format!("rubric {:?} verifiers[{j}]", rubric.name),
-                    v.clone(),
-                )
-            })
-            .collect();
-        // Each name's spec, so the merge is one lookup per request verifier.
-        let mut by_name: HashMap<String, usize> = HashMap::new();
-        for (j, (_, v)) in specs.iter().enumerate() {
-            if let Some(n) = name_of(v) {
-                by_name.entry(n).or_insert(j);
-            }
-        }
-        for (i, v) in req.verifiers.iter().enumerate() {
-            let at = format!("verifiers[{i}]");
-            match name_of(v).and_then(|n| by_name.get(&n).copied()) {
-                Some(j) => {
-                    let (path, base) = &mut specs[j];
-                    if let (Some(base), Some(over)) = (base.as_object_mut(), v.as_object()) {
-                        base.extend(over.iter().map(|(k, x)| (k.clone(), x.clone())));
-                    }
-                    *path = at;
-                }
-                None => {
-                    if let Some(n) = name_of(v) {
-                        by_name.insert(n, specs.len());
-                    }
-                    specs.push((at, v.clone()));
-                }
-            }
-        }
-        let verifiers = specs
-            .iter()
-            .map(|(at, v)| Verifier::from_json(v, at))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut weights = BTreeMap::new();
-        for (v, (at, _)) in verifiers.iter().zip(&specs) {
-            if v.name() == JUDGE || v.name() == INDEPENDENT {
-                return Err(InputError::new(
-                    format!("{at}.name"),
-                    format!("{:?} is reserved", v.name()),
-                ));
-            }
-            if weights.insert(v.name().to_string(), v.weight()).is_some() {
-                return Err(InputError::new(
-                    at.clone(),
-                    format!("a second verifier named {:?}", v.name()),
-                ));
-            }
-        }
-        let policy_at = if req.policy.is_some() {
-            "policy"
-        } else {
-            "rubric policy"
-        };
-        let policy = req
-            .policy
-            .as_ref()
-            .or(rubric.policy.as_ref())
-            .cloned()
-            .unwrap_or_default()
-            .resolve(&weights)
-            .map_err(|m| InputError::new(policy_at, m))?;
-        Ok(RewardPlan { verifiers, policy })
-    }
-
-    /// Scores one group (`score_group`, in log.rs, wraps this and writes the scoring log).
+    /// Scores one group (`score_group`, in log.rs, wraps this and writes the scoring log), stage
+    /// by stage.
     async fn score_group_unlogged(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
-        let plan = self.plan(&rubric, req)?;
-        let n = req.trajectories.len();
-        let mut scores: Vec<TrajectoryScore> = req
-            .trajectories
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let mut s = TrajectoryScore {
-                    trajectory_id: (i + 1).to_string(),
-                    score: None,
-                    explanation: String::new(),
-                    components: BTreeMap::new(),
-                    reasons: BTreeMap::new(),
-                    items: Vec::new(),
-                    disagreement: None,
-                    judges: BTreeMap::new(),
-                };
-                for v in &plan.verifiers {
-                    let o = v.check(t);
-                    s.components.insert(v.name().to_string(), o.value);
-                    s.reasons.insert(v.name().to_string(), o.reason);
-                }
-                if let Some(r) = t.reward {
-                    s.components.insert(INDEPENDENT.into(), Some(r));
-                }
-                s
-            })
-            .collect();
-        let mut usage = Usage::default();
-        let mut judges = Vec::new();
-        let mut template = None;
-        let mut error = None;
+        let plan = reward_plan::plan_rewards(&rubric, req)?;
+        let mut scores = plan.verifier_scores(req);
+        let (mut usage, mut template, mut judges, mut error) = Default::default();
         if plan.policy.needs_judge() {
-            let names = self.judge_names(req)?;
-            let panel = names
-                .iter()
-                .map(|n| self.judge(Some(n)))
-                .collect::<Result<Vec<_>, _>>()?;
-            judges = panel.iter().map(|j| j.info()).collect();
-            let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
-            // A group seen before is answered from its remembered plan when every verdict is
-            // stored; otherwise (or the first time) it is planned and rendered in full.
-            let memo_key = memo::memo_key(&rubric, &names, permutations, req);
-            let cached = match self.plans.get(&memo_key) {
-                Some(sk) => self
-                    .judge_cached(&sk, &rubric, &panel, req.aggregate)
-                    .await?
-                    .map(|o| (o, sk.template_name, sk.template_version.clone())),
-                None => None,
-            };
-            let judged = match cached {
-                Some((outcome, name, version)) => {
-                    template = Some(VersionInfo {
-                        name: name.into(),
-                        version,
-                    });
-                    Ok(outcome)
-                }
-                None => {
-                    let p = self.plan_judging(&rubric, panel, permutations, req)?;
-                    template = Some(VersionInfo {
-                        name: p.skeleton.template_name.into(),
-                        version: p.template_version(),
-                    });
-                    let judged = self.judge_group(&p, req.aggregate).await?;
-                    if judged.is_ok() {
-                        self.plans.insert(memo_key, p.skeleton.clone());
-                    }
-                    judged
-                }
-            };
-            match judged {
-                Ok(outcome) => {
-                    usage = outcome.usage;
-                    for (s, j) in scores.iter_mut().zip(outcome.scores) {
-                        s.components.insert(JUDGE.into(), j.value);
-                        s.explanation = j.explanation;
-                        s.items = j.items;
-                        s.disagreement = j.disagreement;
-                        s.judges = j.per_judge;
-                    }
-                }
-                // A full queue is "retry later" (429), never a null reward.
-                Err(e)
-                    if req.on_judge_error == OnJudgeError::Null
-                        && !matches!(e, JudgeError::Overloaded(_)) =>
-                {
-                    tracing::warn!(error = %e, "judge failed; answering reward null as the request asked");
-                    for s in &mut scores {
-                        s.components.insert(JUDGE.into(), None);
-                    }
-                    error = Some(ErrorBody {
-                        kind: e.error_type().into(),
-                        message: e.to_string(),
-                    });
-                }
-                Err(e) => return Err(e.into()),
-            }
+            let judged = self.judge_stage(&rubric, req).await?;
+            (usage, error) =
+                judging::merge_judge_scores(&mut scores, judged.outcome, req.on_judge_error)?;
+            template = Some(judged.template);
+            judges = judged.judges;
         }
-        // A judge failure never becomes a score: with it, every reward is null.
-        for s in &mut scores {
-            s.score = if error.is_some() {
-                None
-            } else {
-                plan.policy.combine(&s.components)
-            };
-        }
+        plan.combine(&mut scores, error.is_some());
         let rewards: Vec<Option<f64>> = scores.iter().map(|s| s.score).collect();
         let scale = match req.scale_rewards {
             ScaleRewards::None => ScaleRewards::None,
@@ -378,7 +187,6 @@ impl Scorer {
             ScaleRewards::Group | ScaleRewards::Batch => ScaleRewards::Group,
         };
         let advantages = advantages(std::slice::from_ref(&rewards), scale).remove(0);
-        debug_assert_eq!(advantages.len(), n);
         Ok(ScoreResponse {
             rewards,
             advantages,
