@@ -60,7 +60,7 @@ fn main() {
     let group = example("rag_answer.json");
     let req = ScoreRequest::from_json(&group, 64).unwrap();
     let t0 = Instant::now();
-    let scorer = Scorer::new(&cfg, store).unwrap();
+    let scorer = Scorer::new(cfg.scorer_parts(), store).unwrap();
     let load = t0.elapsed();
     let messages = scorer.render(&req).unwrap().messages;
 
@@ -117,7 +117,7 @@ fn main() {
             j.max_explanation_bytes = 0;
         }
         let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());
-        let scorer = Scorer::new(&cfg, store).unwrap();
+        let scorer = Scorer::new(cfg.scorer_parts(), store).unwrap();
         let mut r = req.clone();
         r.judge_mode = Some(mode.parse().unwrap());
         let (t, u) = rt.block_on(async {

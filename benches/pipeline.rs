@@ -52,7 +52,7 @@ fn bench_hits(c: &mut Criterion) {
     );
     cfg.default_judge = Some("bench".into());
     let store = Arc::new(SledStore::temporary().unwrap());
-    let scorer = Scorer::new(&cfg, store.clone()).unwrap();
+    let scorer = Scorer::new(cfg.scorer_parts(), store.clone()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

@@ -74,5 +74,5 @@ pub fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
 /// A scorer over the configured store (Postgres when `[store] url` is set, else sled).
 pub async fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
     let store = crate::store::open(&cfg.store).await?;
-    Ok(Arc::new(Scorer::new(cfg, store)?))
+    Ok(Arc::new(Scorer::new(cfg.scorer_parts(), store)?))
 }

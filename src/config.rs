@@ -18,6 +18,7 @@ pub use crate::dedup::DedupSection;
 pub use crate::judge::config::{Backend, JudgeConfig, DEFAULT_MODEL, OPENAI_BASE_URL};
 pub use crate::openrlhf::config::OpenRlhfConfig;
 use crate::rubric::line_of;
+use crate::score::ScorerParts;
 pub use crate::seconds::{check_seconds, MAX_SECONDS};
 pub use crate::secret::Secret;
 pub use crate::server::config::ServerConfig;
@@ -182,6 +183,19 @@ impl Config {
     }
 
     /// The judge used when a request names none: `default_judge`, else the only judge.
+    /// What the scorer reads of this configuration (`Scorer::new`).
+    pub fn scorer_parts(&self) -> ScorerParts<'_> {
+        ScorerParts {
+            judges: &self.judges,
+            default_judge: self.default_judge_name(),
+            rubrics_dir: self.rubrics_dir.as_deref(),
+            prompts_dir: self.prompts_dir.as_deref(),
+            min_shared_chars: self.dedup.min_shared_chars,
+            max_group_size: self.server.max_group_size,
+            max_prompt_bytes: self.server.max_prompt_bytes,
+        }
+    }
+
     pub fn default_judge_name(&self) -> Option<&str> {
         match &self.default_judge {
             Some(d) => Some(d),

@@ -33,7 +33,7 @@ impl Daemon {
         let mut cfg: Config = mock.config(&dir.path().join("store"));
         cfg.openrlhf = openrlhf;
         let store: Arc<dyn VerdictStore> = Arc::new(SledStore::open(&cfg.store.path).unwrap());
-        let scorer = Arc::new(Scorer::new(&cfg, store).unwrap());
+        let scorer = Arc::new(Scorer::new(cfg.scorer_parts(), store).unwrap());
         let state = AppState::new(scorer, cfg.server.clone())
             .with_openrlhf(cfg.openrlhf.clone())
             .unwrap();

@@ -1,5 +1,6 @@
 //! `gavel train` end to end on the tiny random-init model: it learns the toy task, checkpoints
 //! resume bit-identically, adapters load back.
+#![cfg(feature = "train")]
 
 mod common;
 
@@ -17,7 +18,7 @@ fn in_process(rt: &tokio::runtime::Runtime) -> Rewarder {
     let cfg = Config::from_env(&|_| None);
     let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());
     let _guard = rt.enter();
-    Rewarder::InProcess(Arc::new(Scorer::new(&cfg, store).unwrap()))
+    Rewarder::InProcess(Arc::new(Scorer::new(cfg.scorer_parts(), store).unwrap()))
 }
 
 /// GRPO on the toy task — ten prompts, each with its own answer, partial credit per digit —
@@ -359,7 +360,7 @@ fn scorer_url_trains_like_in_process() {
     let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());
     let scorer = {
         let _g = rt.enter();
-        Arc::new(Scorer::new(&cfg, store).unwrap())
+        Arc::new(Scorer::new(cfg.scorer_parts(), store).unwrap())
     };
     let (local, local_adapters) = short_run(
         &dir.path().join("local"),

@@ -38,7 +38,7 @@ pub async fn run(common: Common, args: RenderArgs) -> anyhow::Result<ExitCode> {
     };
     // Rendering needs no store; an in-memory sled keeps the scorer's shape without touching disk.
     let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary()?);
-    let scorer = Scorer::new(&cfg, store)?;
+    let scorer = Scorer::new(cfg.scorer_parts(), store)?;
     for (n, g) in groups.iter().enumerate() {
         let at = &g.at;
         let r = match scorer.render(&g.request) {

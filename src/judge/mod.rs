@@ -269,6 +269,8 @@ impl Judge {
 
     /// A free-text explanation, after a probability-mode score (local judges that
     /// [`Judge::explains`]).
+    // Only local judges use the arguments.
+    #[cfg_attr(not(feature = "local"), allow(unused_variables))]
     pub async fn explain(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
         match self {
             #[cfg(feature = "local")]
@@ -292,6 +294,8 @@ impl Judge {
 
     /// How likely each choice is as the first token of the judge's answer to `messages`
     /// (local judges only; the scorer checks [`Judge::reads_probabilities`] first).
+    // Only local judges use the arguments.
+    #[cfg_attr(not(feature = "local"), allow(unused_variables))]
     pub async fn choice_probabilities(
         &self,
         messages: &[ChatMessage],

@@ -6,8 +6,8 @@
 //! - [`ask`]: one judge call, parse, one structural re-ask;
 //! - [`aggregate`]: the samples' scores back into one judge component per trajectory.
 //!
-//! This module holds the entry, [`Scorer::judge_stage`] (a remembered plan when every verdict
-//! is stored, else the four stages), and the types the stages pass along.
+//! This module holds the types the stages pass along; `judge_stage.rs` chooses between a
+//! remembered plan and the four stages.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,10 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map};
 
-use super::memo;
 use super::probes::{plan_probes, probe_key, ProbePlan};
-use super::request::OnJudgeError;
-use super::response::{ErrorBody, TrajectoryScore};
 use super::response::{ItemOut, RenderResponse, Usage, VersionInfo};
 use super::samples::{
     chunk_candidates, combine_judges, mean_std, merge_chunks, permutation_orders, Aggregate,
@@ -27,7 +24,6 @@ use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::dedup::JudgeInput;
 use crate::judge::{Judge, JudgeError, JudgeInfo};
 use crate::prompt::{count_tokens, quote_json, ChatMessage, RenderedPrompt, DEFAULT_PROMPT};
-use crate::reward::JUDGE;
 use crate::rubric::checklist_score;
 use crate::rubric::Rubric;
 use crate::store::{StoredScore, StoredVerdict};
@@ -131,97 +127,4 @@ struct SampleResult {
     /// Per candidate in the sample's order: (judge component, explanation, items).
     scores: Vec<(Option<f64>, String, Vec<ItemOut>)>,
     usage: Usage,
-}
-
-/// What the judge stage gives the pipeline: the outcome (a failure kept, for the request's
-/// `on_judge_error` to decide) and which template and judges made it.
-pub(super) struct JudgedGroup {
-    pub outcome: Result<JudgeOutcome, JudgeError>,
-    pub template: VersionInfo,
-    pub judges: Vec<JudgeInfo>,
-}
-
-impl Scorer {
-    /// The judge's component for every trajectory of the group. A group seen before is answered
-    /// from its remembered plan when every verdict is stored; otherwise (or the first time) it
-    /// is planned and rendered in full. Errors here are the request's (unknown judge, prompt
-    /// too large, store down); a judge's own failure is in the outcome.
-    pub(super) async fn judge_stage(
-        &self,
-        rubric: &Rubric,
-        req: &ScoreRequest,
-    ) -> Result<JudgedGroup, ScoreError> {
-        let names = self.judge_names(req)?;
-        let panel = names
-            .iter()
-            .map(|n| self.judge(Some(n)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let judges = panel.iter().map(|j| j.info()).collect();
-        let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
-        let memo_key = memo::memo_key(rubric, &names, permutations, req);
-        if let Some(sk) = self.plans.get(&memo_key) {
-            if let Some(outcome) = self
-                .judge_cached(&sk, rubric, &panel, req.aggregate)
-                .await?
-            {
-                return Ok(JudgedGroup {
-                    outcome: Ok(outcome),
-                    template: VersionInfo {
-                        name: sk.template_name.into(),
-                        version: sk.template_version.clone(),
-                    },
-                    judges,
-                });
-            }
-        }
-        let plan = self.plan_judging(rubric, panel, permutations, req)?;
-        let template = VersionInfo {
-            name: plan.skeleton.template_name.into(),
-            version: plan.template_version(),
-        };
-        let outcome = self.judge_group(&plan, req.aggregate).await?;
-        if outcome.is_ok() {
-            self.plans.insert(memo_key, plan.skeleton.clone());
-        }
-        Ok(JudgedGroup {
-            outcome,
-            template,
-            judges,
-        })
-    }
-}
-
-/// Puts the judge's component into each score. A failure fails the request, unless the request
-/// asked for `on_judge_error: null`: then the judge component is null and the failure is
-/// returned for the response to report. A full queue always fails the request ("retry later",
-/// 429), never a null reward.
-pub(super) fn merge_judge_scores(
-    scores: &mut [TrajectoryScore],
-    outcome: Result<JudgeOutcome, JudgeError>,
-    on_error: OnJudgeError,
-) -> Result<(Usage, Option<ErrorBody>), ScoreError> {
-    match outcome {
-        Ok(outcome) => {
-            for (s, j) in scores.iter_mut().zip(outcome.scores) {
-                s.components.insert(JUDGE.into(), j.value);
-                s.explanation = j.explanation;
-                s.items = j.items;
-                s.disagreement = j.disagreement;
-                s.judges = j.per_judge;
-            }
-            Ok((outcome.usage, None))
-        }
-        Err(e) if on_error == OnJudgeError::Null && !matches!(e, JudgeError::Overloaded(_)) => {
-            tracing::warn!(error = %e, "judge failed; answering reward null as the request asked");
-            for s in scores.iter_mut() {
-                s.components.insert(JUDGE.into(), None);
-            }
-            let body = ErrorBody {
-                kind: e.error_type().into(),
-                message: e.to_string(),
-            };
-            Ok((Usage::default(), Some(body)))
-        }
-        Err(e) => Err(e.into()),
-    }
 }

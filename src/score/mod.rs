@@ -5,6 +5,7 @@
 //! cache lookup → judge with one structural re-ask → verdict mapped back by id → components →
 //! policy → rewards → advantages.
 
+mod judge_stage;
 mod judging;
 mod key_locks;
 pub mod log;
@@ -17,12 +18,13 @@ pub mod samples;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::StreamExt;
 
-use crate::config::Config;
 use crate::dedup::DedupConfig;
+use crate::judge::config::JudgeConfig;
 use crate::judge::{Judge, JudgeError};
 use crate::prompt::{PromptError, Prompts};
 use crate::reward::{advantages, ScaleRewards};
@@ -77,6 +79,23 @@ pub enum BuildError {
     Prompt(#[from] PromptError),
 }
 
+/// What a scorer is built from: the parts of the configuration it reads (`Config::scorer_parts`
+/// gathers them, so the pipeline never depends on the whole configuration).
+#[derive(Debug, Clone, Copy)]
+pub struct ScorerParts<'a> {
+    pub judges: &'a BTreeMap<String, JudgeConfig>,
+    /// The judge of a request that names none.
+    pub default_judge: Option<&'a str>,
+    pub rubrics_dir: Option<&'a Path>,
+    pub prompts_dir: Option<&'a Path>,
+    /// `[dedup] min_shared_chars`.
+    pub min_shared_chars: usize,
+    /// `[server] max_group_size`.
+    pub max_group_size: usize,
+    /// `[server] max_prompt_bytes`.
+    pub max_prompt_bytes: usize,
+}
+
 /// The scoring core with everything it needs, built once and shared.
 #[derive(Debug)]
 pub struct Scorer {
@@ -94,23 +113,25 @@ pub struct Scorer {
 }
 
 impl Scorer {
-    pub fn new(cfg: &Config, store: Arc<dyn VerdictStore>) -> Result<Scorer, BuildError> {
+    /// The scorer of a configuration (`Config::scorer_parts`), over `store`. Every judge is
+    /// built now, so a bad judge section stops start-up.
+    pub fn new(parts: ScorerParts<'_>, store: Arc<dyn VerdictStore>) -> Result<Scorer, BuildError> {
         Ok(Scorer {
-            judges: cfg
+            judges: parts
                 .judges
                 .iter()
                 .map(|(name, j)| Ok((name.clone(), Arc::new(Judge::from_config(name, j)?))))
                 .collect::<Result<_, JudgeError>>()?,
-            default_judge: cfg.default_judge_name().map(str::to_string),
-            rubrics: RubricSet::load(cfg.rubrics_dir.as_deref())?,
-            prompts: Prompts::load(cfg.prompts_dir.as_deref())?,
+            default_judge: parts.default_judge.map(str::to_string),
+            rubrics: RubricSet::load(parts.rubrics_dir)?,
+            prompts: Prompts::load(parts.prompts_dir)?,
             store,
             dedup: DedupConfig {
-                min_shared_chars: cfg.dedup.min_shared_chars,
+                min_shared_chars: parts.min_shared_chars,
                 enabled: true,
             },
-            max_group_size: cfg.server.max_group_size,
-            max_prompt_bytes: cfg.server.max_prompt_bytes,
+            max_group_size: parts.max_group_size,
+            max_prompt_bytes: parts.max_prompt_bytes,
             inflight: key_locks::KeyLocks::default(),
             plans: memo::PlanMemo::default(),
         })
@@ -175,7 +196,7 @@ impl Scorer {
         if plan.policy.needs_judge() {
             let judged = self.judge_stage(&rubric, req).await?;
             (usage, error) =
-                judging::merge_judge_scores(&mut scores, judged.outcome, req.on_judge_error)?;
+                judge_stage::merge_judge_scores(&mut scores, judged.outcome, req.on_judge_error)?;
             template = Some(judged.template);
             judges = judged.judges;
         }

@@ -13,7 +13,9 @@ use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::openapi::{self as doc, wire, PlainErrors, RenderErrors, ScoringErrors};
+use super::openapi::examples as doc;
+use super::openapi::responses::{PlainErrors, RenderErrors, ScoringErrors};
+use super::openapi::wire;
 use super::ready::{Check, NotReady, Ready};
 use super::AppState;
 use crate::score::{BatchRequest, BatchResponse, RenderResponse, ScoreRequest, ScoreResponse};

@@ -11,7 +11,7 @@ pub mod openrlhf;
 pub mod ready;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use utoipa::OpenApi;
 
 use crate::openrlhf::config::OpenRlhfConfig;
 use crate::score::Scorer;
@@ -32,8 +33,27 @@ pub use config::ServerConfig;
 /// handlers and types (see [`openapi`]); a test checks that it documents exactly the routes of
 /// [`routes`] and that its examples are accepted.
 pub fn openapi() -> &'static str {
-    openapi::document()
+    static DOCUMENT: LazyLock<String> = LazyLock::new(|| openapi::document(RouteDocs::openapi()));
+    &DOCUMENT
 }
+
+/// The operations of [`routes`], from their handlers' `#[utoipa::path]` attributes. Kept here,
+/// beside the routes, so that the document's part (`openapi`) never imports the handlers that
+/// import it.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    handlers::score_group,
+    handlers::score_group_alias,
+    handlers::score_groups,
+    handlers::render,
+    handlers::rubrics,
+    handlers::healthz,
+    handlers::readyz,
+    handlers::metrics,
+    handlers::openapi,
+    openrlhf::get_reward,
+))]
+struct RouteDocs;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -237,7 +257,7 @@ mod tests {
             assert!(e.contains("refusing to serve"), "{e}");
         }
         let keyed = ServerConfig {
-            api_keys: vec![crate::config::Secret::new("k")],
+            api_keys: vec![crate::secret::Secret::new("k")],
             ..ServerConfig::default()
         };
         assert!(check_exposure(at("0.0.0.0:8080"), &keyed).is_ok());

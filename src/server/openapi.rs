@@ -1,19 +1,15 @@
 //! The OpenAPI 3.1 document of the HTTP API, generated from the handlers' `#[utoipa::path]`
-//! attributes and the request and response types, built once and served at `/openapi.json`.
+//! attributes (listed in `server::RouteDocs`) and the request and response types, built once and
+//! served at `/openapi.json`.
 //! `tests/ops/openapi.rs` checks that it documents exactly [`super::route_list`], that its
 //! examples validate and are accepted, and that real responses match its schemas.
 
-mod examples;
-mod responses;
+pub(super) mod examples;
+pub(super) mod responses;
 pub mod wire;
-
-use std::sync::LazyLock;
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
-
-pub(super) use examples::{batch, minimal, one_group, verified};
-pub(super) use responses::{GetRewardErrors, PlainErrors, RenderErrors, ScoringErrors};
 
 const DESCRIPTION: &str = "Generated from the daemon's types and handlers (`gavel`'s \
 `src/server/openapi.rs`); `tests/ops/` checks that it documents exactly the daemon's routes, \
@@ -35,23 +31,19 @@ verifiable rewards, cached verdicts.";
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     security(("bearerAuth" = [])),
-    paths(
-        super::handlers::score_group,
-        super::handlers::score_group_alias,
-        super::handlers::score_groups,
-        super::handlers::render,
-        super::handlers::rubrics,
-        super::handlers::healthz,
-        super::handlers::readyz,
-        super::handlers::metrics,
-        super::handlers::openapi,
-        super::openrlhf::get_reward,
-    ),
     components(
         schemas(super::error::ErrorResponse, wire::Message, wire::Trajectory, wire::Verifier),
-        responses(responses::Unauthorized),
+        responses(
+            responses::Unauthorized,
+            responses::InvalidRequest,
+            responses::RequestTimeout,
+            responses::PayloadTooLarge,
+            responses::Internal,
+            responses::JudgeUnavailable,
+            responses::NoJudgeConfigured,
+            responses::JudgeTimeout,
+        ),
     ),
-    modifiers(&BearerAuth, &RubricVerifiers),
 )]
 struct ApiDoc;
 
@@ -108,16 +100,18 @@ impl PartialSchema for crate::judge::JudgeInfo {
 
 impl ToSchema for crate::judge::JudgeInfo {}
 
-static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serialises");
+/// The whole document as JSON text: the routes' operations (`server::RouteDocs`, beside the
+/// routes they document) with the document's info, shared components and security.
+pub(super) fn document(routes: utoipa::openapi::OpenApi) -> String {
+    let mut doc = ApiDoc::openapi();
+    doc.merge(routes);
+    // After the merge: the routes' own schemas (`InlineRubric`) are only there from then on.
+    BearerAuth.modify(&mut doc);
+    RubricVerifiers.modify(&mut doc);
+    let mut doc = serde_json::to_value(doc).expect("the document serialises");
     // OpenAPI 3.1's `info.summary`, which utoipa's `Info` lacks.
     doc["info"]["summary"] = SUMMARY.into();
     serde_json::to_string_pretty(&doc).expect("the document serialises")
-});
-
-/// The document as served at `GET /openapi.json` (built on first use).
-pub fn document() -> &'static str {
-    &DOCUMENT
 }
 
 #[cfg(test)]
@@ -127,7 +121,7 @@ mod tests {
     use serde_json::Value;
 
     fn doc() -> Value {
-        serde_json::from_str(super::document()).expect("the document is JSON")
+        serde_json::from_str(super::super::openapi()).expect("the document is JSON")
     }
 
     /// Every `$ref` in `v`.
@@ -150,7 +144,7 @@ mod tests {
     fn the_document_is_openapi_3_1_and_every_ref_resolves() {
         let doc = doc();
         if std::env::var_os("GAVEL_PRINT_OPENAPI").is_some() {
-            println!("{}", super::document());
+            println!("{}", super::super::openapi());
         }
         assert_eq!(doc["openapi"], "3.1.0");
         assert_eq!(doc["info"]["title"], "gavel");

@@ -17,7 +17,9 @@ use axum::Json;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::handlers::{admit, read_json, request_timeout};
-use super::openapi::{self as doc, wire, GetRewardErrors};
+use super::openapi::examples as doc;
+use super::openapi::responses::GetRewardErrors;
+use super::openapi::wire;
 use super::AppState;
 use crate::judge::JudgeError;
 use crate::openrlhf::assemble::{Assembler, GroupFuture};
@@ -105,7 +107,8 @@ fn duplicate(e: &ApiError) -> ApiError {
 /// The header that scopes groups to one training run of a caller (optional).
 pub const RUN_HEADER: &str = "x-gavel-run";
 
-/// Longest accepted `X-Gavel-Run` value.
+/// Longest accepted `X-Gavel-Run` value. The OpenAPI attribute of `get_reward` needs a literal;
+/// a test holds the two equal.
 const MAX_RUN_BYTES: usize = 128;
 
 /// The group scope of a request: the caller (its API key's digest) and its run header.
@@ -132,8 +135,9 @@ fn scope(caller: &Caller, headers: &HeaderMap) -> Result<String, ApiError> {
     summary = "OpenRLHF remote reward model: samples are grouped by prompt (across requests) and each group is judged once",
     description = "Samples of the same prompt (and label) are collected until `[openrlhf] group_size` of them have arrived or `wait_ms` has passed since the first, then judged as one group; each request is answered with its own samples' rewards, in order. A judge failure fails every request with a sample in that group (502/503/504): no reward is ever invented. Groups are scoped by caller: samples are grouped only with samples sent under the same API key and the same `X-Gavel-Run` header, so two runs or two key holders never share a relative group.",
     params(
-        ("X-Gavel-Run" = Option<String>, Header, max_length = 128,
-         description = "Scopes groups to one training run of a caller (at most 128 bytes of visible ASCII); samples of different runs are never judged together"),
+        ("X-Gavel-Run" = Option<String>, Header,
+         description = "Scopes groups to one training run of a caller (at most 128 bytes of visible ASCII); samples of different runs are never judged together",
+         max_length = 128),
     ),
     request_body(content = wire::GetRewardRequest, examples(
         ("one_group" = (summary = "Eight samples of one prompt (a full group)", value = json!(doc::one_group()))),
@@ -199,4 +203,27 @@ pub async fn get_reward(
         }
     }
     Ok(Json(response_body(&out)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_run_header_limit_is_the_enforced_one() {
+        let doc: serde_json::Value = serde_json::from_str(crate::server::openapi()).unwrap();
+        let params = doc["paths"]["/get_reward"]["post"]["parameters"]
+            .as_array()
+            .unwrap();
+        let run = params
+            .iter()
+            .find(|p| p["name"] == "X-Gavel-Run")
+            .expect("the run header is documented");
+        assert_eq!(run["schema"]["maxLength"], MAX_RUN_BYTES);
+        let text = run["description"].as_str().unwrap();
+        assert!(
+            text.contains(&format!("at most {MAX_RUN_BYTES} bytes")),
+            "{text}"
+        );
+    }
 }

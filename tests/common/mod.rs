@@ -405,7 +405,7 @@ impl Gavel {
 
     /// As [`Gavel::start`], over a store the caller opened (e.g. Postgres).
     pub async fn start_with_store(cfg: Config, store: Arc<dyn VerdictStore>) -> Gavel {
-        let scorer = Arc::new(Scorer::new(&cfg, store).unwrap());
+        let scorer = Arc::new(Scorer::new(cfg.scorer_parts(), store).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

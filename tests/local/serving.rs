@@ -212,7 +212,9 @@ fn bad_local_judges_fail_at_start() {
         std::sync::Arc::new(SledStore::open(&tmp.path().join("store")).unwrap());
     let missing = tmp.path().join("nope.gguf");
     let cfg = local_config(&missing, &tmp.path().join("s"), |_| {});
-    let e = Scorer::new(&cfg, store.clone()).unwrap_err().to_string();
+    let e = Scorer::new(cfg.scorer_parts(), store.clone())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with("[judges.tiny]: model_path ") && e.contains("nope.gguf: no such file"),
         "{e}"
@@ -221,12 +223,16 @@ fn bad_local_judges_fail_at_start() {
     let not_gguf = tmp.path().join("weights.bin");
     std::fs::write(&not_gguf, b"not a model").unwrap();
     let cfg = local_config(&not_gguf, &tmp.path().join("s"), |_| {});
-    let e = Scorer::new(&cfg, store.clone()).unwrap_err().to_string();
+    let e = Scorer::new(cfg.scorer_parts(), store.clone())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not a GGUF file"), "{e}");
     let cfg = local_config(&not_gguf, &tmp.path().join("s"), |j| {
         j.device = "cuda:0".into()
     });
-    let e = Scorer::new(&cfg, store).unwrap_err().to_string();
+    let e = Scorer::new(cfg.scorer_parts(), store)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("device") || e.contains("not a GGUF"), "{e}");
     let e = Config::from_toml("[judges.x]\nbackend = \"local\"\n", "g.toml", &|_| None)
         .unwrap_err()

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::engine::Engine;
 use super::model::{LoadedModel, LocalModelSpec};
 use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
-use crate::config::JudgeConfig;
+use crate::judge::config::JudgeConfig;
 use crate::judge::{ChoiceProbabilities, Completion, JudgeError};
 use crate::model::{LocalError, ModelInfo};
 use crate::prompt::{ChatMessage, JudgeMode};

@@ -1,0 +1,105 @@
+//! The judge stage of the pipeline: the judge's component for every trajectory of a group, from
+//! a remembered plan when every verdict is stored, else through judging's four stages; and its
+//! merge into the trajectories' scores.
+
+use super::judging::JudgeOutcome;
+use super::memo;
+use super::request::OnJudgeError;
+use super::response::{ErrorBody, TrajectoryScore, Usage, VersionInfo};
+use super::{ScoreError, ScoreRequest, Scorer};
+use crate::judge::{JudgeError, JudgeInfo};
+use crate::reward::JUDGE;
+use crate::rubric::Rubric;
+
+/// What the judge stage gives the pipeline: the outcome (a failure kept, for the request's
+/// `on_judge_error` to decide) and which template and judges made it.
+pub(super) struct JudgedGroup {
+    pub outcome: Result<JudgeOutcome, JudgeError>,
+    pub template: VersionInfo,
+    pub judges: Vec<JudgeInfo>,
+}
+
+impl Scorer {
+    /// The judge's component for every trajectory of the group. A group seen before is answered
+    /// from its remembered plan when every verdict is stored; otherwise (or the first time) it
+    /// is planned and rendered in full. Errors here are the request's (unknown judge, prompt
+    /// too large, store down); a judge's own failure is in the outcome.
+    pub(super) async fn judge_stage(
+        &self,
+        rubric: &Rubric,
+        req: &ScoreRequest,
+    ) -> Result<JudgedGroup, ScoreError> {
+        let names = self.judge_names(req)?;
+        let panel = names
+            .iter()
+            .map(|n| self.judge(Some(n)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let judges = panel.iter().map(|j| j.info()).collect();
+        let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
+        let memo_key = memo::memo_key(rubric, &names, permutations, req);
+        if let Some(sk) = self.plans.get(&memo_key) {
+            if let Some(outcome) = self
+                .judge_cached(&sk, rubric, &panel, req.aggregate)
+                .await?
+            {
+                return Ok(JudgedGroup {
+                    outcome: Ok(outcome),
+                    template: VersionInfo {
+                        name: sk.template_name.into(),
+                        version: sk.template_version.clone(),
+                    },
+                    judges,
+                });
+            }
+        }
+        let plan = self.plan_judging(rubric, panel, permutations, req)?;
+        let template = VersionInfo {
+            name: plan.skeleton.template_name.into(),
+            version: plan.template_version(),
+        };
+        let outcome = self.judge_group(&plan, req.aggregate).await?;
+        if outcome.is_ok() {
+            self.plans.insert(memo_key, plan.skeleton.clone());
+        }
+        Ok(JudgedGroup {
+            outcome,
+            template,
+            judges,
+        })
+    }
+}
+
+/// Puts the judge's component into each score. A failure fails the request, unless the request
+/// asked for `on_judge_error: null`: then the judge component is null and the failure is
+/// returned for the response to report. A full queue always fails the request ("retry later",
+/// 429), never a null reward.
+pub(super) fn merge_judge_scores(
+    scores: &mut [TrajectoryScore],
+    outcome: Result<JudgeOutcome, JudgeError>,
+    on_error: OnJudgeError,
+) -> Result<(Usage, Option<ErrorBody>), ScoreError> {
+    match outcome {
+        Ok(outcome) => {
+            for (s, j) in scores.iter_mut().zip(outcome.scores) {
+                s.components.insert(JUDGE.into(), j.value);
+                s.explanation = j.explanation;
+                s.items = j.items;
+                s.disagreement = j.disagreement;
+                s.judges = j.per_judge;
+            }
+            Ok((outcome.usage, None))
+        }
+        Err(e) if on_error == OnJudgeError::Null && !matches!(e, JudgeError::Overloaded(_)) => {
+            tracing::warn!(error = %e, "judge failed; answering reward null as the request asked");
+            for s in scores.iter_mut() {
+                s.components.insert(JUDGE.into(), None);
+            }
+            let body = ErrorBody {
+                kind: e.error_type().into(),
+                message: e.to_string(),
+            };
+            Ok((Usage::default(), Some(body)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
