@@ -24,8 +24,10 @@ pub mod reward;
 pub mod rng;
 pub mod rubric;
 pub mod score;
+pub mod scored;
 pub mod seconds;
 pub mod secret;
+pub mod select;
 pub mod server;
 pub mod store;
 #[cfg(feature = "train")]

@@ -1,5 +1,5 @@
-//! The `gavel` command line: serve | score | render | lint | diff | eval | rescore | train |
-//! migrate | cache. This file parses the clap tree and dispatches; each subcommand's body is in
+//! The `gavel` command line: serve | score | render | lint | diff | eval | rescore | select |
+//! train | migrate | cache. This file parses the clap tree and dispatches; each subcommand's body is in
 //! `commands/`.
 
 mod commands;
@@ -79,6 +79,12 @@ enum Command {
         #[command(flatten)]
         args: gavel::rescore::RescoreArgs,
     },
+    /// Keep the best of each scored group (rescore output or bodies with rewards) as SFT chat
+    /// lines for TRL's SFTTrainer.
+    Select {
+        #[command(flatten)]
+        args: commands::select::SelectArgs,
+    },
     /// Train a Qwen's LoRA adapters with GRPO on rewards from this scorer (`train toy` first).
     #[cfg(feature = "train")]
     Train {
@@ -147,6 +153,10 @@ async fn main() -> ExitCode {
         Command::Rescore { common, args } => {
             init_logs(common.log_json, "info");
             commands::rescore::run(&common, &args).await
+        }
+        Command::Select { args } => {
+            init_logs(false, "warn");
+            commands::select::run(args)
         }
         #[cfg(feature = "train")]
         Command::Train { args } => {

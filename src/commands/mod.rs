@@ -2,7 +2,8 @@
 //! binary's glue: it loads the configuration, calls the library and turns the outcome into an
 //! exit code, so `anyhow` may appear here and nowhere in the library. Commands with a body of
 //! their own in the library (`lint`, `diff`, `eval`, `rescore`, `train`) get a thin entry here;
-//! `serve`, `score`, `render`, `migrate` and `cache` are short enough to live here whole.
+//! `select` reads and writes its files here around the pure `gavel::select`; `serve`, `score`,
+//! `render`, `migrate` and `cache` are short enough to live here whole.
 
 pub mod cache;
 pub mod diff;
@@ -12,6 +13,7 @@ pub mod migrate;
 pub mod render;
 pub mod rescore;
 pub mod score;
+pub mod select;
 pub mod serve;
 #[cfg(feature = "train")]
 pub mod train;

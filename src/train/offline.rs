@@ -7,163 +7,45 @@
 //!   the trajectories are; they are read from that file (its path as written, else relative to
 //!   SCORED.jsonl's folder), in any of rescore's input forms.
 //!
-//! Every trajectory is split at its last user (or system) message: what comes before is the
+//! Reading and resolving the lines is [`crate::scored`]'s (shared with `gavel select`); this
+//! file tokenizes what it reads. Every trajectory is split at its last user (or system) message: what comes before is the
 //! prompt, rendered with the chat template and the assistant turn opened; what comes after (the
 //! final assistant turns, with any tool results between them) is the completion, tokenized turn
 //! by turn so that tool output is masked out of the loss. Advantages are the line's own, or
 //! computed from the rewards as TRL does, `(r − mean) / (std + 1e-4)` over the group;
 //! trajectories with a null reward are left out.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-use serde_json::Value;
+use std::path::Path;
 
 use super::rollout::{Completion, Finish, Policy};
 use super::trainer::GroupData;
 use super::TrainError;
 use crate::prompt::ChatMessage;
-use crate::trajectory::{parse_trajectories, Role, Trajectory, MAX_GROUP_SIZE};
+use crate::scored::{read_scored_with, ScoredGroup};
+use crate::trajectory::{Role, Trajectory};
 
-/// The lines of an input file rescore read, parsed once.
-struct InputFile {
-    lines: Vec<Option<Value>>,
-}
-
-impl InputFile {
-    fn read(path: &Path) -> Result<InputFile, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("input {}: cannot read: {e}", path.display()))?;
-        Ok(InputFile {
-            lines: text.lines().map(|l| serde_json::from_str(l).ok()).collect(),
-        })
-    }
-
-    /// The trajectories of the group at 1-based `line`.
-    fn at_line(&self, line: usize) -> Result<Value, String> {
-        let v = self
-            .lines
-            .get(line.wrapping_sub(1))
-            .ok_or(format!("line: the input has no line {line}"))?
-            .as_ref()
-            .ok_or(format!("line: input line {line} is not valid JSON"))?;
-        v.get("trajectories")
-            .cloned()
-            .ok_or(format!("line: input line {line} has no \"trajectories\""))
-    }
-
-    /// The trajectories of group `id`: a group line with that id, else the one-trajectory
-    /// lines with that id, in file order (ids compare as rescore compares them).
-    fn by_group(&self, id: &Value) -> Result<Value, String> {
-        let key = |v: &Value| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let want = key(id);
-        let same = |v: &&Value| v.get("group_id").is_some_and(|g| key(g) == want);
-        let lines: Vec<&Value> = self.lines.iter().flatten().filter(same).collect();
-        if let Some(group) = lines.iter().find_map(|v| v.get("trajectories")) {
-            return Ok(group.clone());
-        }
-        if lines.is_empty() {
-            return Err(format!("group_id: no group {want} in the input"));
-        }
-        Ok(Value::Array(lines.into_iter().cloned().collect()))
-    }
-}
-
-/// Reads scored groups and tokenizes them for `policy`; a bad line is `FILE:LINE: problem`.
+/// Reads scored groups (with [`crate::scored`]'s reader) and tokenizes them for `policy`; a bad
+/// line is `FILE:LINE: problem`.
 pub fn read_scored(path: &Path, policy: &Policy) -> Result<Vec<GroupData>, TrainError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| TrainError::Input(format!("{file}: cannot read: {e}")))?;
-    let base = path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let mut inputs: HashMap<PathBuf, InputFile> = HashMap::new();
-    let mut groups = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("{file}:{}", i + 1);
-        let group = parse_line(line, &base, &mut inputs, policy)
-            .map_err(|m| TrainError::Input(format!("{at}: {m}")))?;
-        groups.extend(group);
-    }
+    let groups = read_scored_with(path, |g| group_data(&g, policy))
+        .map_err(|e| TrainError::Input(e.to_string()))?;
+    let groups: Vec<GroupData> = groups.into_iter().flatten().collect();
     if groups.is_empty() {
         return Err(TrainError::Input(format!(
-            "{file}: no groups with two or more rewards to learn from"
+            "{}: no groups with two or more rewards to learn from",
+            path.display()
         )));
     }
     Ok(groups)
 }
 
-fn parse_line(
-    line: &str,
-    base: &Path,
-    inputs: &mut HashMap<PathBuf, InputFile>,
-    policy: &Policy,
-) -> Result<Option<GroupData>, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
-    let obj = v.as_object().ok_or("expected a JSON object")?;
-    if let Some(kind) = obj.get("error_type") {
-        return Err(format!(
-            "a rejected group ({kind}), not a scored one: train on the output, not the rejects"
-        ));
-    }
-    let rewards: Vec<Option<f64>> = match obj.get("rewards") {
-        None => return Err("rewards: missing".into()),
-        Some(r) => serde_json::from_value(r.clone())
-            .map_err(|_| "rewards: expected an array of numbers or nulls")?,
-    };
-    let trajectories = match obj.get("trajectories") {
-        Some(t) => t.clone(),
-        None => {
-            let input = obj
-                .get("input")
-                .and_then(Value::as_str)
-                .ok_or("trajectories: missing (and no \"input\" file to find them in)")?;
-            let path = [PathBuf::from(input), base.join(input)]
-                .into_iter()
-                .find(|p| p.is_file())
-                .ok_or(format!("input: {input}: no such file"))?;
-            if !inputs.contains_key(&path) {
-                inputs.insert(path.clone(), InputFile::read(&path)?);
-            }
-            let f = &inputs[&path];
-            match (obj.get("line"), obj.get("group_id")) {
-                (Some(l), _) => {
-                    let n = l.as_u64().ok_or("line: expected a line number")?;
-                    f.at_line(n as usize)?
-                }
-                (None, Some(g)) => f.by_group(g)?,
-                (None, None) => return Err("input: needs \"line\" or \"group_id\"".into()),
-            }
-        }
-    };
-    let trajs = parse_trajectories(&trajectories, MAX_GROUP_SIZE).map_err(|e| e.to_string())?;
-    if trajs.len() != rewards.len() {
-        return Err(format!(
-            "rewards: {} rewards for {} trajectories",
-            rewards.len(),
-            trajs.len()
-        ));
-    }
-    let given: Option<Vec<f64>> = match obj.get("advantages") {
-        None | Some(Value::Null) => None,
-        Some(a) => {
-            let a: Vec<f64> = serde_json::from_value(a.clone())
-                .map_err(|_| "advantages: expected an array of numbers")?;
-            if a.len() != rewards.len() {
-                return Err(format!(
-                    "advantages: {} for {} trajectories",
-                    a.len(),
-                    rewards.len()
-                ));
-            }
-            Some(a)
-        }
-    };
-    let advantages = given.unwrap_or_else(|| advantages_of(&rewards));
+/// One group's tokenized trajectories, those with a reward only; `None` under two of them.
+fn group_data(sg: &ScoredGroup, policy: &Policy) -> Result<Option<GroupData>, String> {
+    let rewards = &sg.rewards;
+    let advantages = sg
+        .advantages
+        .clone()
+        .unwrap_or_else(|| advantages_of(rewards));
     let mut g = GroupData {
         prompts: Vec::new(),
         completions: Vec::new(),
@@ -172,7 +54,7 @@ fn parse_line(
         advantages: Vec::new(),
         has_sampler_logp: false,
     };
-    for (k, t) in trajs.iter().enumerate() {
+    for (k, t) in sg.trajectories.iter().enumerate() {
         let Some(r) = rewards[k] else { continue };
         let (prompt, tokens, mask) =
             tokenize(t, policy).map_err(|m| format!("trajectories[{k}]: {m}"))?;
