@@ -1,8 +1,10 @@
 //! `gavel train` end to end on the tiny random-init model: it learns the toy task, checkpoints
-//! resume bit-identically, adapters load back.
+//! resume bit-identically, adapters load back; SFT and `--init-adapter` (`train/sft.rs`).
 #![cfg(feature = "train")]
 
 mod common;
+#[path = "train/sft.rs"]
+mod sft;
 
 use std::sync::Arc;
 

@@ -108,6 +108,71 @@ pub fn load_adapters(dir: &Path, vars: &[(String, Var)]) -> Result<(), TrainErro
     Ok(())
 }
 
+/// The LoRA settings of a checkpoint's (or PEFT's) `adapter_config.json`.
+pub fn read_adapter_config(dir: &Path) -> Result<LoraConfig, TrainError> {
+    let path = dir.join(ADAPTER_CONFIG);
+    if !path.is_file() {
+        return Err(io(&path, "missing (not an adapter directory?)"));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| io(&path, e))?;
+    let target_modules = serde_json::from_value(v["target_modules"].clone())
+        .map_err(|_| io(&path, "target_modules: expected a list of module names"))?;
+    let lora = LoraConfig {
+        r: v["r"].as_u64().unwrap_or(0) as usize,
+        alpha: v["lora_alpha"].as_f64().unwrap_or(f64::NAN),
+        target_modules,
+        use_rslora: v["use_rslora"].as_bool().unwrap_or(false),
+    };
+    lora.validate().map_err(|m| io(&path, m))?;
+    Ok(lora)
+}
+
+/// `--init-adapter`: loads the adapter in `dir` into `vars`, after checking that its
+/// `adapter_config.json` is this run's `lora` (rank, alpha, rsLoRA, target modules); names and
+/// shapes are then checked tensor by tensor. Every refusal names the file.
+pub fn load_init_adapter(
+    dir: &Path,
+    vars: &[(String, Var)],
+    lora: &LoraConfig,
+) -> Result<(), TrainError> {
+    let saved = read_adapter_config(dir)?;
+    let path = dir.join(ADAPTER_CONFIG);
+    let mismatch = |what: &str, theirs: String, ours: String| {
+        Err(io(
+            &path,
+            format!(
+                "the adapter has {what} {theirs}, this run {ours}: set [lora] to match the \
+                 adapter to start from it"
+            ),
+        ))
+    };
+    if saved.r != lora.r {
+        return mismatch("rank r =", saved.r.to_string(), lora.r.to_string());
+    }
+    if saved.alpha != lora.alpha || saved.use_rslora != lora.use_rslora {
+        return mismatch(
+            "scale (alpha, use_rslora) =",
+            format!("({}, {})", saved.alpha, saved.use_rslora),
+            format!("({}, {})", lora.alpha, lora.use_rslora),
+        );
+    }
+    let sorted = |t: &[String]| {
+        let mut t = t.to_vec();
+        t.sort();
+        t.dedup();
+        t
+    };
+    if sorted(&saved.target_modules) != sorted(&lora.target_modules) {
+        return mismatch(
+            "target modules",
+            sorted(&saved.target_modules).join(","),
+            sorted(&lora.target_modules).join(","),
+        );
+    }
+    load_adapters(dir, vars)
+}
+
 pub fn save_state(
     dir: &Path,
     state: &TrainerState,

@@ -9,11 +9,11 @@ use clap::{Args, Subcommand};
 use super::checkpoint;
 use super::config::TrainConfig;
 use super::grpo::{IsLevel, LossType, TisMode};
-use super::lora::LoraConfig;
 use super::offline::read_scored;
 use super::optim::Schedule;
 use super::rollout::Policy;
 use super::scoring::Rewarder;
+use super::sft::Sft;
 use super::tasks::read_tasks;
 use super::toy;
 use super::trainer::{Source, Trainer};
@@ -80,6 +80,27 @@ pub struct TrainArgs {
         value_name = "SCORED.jsonl"
     )]
     pub offline: Option<PathBuf>,
+    /// Supervised fine-tuning (LoRA SFT) on these chat examples (`{"messages": [...],
+    /// "tools": [...]}` a line, e.g. `gavel select` output) instead of GRPO: the loss is the mean
+    /// NLL of the assistant tokens. Excludes --tasks and --offline.
+    #[arg(long, global = true, env = "GAVEL_TRAIN_SFT", value_name = "SFT.jsonl")]
+    pub sft: Option<PathBuf>,
+    /// Start from this adapter (a checkpoint folder with adapter_model.safetensors and
+    /// adapter_config.json): its LoRA weights, a fresh optimizer and step 0. Rank, alpha and
+    /// target modules must match the run's.
+    #[arg(
+        long,
+        global = true,
+        env = "GAVEL_TRAIN_INIT_ADAPTER",
+        value_name = "CHECKPOINT"
+    )]
+    pub init_adapter: Option<PathBuf>,
+    /// SFT: examples per optimizer step.
+    #[arg(long, global = true, env = "GAVEL_TRAIN_SFT_BATCH_SIZE")]
+    pub sft_batch_size: Option<usize>,
+    /// SFT: padded tokens per forward/backward pass (examples of similar length share one).
+    #[arg(long, global = true, env = "GAVEL_TRAIN_SFT_MICRO_BATCH_TOKENS")]
+    pub sft_micro_batch_tokens: Option<usize>,
     /// Score against a running daemon (its base URL) instead of in-process.
     #[arg(long, global = true, env = "GAVEL_SCORER_URL")]
     pub scorer_url: Option<String>,
@@ -176,7 +197,25 @@ impl TrainArgs {
         if self.offline.is_some() {
             c.offline = self.offline.clone();
             c.tasks = None;
+            c.sft = None;
         }
+        if self.sft.is_some() {
+            if self.tasks.is_some() || self.offline.is_some() {
+                return Err(TrainError::Config(
+                    "--sft excludes --tasks and --offline: SFT trains on chat examples, GRPO on \
+                     prompts or scored groups; give one"
+                        .into(),
+                ));
+            }
+            c.sft = self.sft.clone();
+            c.tasks = None;
+            c.offline = None;
+        }
+        if self.init_adapter.is_some() {
+            c.init_adapter = self.init_adapter.clone();
+        }
+        set(&mut c.sft_batch_size, &self.sft_batch_size);
+        set(&mut c.sft_micro_batch_tokens, &self.sft_micro_batch_tokens);
         if self.scorer_url.is_some() {
             c.scorer_url = self.scorer_url.clone();
         }
@@ -251,6 +290,9 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
         None => {}
     }
     cfg.validate()?;
+    if cfg.sft.is_some() {
+        return sft(cfg, &args);
+    }
     if let Some(scored) = cfg.offline.clone() {
         let mut trainer = Trainer::new(cfg, Source::Offline(Vec::new()))?;
         trainer.source = Source::Offline(read_scored(&scored, &trainer.policy)?);
@@ -315,6 +357,24 @@ fn train(
     Ok(0)
 }
 
+/// `--sft`: resumes if asked and runs to the last step.
+fn sft(cfg: TrainConfig, args: &TrainArgs) -> Result<u8, TrainError> {
+    let mut s = Sft::new(cfg)?;
+    if let Some(dir) = &args.resume {
+        s.trainer.resume(dir)?;
+    }
+    let metrics = s.run(!args.quiet)?;
+    if let Some(last) = metrics.last() {
+        println!(
+            "trained to step {} (sft loss {:.4}); adapters in {}",
+            last.step,
+            last.loss,
+            checkpoint::checkpoint_dir(&s.trainer.cfg.output_dir, s.trainer.step).display()
+        );
+    }
+    Ok(0)
+}
+
 /// Folds the adapters of `adapter` into the base model folder `cfg.model`, written to `out`.
 pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainError> {
     if !cfg.model.is_dir() {
@@ -323,19 +383,7 @@ pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainE
             cfg.model.display()
         )));
     }
-    let acfg_path = adapter.join(checkpoint::ADAPTER_CONFIG);
-    let text = std::fs::read_to_string(&acfg_path)
-        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", acfg_path.display())))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", acfg_path.display())))?;
-    let lora = LoraConfig {
-        r: v["r"].as_u64().unwrap_or(0) as usize,
-        alpha: v["lora_alpha"].as_f64().unwrap_or(0.0),
-        target_modules: serde_json::from_value(v["target_modules"].clone()).unwrap_or_default(),
-        use_rslora: v["use_rslora"].as_bool().unwrap_or(false),
-    };
-    lora.validate()
-        .map_err(|m| TrainError::Checkpoint(format!("{}: {m}", acfg_path.display())))?;
+    let lora = checkpoint::read_adapter_config(adapter)?;
     let policy = Policy::load(&cfg.model, &cfg.device, &lora, &mut Rng::new(0))?;
     checkpoint::load_adapters(adapter, &policy.model.lora_vars())?;
     std::fs::create_dir_all(out).map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;

@@ -22,6 +22,17 @@ pub struct TrainConfig {
     /// Scored groups to train on without sampling (`gavel rescore` output or request bodies
     /// with rewards); instead of `tasks`.
     pub offline: Option<PathBuf>,
+    /// Chat examples to fine-tune on with supervised learning (SFT; `{"messages": [...]}` a
+    /// line); instead of `tasks` or `offline`.
+    pub sft: Option<PathBuf>,
+    /// Start from this adapter (a checkpoint folder or PEFT files): its LoRA weights, a fresh
+    /// optimizer and step 0 (`--resume` instead continues a run).
+    pub init_adapter: Option<PathBuf>,
+    /// SFT: examples per optimizer step.
+    pub sft_batch_size: usize,
+    /// SFT: padded tokens (rows × longest row) per forward/backward pass; examples of similar
+    /// length share a pass, a longer example gets one of its own.
+    pub sft_micro_batch_tokens: usize,
     /// Score over HTTP against a running daemon instead of in-process.
     pub scorer_url: Option<String>,
     /// Checkpoints and metrics.jsonl go here.
@@ -56,6 +67,10 @@ impl Default for TrainConfig {
             device: "cpu".into(),
             tasks: None,
             offline: None,
+            sft: None,
+            init_adapter: None,
+            sft_batch_size: 8,
+            sft_micro_batch_tokens: 2048,
             scorer_url: None,
             output_dir: PathBuf::from("gavel-train"),
             steps: 100,
@@ -99,17 +114,28 @@ impl TrainConfig {
         if self.model.as_os_str().is_empty() {
             return err("no model: set `model` (a model folder or a GGUF file)".into());
         }
-        match (&self.tasks, &self.offline) {
-            (None, None) => {
+        match (&self.tasks, &self.offline, &self.sft) {
+            (None, None, None) => {
                 return err(
-                    "no tasks: set `tasks` (a JSONL file of prompts) or `offline` (scored groups)"
+                    "no tasks: set `tasks` (a JSONL file of prompts), `offline` (scored groups) \
+                     or `sft` (chat examples)"
                         .into(),
                 )
             }
-            (Some(_), Some(_)) => {
+            (Some(_), Some(_), _) => {
                 return err("`tasks` and `offline` both set: train on one or the other".into())
             }
+            (Some(_), None, Some(_)) | (None, Some(_), Some(_)) => {
+                return err(
+                    "`sft` and `tasks`/`offline` both set: SFT trains on chat examples, not on \
+                     prompts or scored groups; set one"
+                        .into(),
+                )
+            }
             _ => {}
+        }
+        if self.sft_batch_size == 0 || self.sft_micro_batch_tokens == 0 {
+            return err("sft_batch_size and sft_micro_batch_tokens must be >= 1".into());
         }
         if self.prompts_per_step == 0 || self.group_size < 2 || self.micro_batch_groups == 0 {
             return err(

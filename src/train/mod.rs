@@ -1,11 +1,12 @@
-//! `gavel train`: GRPO on LoRA adapters of a small Qwen, with rewards from the gavel pipeline.
+//! `gavel train`: GRPO (or SFT) on LoRA adapters of a small Qwen, with rewards from the gavel pipeline.
 //!
 //! - [`model`], [`lora`]: a differentiable Qwen2/Qwen3 with LoRA adapters, built from the dense
 //!   tensors of [`crate::model::ModelFiles`] (the same files, config, tokenizer and chat
 //!   template the local judge reads, opened once).
 //! - [`rollout`]: the policy (that model, the tokenizer and template) and sampling;
 //!   [`trainer`]: the GRPO loop; [`offline`]: training on already-scored groups;
-//!   [`scoring`]: rewards from the gavel pipeline; [`tasks`]: the prompts file.
+//!   [`scoring`]: rewards from the gavel pipeline; [`tasks`]: the prompts file; [`sft`]:
+//!   supervised fine-tuning on chat examples with the same model, optimizer and checkpoints.
 //! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules;
 //!   [`checkpoint`]: PEFT adapter files and optimizer state.
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
@@ -25,6 +26,7 @@ pub mod offline;
 pub mod optim;
 pub mod rollout;
 pub mod scoring;
+pub mod sft;
 pub mod tasks;
 pub mod toy;
 pub mod toy_model;

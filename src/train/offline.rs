@@ -109,7 +109,7 @@ fn chat_message(m: &crate::trajectory::Message) -> ChatMessage {
 type Tokenized = (Vec<u32>, Vec<u32>, Vec<f32>);
 
 /// One trajectory's prompt, completion and mask.
-fn tokenize(t: &Trajectory, policy: &Policy) -> Result<Tokenized, String> {
+pub(crate) fn tokenize(t: &Trajectory, policy: &Policy) -> Result<Tokenized, String> {
     let msgs: Vec<ChatMessage> = t.messages.iter().map(chat_message).collect();
     let split = t
         .messages

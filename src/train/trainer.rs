@@ -113,12 +113,16 @@ fn mean_std(x: &[f64]) -> (f64, f64) {
 }
 
 impl Trainer {
-    /// Loads the policy (adapters drawn from the seeded RNG) and the optimizer.
+    /// Loads the policy (adapters drawn from the seeded RNG, or `init_adapter`'s) and the
+    /// optimizer.
     pub fn new(cfg: TrainConfig, source: Source) -> Result<Trainer, TrainError> {
         cfg.validate()?;
         let mut rng = Rng::new(cfg.seed);
         let policy = Policy::load(&cfg.model, &cfg.device, &cfg.lora, &mut rng)?;
         let opt = AdamW::new(policy.model.lora_vars(), cfg.adamw.clone())?;
+        if let Some(dir) = &cfg.init_adapter {
+            checkpoint::load_init_adapter(dir, opt.vars(), &cfg.lora)?;
+        }
         Ok(Trainer {
             cfg,
             policy,
