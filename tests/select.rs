@@ -352,20 +352,25 @@ async fn rescore_then_select_keeps_the_judges_favourite() {
         s.stderr
     );
     assert_eq!(s.out[0]["line"], 1);
+    // Without a margin both groups keep their best, in rescore's output order (which need not
+    // be its input's), each with the input line it came from.
     let s = select(setup.dir.path(), Path::new(&rescored), &out, &[]);
-    let answers: Vec<String> = picks(&s.out).into_iter().map(|(a, _)| a).collect();
-    assert_eq!(
-        answers,
-        vec![
-            "attempt 1: SCORE=0.9 ANSWER: 4001",
-            "attempt 0: SCORE=0.5 ANSWER: 4000"
-        ],
-        "{}",
-        s.stderr
-    );
-    assert_eq!(s.out[1]["reward"], 0.5);
-    assert_eq!(
-        (s.out[0]["line"].clone(), s.out[1]["line"].clone()),
-        (json!(1), json!(2))
-    );
+    let mut kept: Vec<(Value, String, Value)> = s
+        .out
+        .iter()
+        .map(|l| {
+            let answer = l["messages"][2]["content"].as_str().unwrap().to_string();
+            (l["line"].clone(), answer, l["reward"].clone())
+        })
+        .collect();
+    kept.sort_by_key(|k| k.0.as_u64());
+    let want = [
+        (1, "attempt 1: SCORE=0.9 ANSWER: 4001", 0.9),
+        (2, "attempt 0: SCORE=0.5 ANSWER: 4000", 0.5),
+    ];
+    let want: Vec<(Value, String, Value)> = want
+        .iter()
+        .map(|(l, a, r)| (json!(l), a.to_string(), json!(r)))
+        .collect();
+    assert_eq!(kept, want, "{}", s.stderr);
 }
