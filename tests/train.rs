@@ -3,6 +3,8 @@
 #![cfg(feature = "train")]
 
 mod common;
+#[path = "train/filter.rs"]
+mod filter;
 
 use std::sync::Arc;
 

@@ -8,6 +8,7 @@
 //!   [`scoring`]: rewards from the gavel pipeline; [`tasks`]: the prompts file.
 //! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules;
 //!   [`checkpoint`]: PEFT adapter files and optimizer state.
+//! - [`filter`]: the difficulty filter (tasks kept by their pass rate under the policy).
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
 //! - [`cli`], [`config`]: `gavel train` options and the TOML config.
 //! - [`crate::rng`]: the one seeded generator everything random draws from.
@@ -18,6 +19,7 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
+pub mod filter;
 pub mod grpo;
 pub mod lora;
 pub mod model;
