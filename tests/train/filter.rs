@@ -147,3 +147,49 @@ fn a_probe_that_keeps_no_task_stops_training() {
         "reprobe_every = 0: one probe"
     );
 }
+
+/// With the filter on, N steps, a checkpoint, a resumed trainer and M more steps give the
+/// adapters and the probes of N+M steps straight: the kept tasks travel with the checkpoint.
+#[test]
+fn resume_with_the_filter_is_bit_identical() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let lines = vec![task("34", ""), task("12", "^[0-4]"), task("56", "^[0-4]")];
+    let filter = FilterConfig {
+        reprobe_every: 2,
+        ..FilterConfig::default()
+    };
+    let adapters = |t: &Trainer| -> Vec<Vec<f32>> {
+        t.opt
+            .vars()
+            .iter()
+            .map(|(_, v)| v.as_tensor().flatten_all().unwrap().to_vec1().unwrap())
+            .collect()
+    };
+    let mut straight = trainer(&tmp.path().join("a"), &lines, &rt, filter.clone(), 5);
+    straight.run(false).unwrap();
+    let mut first = trainer(&tmp.path().join("b"), &lines, &rt, filter.clone(), 3);
+    first.run(false).unwrap();
+    let mut second = trainer(&tmp.path().join("b"), &lines, &rt, filter, 5);
+    second
+        .resume(&tmp.path().join("b/out/checkpoint-3"))
+        .unwrap();
+    assert_eq!(second.filter, first.filter);
+    second.run(false).unwrap();
+    assert_eq!(adapters(&straight), adapters(&second));
+    assert_eq!(straight.filter, second.filter);
+    let probes = |dir: &str| -> Vec<serde_json::Value> {
+        metrics(&tmp.path().join(dir))
+            .into_iter()
+            .filter(|l| l["event"] == "probe")
+            .map(|mut l| {
+                l.as_object_mut().unwrap().remove("seconds");
+                l
+            })
+            .collect()
+    };
+    let (a, b) = (probes("a"), probes("b"));
+    // Probes before steps 1, 3 and 5; the resumed run's metrics.jsonl continues the first's.
+    assert_eq!(a.len(), 3, "{a:?}");
+    assert_eq!(a, b);
+}
