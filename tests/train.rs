@@ -1,8 +1,11 @@
 //! `gavel train` end to end on the tiny random-init model: it learns the toy task, checkpoints
-//! resume bit-identically, adapters load back; SFT and `--init-adapter` (`train/sft.rs`).
+//! resume bit-identically, adapters load back; SFT and `--init-adapter` (`train/sft.rs`); the
+//! difficulty filter (`train/filter.rs`).
 #![cfg(feature = "train")]
 
 mod common;
+#[path = "train/filter.rs"]
+mod filter;
 #[path = "train/sft.rs"]
 mod sft;
 

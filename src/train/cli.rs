@@ -174,6 +174,25 @@ pub struct TrainArgs {
     pub tis_mode: Option<TisMode>,
     #[arg(long, global = true, env = "GAVEL_TRAIN_WEIGHT_DECAY")]
     pub weight_decay: Option<f64>,
+    /// Difficulty filter: sample only tasks whose probed pass rate is in LO,HI (any
+    /// `--filter-*` flag turns the filter on; the rest default as in `[filter]`).
+    #[arg(
+        long,
+        global = true,
+        env = "GAVEL_TRAIN_FILTER_PASS_RATE",
+        value_delimiter = ',',
+        value_name = "LO,HI"
+    )]
+    pub filter_pass_rate: Option<Vec<f64>>,
+    /// Difficulty filter: completions sampled per task to estimate its pass rate.
+    #[arg(long, global = true, env = "GAVEL_TRAIN_FILTER_PROBE_SAMPLES")]
+    pub filter_probe_samples: Option<usize>,
+    /// Difficulty filter: probe again every N steps (0 = only before the first step).
+    #[arg(long, global = true, env = "GAVEL_TRAIN_FILTER_REPROBE_EVERY")]
+    pub filter_reprobe_every: Option<u64>,
+    /// Difficulty filter: a completion passes when its reward is at least this.
+    #[arg(long, global = true, env = "GAVEL_TRAIN_FILTER_PASS_THRESHOLD")]
+    pub filter_pass_threshold: Option<f64>,
 }
 
 fn set<T: Clone>(slot: &mut T, v: &Option<T>) {
@@ -258,7 +277,34 @@ impl TrainArgs {
         }
         set(&mut c.grpo.tis_mode, &self.tis_mode);
         set(&mut c.adamw.weight_decay, &self.weight_decay);
+        self.apply_filter_flags(&mut c)?;
         Ok(c)
+    }
+}
+
+impl TrainArgs {
+    /// `--filter-*`: any of them turns the difficulty filter on.
+    fn apply_filter_flags(&self, c: &mut TrainConfig) -> Result<(), TrainError> {
+        let given = self.filter_pass_rate.is_some()
+            || self.filter_probe_samples.is_some()
+            || self.filter_reprobe_every.is_some()
+            || self.filter_pass_threshold.is_some();
+        if !given {
+            return Ok(());
+        }
+        let f = c.filter.get_or_insert_with(Default::default);
+        if let Some(band) = &self.filter_pass_rate {
+            f.pass_rate = <[f64; 2]>::try_from(band.as_slice()).map_err(|_| {
+                TrainError::Config(format!(
+                    "--filter-pass-rate: expected LO,HI (two numbers), got {} values",
+                    band.len()
+                ))
+            })?;
+        }
+        set(&mut f.probe_samples, &self.filter_probe_samples);
+        set(&mut f.reprobe_every, &self.filter_reprobe_every);
+        set(&mut f.pass_threshold, &self.filter_pass_threshold);
+        Ok(())
     }
 }
 

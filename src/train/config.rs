@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::filter::FilterConfig;
 use super::grpo::GrpoConfig;
 use super::lora::LoraConfig;
 use super::optim::{AdamWConfig, Schedule};
@@ -58,6 +59,8 @@ pub struct TrainConfig {
     pub lora: LoraConfig,
     pub grpo: GrpoConfig,
     pub adamw: AdamWConfig,
+    /// `[filter]`: sample only tasks the policy sometimes solves (online; off when absent).
+    pub filter: Option<FilterConfig>,
 }
 
 impl Default for TrainConfig {
@@ -87,6 +90,7 @@ impl Default for TrainConfig {
             lora: LoraConfig::default(),
             grpo: GrpoConfig::default(),
             adamw: AdamWConfig::default(),
+            filter: None,
         }
     }
 }
@@ -151,6 +155,14 @@ impl TrainConfig {
         self.sampling.validate().map_err(TrainError::Config)?;
         self.lora.validate().map_err(TrainError::Config)?;
         self.grpo.validate().map_err(TrainError::Config)?;
+        if let Some(f) = &self.filter {
+            if self.offline.is_some() {
+                return err(
+                    "filter: set with `offline`; the difficulty filter probes `tasks`".into(),
+                );
+            }
+            f.validate().map_err(TrainError::Config)?;
+        }
         Ok(())
     }
 }

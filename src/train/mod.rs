@@ -9,6 +9,7 @@
 //!   supervised fine-tuning on chat examples with the same model, optimizer and checkpoints.
 //! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules;
 //!   [`checkpoint`]: PEFT adapter files and optimizer state.
+//! - [`filter`]: the difficulty filter (tasks kept by their pass rate under the policy).
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
 //! - [`cli`], [`config`]: `gavel train` options and the TOML config.
 //! - [`crate::rng`]: the one seeded generator everything random draws from.
@@ -19,6 +20,7 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
+pub mod filter;
 pub mod grpo;
 pub mod lora;
 pub mod model;

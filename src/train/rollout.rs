@@ -223,6 +223,33 @@ pub fn sample_group(
     sample_rows(policy, &vec![prompt; n], cfg, rng)
 }
 
+/// Samples `k` completions of each prompt; prompts of one length are sampled in one batch (in
+/// order of first appearance), so the draws follow the prompts' order.
+pub fn sample_groups(
+    policy: &Policy,
+    prompts: &[Vec<u32>],
+    k: usize,
+    cfg: &SamplingConfig,
+    rng: &mut Rng,
+) -> Result<Vec<Vec<Completion>>, TrainError> {
+    let n = prompts.len();
+    let mut sampled: Vec<Vec<Completion>> = vec![Vec::new(); n];
+    let mut seen = std::collections::HashSet::new();
+    let lengths: Vec<usize> = prompts.iter().map(Vec::len).collect();
+    for len in lengths.into_iter().filter(|l| seen.insert(*l)) {
+        let idx: Vec<usize> = (0..n).filter(|&i| prompts[i].len() == len).collect();
+        let rows: Vec<&[u32]> = idx
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(prompts[i].as_slice(), k))
+            .collect();
+        let mut out = sample_rows(policy, &rows, cfg, rng)?;
+        for &i in idx.iter().rev() {
+            sampled[i] = out.split_off(out.len() - k);
+        }
+    }
+    Ok(sampled)
+}
+
 /// Samples one completion per row, all rows in one batch; the prompts must have one length
 /// (the model takes no padding mask, so unequal prompts go in separate calls).
 pub fn sample_rows(

@@ -12,9 +12,10 @@ use serde::Serialize;
 
 use super::checkpoint::{self, TrainerState};
 use super::config::TrainConfig;
+use super::filter::FilterState;
 use super::grpo::GrpoInputs;
 use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
-use super::rollout::{sample_rows, Completion, Policy};
+use super::rollout::{sample_groups, Completion, Policy};
 use super::scoring::Rewarder;
 use super::tasks::Task;
 use super::TrainError;
@@ -101,6 +102,8 @@ pub struct Trainer {
     /// Optimizer steps done.
     pub step: u64,
     pub source: Source,
+    /// The tasks the difficulty filter keeps (all until its first probe).
+    pub filter: FilterState,
 }
 
 fn mean_std(x: &[f64]) -> (f64, f64) {
@@ -130,6 +133,7 @@ impl Trainer {
             rng,
             step: 0,
             source,
+            filter: FilterState::default(),
         })
     }
 
@@ -150,6 +154,7 @@ impl Trainer {
             .map_err(|m| TrainError::Checkpoint(format!("{}: {m}", dir.display())))?;
         self.rng = Rng::from_state(state.rng_state);
         self.step = state.step;
+        self.filter = FilterState::load(dir)?;
         Ok(())
     }
 
@@ -164,6 +169,9 @@ impl Trainer {
             seed: self.cfg.seed,
         };
         checkpoint::save_state(&dir, &state, self.opt.state_tensors())?;
+        if self.cfg.filter.is_some() {
+            self.filter.save(&dir)?;
+        }
         Ok(dir)
     }
 
@@ -184,28 +192,19 @@ impl Trainer {
         };
         let t0 = Instant::now();
         let picked: Vec<&Task> = (0..n)
-            .map(|_| &tasks[self.rng.below(tasks.len())])
+            .map(|_| &tasks[self.filter.pick(tasks.len(), &mut self.rng)])
             .collect();
         let prompts = picked
             .iter()
             .map(|t| self.policy.prompt_ids(&t.messages))
             .collect::<Result<Vec<_>, _>>()?;
-        // Prompts of one length are sampled in one batch (in order of first appearance).
-        let k = self.cfg.group_size;
-        let mut sampled: Vec<Vec<Completion>> = vec![Vec::new(); n];
-        let mut seen = std::collections::HashSet::new();
-        let lengths: Vec<usize> = prompts.iter().map(Vec::len).collect();
-        for len in lengths.into_iter().filter(|l| seen.insert(*l)) {
-            let idx: Vec<usize> = (0..n).filter(|&i| prompts[i].len() == len).collect();
-            let rows: Vec<&[u32]> = idx
-                .iter()
-                .flat_map(|&i| std::iter::repeat_n(prompts[i].as_slice(), k))
-                .collect();
-            let mut out = sample_rows(&self.policy, &rows, &self.cfg.sampling, &mut self.rng)?;
-            for &i in idx.iter().rev() {
-                sampled[i] = out.split_off(out.len() - k);
-            }
-        }
+        let sampled = sample_groups(
+            &self.policy,
+            &prompts,
+            self.cfg.group_size,
+            &self.cfg.sampling,
+            &mut self.rng,
+        )?;
         let t1 = Instant::now();
         m.sample_seconds += (t1 - t0).as_secs_f64();
         let requests: Vec<_> = picked
@@ -429,13 +428,19 @@ impl Trainer {
         };
         let mut all = Vec::new();
         while self.step < self.cfg.steps {
+            if let Some(p) = self.probe_if_due()? {
+                let line = serde_json::to_string(&p).expect("json");
+                writeln!(file, "{line}")
+                    .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+                bar.println(p.summary());
+            }
             let m = self.train_step()?;
             let line = serde_json::to_string(&m).expect("json");
             writeln!(file, "{line}")
                 .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
             bar.set_position(self.step);
             bar.set_message(format!(
-                "reward {:.3}±{:.3} loss {:+.4} kl {:.4} ent {:.2} |g| {:.3} lr {:.1e} len {:.1} skip {} {:.0} tok/s",
+                "reward {:.3}±{:.3} loss {:+.4} kl {:.4} ent {:.2} |g| {:.3} lr {:.1e} len {:.1} skip {} {:.0} tok/s{}",
                 m.reward_mean,
                 m.reward_std,
                 m.loss,
@@ -445,7 +450,8 @@ impl Trainer {
                 m.learning_rate,
                 m.completion_length_mean,
                 m.skipped_groups,
-                m.tokens_per_s
+                m.tokens_per_s,
+                self.filter.progress()
             ));
             all.push(m);
             let every = self.cfg.save_every;
