@@ -11,6 +11,8 @@ mod sft;
 
 use std::sync::Arc;
 
+use candle_core::{DType, Tensor};
+
 use gavel::config::Config;
 use gavel::score::Scorer;
 use gavel::store::{SledStore, VerdictStore};
@@ -18,6 +20,20 @@ use gavel::train::scoring::Rewarder;
 use gavel::train::tasks::read_tasks;
 use gavel::train::toy::{toy_config, write_toy};
 use gavel::train::trainer::{Source, Trainer};
+
+/// The largest absolute difference between two tensors of one shape.
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap()
+        .to_scalar()
+        .unwrap()
+}
 
 fn in_process(rt: &tokio::runtime::Runtime) -> Rewarder {
     let cfg = Config::from_env(&|_| None);
@@ -384,7 +400,7 @@ fn scorer_url_trains_like_in_process() {
 /// `gavel train merge`: the merged model's logits equal the adapted model's.
 #[test]
 fn merged_weights_give_the_adapted_logits() {
-    use candle_core::{DType, Device, Tensor};
+    use candle_core::Device;
     use gavel::train::rollout::Policy;
     let tmp = tempfile::tempdir().unwrap();
     let (model, tasks) = write_toy(tmp.path()).unwrap();
@@ -407,27 +423,15 @@ fn merged_weights_give_the_adapted_logits() {
     )
     .unwrap();
     let ids = Tensor::new(&[[1u32, 2, 3, 4, 5, 6, 7]], &Device::Cpu).unwrap();
-    let diff = |a: &Tensor, b: &Tensor| -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_dtype(DType::F32)
-            .unwrap()
-            .to_scalar()
-            .unwrap()
-    };
     let adapted = t.policy.model.forward(&ids, true).unwrap();
     let base = t.policy.model.forward(&ids, false).unwrap();
     // Fresh adapters (B = 0) on the merged model change nothing.
     let m = merged.model.forward(&ids, true).unwrap();
-    assert!(diff(&adapted, &base) > 0.1, "the adapters do nothing");
+    assert!(max_diff(&adapted, &base) > 0.1, "the adapters do nothing");
     assert!(
-        diff(&adapted, &m) < 1e-4,
+        max_diff(&adapted, &m) < 1e-4,
         "merged logits differ by {}",
-        diff(&adapted, &m)
+        max_diff(&adapted, &m)
     );
 }
 

@@ -27,6 +27,7 @@ pub mod model;
 pub mod offline;
 pub mod optim;
 pub mod rollout;
+pub mod run_log;
 pub mod scoring;
 pub mod sft;
 pub mod tasks;

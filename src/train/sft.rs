@@ -23,7 +23,6 @@
 //!   Logits are computed only at the positions that predict an assistant token.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
@@ -35,6 +34,7 @@ use super::config::TrainConfig;
 use super::offline::tokenize;
 use super::optim::{accumulate, clip_grad_norm, named_grads};
 use super::rollout::Policy;
+use super::run_log::{progress_bar, MetricsFile};
 use super::trainer::{Source, Trainer};
 use super::TrainError;
 use crate::rng::Rng;
@@ -277,34 +277,13 @@ impl Sft {
     /// Runs until `steps`, writing metrics.jsonl and checkpoints; `progress` shows a bar.
     pub fn run(&mut self, progress: bool) -> Result<Vec<SftMetrics>, TrainError> {
         let out = self.trainer.cfg.output_dir.clone();
-        std::fs::create_dir_all(&out)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
-        let path = out.join("metrics.jsonl");
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+        let mut metrics = MetricsFile::open(&out)?;
         let (steps, every) = (self.trainer.cfg.steps, self.trainer.cfg.save_every);
-        let bar = if progress {
-            let b = indicatif::ProgressBar::new(steps);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
-                )
-                .expect("template"),
-            );
-            b.set_position(self.trainer.step);
-            b
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
+        let bar = progress_bar(steps, self.trainer.step, progress);
         let mut all = Vec::new();
         while self.trainer.step < steps {
             let m = self.train_step()?;
-            let line = serde_json::to_string(&m).expect("json");
-            writeln!(file, "{line}")
-                .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+            metrics.write(&m)?;
             bar.set_position(self.trainer.step);
             bar.set_message(format!(
                 "sft loss {:.4} |g| {:.3} lr {:.1e} tok {} {:.0} tok/s",

@@ -3,7 +3,6 @@
 //! rewards all tie, and take one AdamW step on the LoRA adapters from the accumulated gradient.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
@@ -16,6 +15,7 @@ use super::filter::FilterState;
 use super::grpo::GrpoInputs;
 use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
 use super::rollout::{sample_groups, Completion, Policy};
+use super::run_log::{progress_bar, MetricsFile};
 use super::scoring::Rewarder;
 use super::tasks::Task;
 use super::TrainError;
@@ -405,39 +405,16 @@ impl Trainer {
     /// Runs until `cfg.steps`, writing metrics.jsonl and checkpoints; `progress` shows a bar.
     pub fn run(&mut self, progress: bool) -> Result<Vec<StepMetrics>, TrainError> {
         let out = &self.cfg.output_dir;
-        std::fs::create_dir_all(out)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
-        let path = out.join("metrics.jsonl");
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
-        let bar = if progress {
-            let b = indicatif::ProgressBar::new(self.cfg.steps);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
-                )
-                .expect("template"),
-            );
-            b.set_position(self.step);
-            b
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
+        let mut metrics = MetricsFile::open(out)?;
+        let bar = progress_bar(self.cfg.steps, self.step, progress);
         let mut all = Vec::new();
         while self.step < self.cfg.steps {
             if let Some(p) = self.probe_if_due()? {
-                let line = serde_json::to_string(&p).expect("json");
-                writeln!(file, "{line}")
-                    .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+                metrics.write(&p)?;
                 bar.println(p.summary());
             }
             let m = self.train_step()?;
-            let line = serde_json::to_string(&m).expect("json");
-            writeln!(file, "{line}")
-                .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))?;
+            metrics.write(&m)?;
             bar.set_position(self.step);
             bar.set_message(format!(
                 "reward {:.3}±{:.3} loss {:+.4} kl {:.4} ent {:.2} |g| {:.3} lr {:.1e} len {:.1} skip {} {:.0} tok/s{}",

@@ -12,6 +12,8 @@ use gavel::train::tasks::read_tasks;
 use gavel::train::toy::{toy_config, write_toy, TOY_STARTS};
 use gavel::train::trainer::{Source, Trainer};
 
+use super::max_diff;
+
 /// The toy prompt starting at `s` ("3456") and its answer ("789").
 fn toy_pair(s: u32) -> (String, String) {
     let d = |k: u32| char::from_digit((s + k) % 10, 10).unwrap();
@@ -67,19 +69,6 @@ fn greedy_answers(t: &Trainer) -> Vec<String> {
             out.unwrap().remove(0).text
         })
         .collect()
-}
-
-fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_dtype(DType::F32)
-        .unwrap()
-        .to_scalar()
-        .unwrap()
 }
 
 /// SFT on the ten toy examples lowers the loss and then greedy-decodes every answer of its
