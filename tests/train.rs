@@ -6,6 +6,8 @@
 mod common;
 #[path = "train/filter.rs"]
 mod filter;
+#[path = "train/sample.rs"]
+mod sample;
 #[path = "train/sft.rs"]
 mod sft;
 

@@ -25,6 +25,13 @@ use crate::rng::Rng;
 pub enum TrainAction {
     /// Train the tiny random model on the toy digit task (writes it under --output-dir).
     Toy,
+    /// Sample `--group-size` completions of every task with the model (and `--init-adapter`, if
+    /// given), score each group, and write the scored groups for `gavel select` or `--offline`.
+    Sample {
+        /// Where the scored groups go (JSONL, one group per line).
+        #[arg(long, env = "GAVEL_TRAIN_SAMPLE_OUT", value_name = "SCORED.jsonl")]
+        out: PathBuf,
+    },
     /// Write the base weights with the adapters of a checkpoint merged in (model folders only).
     Merge {
         /// The checkpoint directory (adapter_model.safetensors, adapter_config.json).
@@ -333,6 +340,14 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             }
             cfg = t;
         }
+        Some(TrainAction::Sample { .. }) => {
+            if cfg.sft.is_some() || cfg.offline.is_some() || cfg.tasks.is_none() {
+                return Err(TrainError::Config(
+                    "train sample samples the tasks of --tasks (not --sft or --offline data)"
+                        .into(),
+                ));
+            }
+        }
         None => {}
     }
     cfg.validate()?;
@@ -370,6 +385,11 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
         rt: rt.clone(),
     };
     let mut trainer = Trainer::new(cfg, source)?;
+    if let Some(TrainAction::Sample { out }) = &args.action {
+        let groups = super::sample::write_samples(&mut trainer, out)?;
+        eprintln!("{}: {groups} scored groups", out.display());
+        return Ok(0);
+    }
     train(&mut trainer, &args, &rt)
 }
 

@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::rollout::sample_groups;
 use super::trainer::{Source, Trainer};
 use super::TrainError;
 use crate::rng::Rng;
@@ -219,51 +218,24 @@ impl Trainer {
         if !self.filter.due(&fcfg, self.step) {
             return Ok(None);
         }
-        let Source::Online {
-            tasks,
-            rewarder,
-            rt,
-        } = &self.source
-        else {
+        if !matches!(self.source, Source::Online { .. }) {
             return Ok(None);
-        };
+        }
         let started = Instant::now();
         let k = fcfg.probe_samples;
-        let mut bands = Vec::with_capacity(tasks.len());
-        let mut rates = Vec::with_capacity(tasks.len());
-        let mut probe_tokens = 0;
-        // As many prompts per batch as a step samples, so a probe fits where a step does.
-        for chunk in tasks.chunks(self.cfg.prompts_per_step) {
-            let prompts = chunk
-                .iter()
-                .map(|t| self.policy.prompt_ids(&t.messages))
-                .collect::<Result<Vec<_>, _>>()?;
-            let sampled =
-                sample_groups(&self.policy, &prompts, k, &self.cfg.sampling, &mut self.rng)?;
-            let requests: Vec<_> = chunk
-                .iter()
-                .zip(&sampled)
-                .map(|(task, cs)| {
-                    probe_tokens += cs.iter().map(|c| c.tokens.len()).sum::<usize>();
-                    let texts: Vec<String> = cs.iter().map(|c| c.text.clone()).collect();
-                    task.request(&texts)
-                })
-                .collect();
-            let scored = rt.block_on(futures::future::join_all(
-                requests.iter().map(|r| rewarder.score(r)),
-            ));
-            for (task, scored) in chunk.iter().zip(scored) {
-                let scored = scored.map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
-                let rate = pass_rate(&scored.rewards, fcfg.pass_threshold);
-                rates.push(rate);
-                bands.push(classify(rate, fcfg.pass_rate));
-            }
-        }
+        let groups = self.sample_tasks(k)?;
+        let probe_tokens = groups.iter().map(|g| g.tokens).sum();
+        let rates: Vec<Option<f64>> = groups
+            .iter()
+            .map(|g| pass_rate(&g.scored.rewards, fcfg.pass_threshold))
+            .collect();
+        let bands: Vec<Band> = rates.iter().map(|&r| classify(r, fcfg.pass_rate)).collect();
+        let tasks = groups.len();
         let count = |b: Band| bands.iter().filter(|&&x| x == b).count();
         let report = ProbeReport {
             event: "probe",
             step: self.step,
-            tasks: tasks.len(),
+            tasks,
             below: count(Band::Below),
             inside: count(Band::Inside),
             above: count(Band::Above),

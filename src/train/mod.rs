@@ -28,6 +28,7 @@ pub mod offline;
 pub mod optim;
 pub mod rollout;
 pub mod run_log;
+pub mod sample;
 pub mod scoring;
 pub mod sft;
 pub mod tasks;
