@@ -18,6 +18,7 @@ pub mod lint;
 #[cfg(feature = "local")]
 pub mod model;
 pub mod openrlhf;
+pub mod output_file;
 pub mod prompt;
 pub mod rescore;
 pub mod reward;

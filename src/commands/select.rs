@@ -3,7 +3,6 @@
 //! leaves no output, or the old one, never half a file) and prints the summary on stderr.
 //! A bad line is one `FILE:LINE: problem` line on stderr and exit status 2, as for `score`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -69,26 +68,11 @@ pub fn run(args: SelectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes the lines to `OUTPUT.tmp`, syncs it, and renames it onto `path`; the temp file is
-/// removed when anything fails.
+/// Writes the lines whole or not at all (see [`gavel::output_file`]).
 fn write_atomically<'a>(
     path: &Path,
     lines: impl Iterator<Item = &'a String>,
 ) -> anyhow::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = (|| -> std::io::Result<()> {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        for l in lines {
-            f.write_all(l.as_bytes())?;
-            f.write_all(b"\n")?;
-        }
-        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.with_context(|| format!("{}: cannot write", path.display()))
+    gavel::output_file::write_lines(path, lines)
+        .with_context(|| format!("{}: cannot write", path.display()))
 }

@@ -2,7 +2,6 @@
 //! filter's probe, and `gavel train sample`, which writes the scored groups for `gavel select`
 //! and `train --offline` (the best-of-N step of the four-stage recipe).
 
-use std::io::Write;
 use std::path::Path;
 
 use serde_json::Value;
@@ -68,21 +67,17 @@ impl Trainer {
 
 /// `gavel train sample --out FILE`: `group_size` completions of every task, scored, one group
 /// per line as a request body with its `rewards` and `advantages` added (the self-contained
-/// form `gavel select` and `train --offline` read), written to a temporary file and renamed,
-/// so a failure leaves no partial output. Returns the number of groups.
+/// form `gavel select` and `train --offline` read), whole or not at all
+/// ([`crate::output_file`]). Returns the number of groups.
 pub fn write_samples(trainer: &mut Trainer, out: &Path) -> Result<usize, TrainError> {
     let groups = trainer.sample_tasks(trainer.cfg.group_size)?;
-    let tmp = out.with_extension("jsonl.tmp");
-    let io = |e: std::io::Error, p: &Path| TrainError::Io(format!("{}: {e}", p.display()));
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(|e| io(e, &tmp))?);
-    for g in &groups {
+    let lines = groups.iter().map(|g| {
         let mut line = g.request.clone();
         line["rewards"] = serde_json::json!(g.scored.rewards);
         line["advantages"] = serde_json::json!(g.scored.advantages);
-        writeln!(file, "{line}").map_err(|e| io(e, &tmp))?;
-    }
-    file.flush().map_err(|e| io(e, &tmp))?;
-    drop(file);
-    std::fs::rename(&tmp, out).map_err(|e| io(e, out))?;
+        line.to_string()
+    });
+    crate::output_file::write_lines(out, lines)
+        .map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
     Ok(groups.len())
 }
