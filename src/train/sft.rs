@@ -37,6 +37,7 @@ use super::rollout::Policy;
 use super::run_log::{progress_bar, MetricsFile};
 use super::trainer::{Source, Trainer};
 use super::TrainError;
+use crate::groupfile::{nonblank_lines, read_text};
 use crate::rng::Rng;
 use crate::trajectory::parse_trajectory;
 
@@ -72,14 +73,10 @@ impl SftExample {
 /// Reads chat examples and tokenizes them for `policy`; a bad line is `FILE:LINE: problem`.
 pub fn read_sft(path: &Path, policy: &Policy) -> Result<Vec<SftExample>, TrainError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| TrainError::Input(format!("{file}: cannot read: {e}")))?;
+    let text = read_text(path).map_err(TrainError::Input)?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("{file}:{}", i + 1);
+    for (n, line) in nonblank_lines(&text) {
+        let at = format!("{file}:{n}");
         let ex =
             parse_example(line, policy).map_err(|m| TrainError::Input(format!("{at}: {m}")))?;
         out.push(SftExample { at, ..ex });

@@ -3,6 +3,7 @@
 //! ...), which say how the completions of that prompt are scored. Every line is checked when the
 //! file is read, so a bad line stops training before the first step.
 
+use crate::groupfile::{nonblank_lines, read_text};
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
@@ -45,14 +46,10 @@ impl Task {
 /// Reads and checks a task file.
 pub fn read_tasks(path: &Path) -> Result<Vec<Task>, TrainError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| TrainError::Input(format!("{file}: cannot read: {e}")))?;
+    let text = read_text(path).map_err(TrainError::Input)?;
     let mut tasks = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("{file}:{}", i + 1);
+    for (n, line) in nonblank_lines(&text) {
+        let at = format!("{file}:{n}");
         tasks.push(parse_task(line, &at).map_err(|m| TrainError::Input(format!("{at}: {m}")))?);
     }
     if tasks.is_empty() {
