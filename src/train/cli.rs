@@ -23,8 +23,14 @@ use crate::rng::Rng;
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum TrainAction {
-    /// Train the tiny random model on the toy digit task (writes it under --output-dir).
-    Toy,
+    /// Train the tiny random model on the toy digit task (writes it, its tasks and the run's
+    /// train.toml under --output-dir).
+    Toy {
+        /// Only write the toy model, tasks and train.toml; train nothing (the four-stage
+        /// recipe starts from the untrained model with `--config DIR/train.toml`).
+        #[arg(long, env = "GAVEL_TRAIN_TOY_NO_TRAIN", default_value_t = false)]
+        no_train: bool,
+    },
     /// Sample `--group-size` completions of every task with the model (and `--init-adapter`, if
     /// given), score each group, and write the scored groups for `gavel select` or `--offline`.
     Sample {
@@ -327,7 +333,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
     let mut cfg = args.config()?;
     match &args.action {
         Some(TrainAction::Merge { adapter, out }) => return merge(&cfg, adapter, out).map(|()| 0),
-        Some(TrainAction::Toy) => {
+        Some(TrainAction::Toy { no_train }) => {
             std::fs::create_dir_all(&cfg.output_dir)
                 .map_err(|e| TrainError::Io(format!("{}: {e}", cfg.output_dir.display())))?;
             let (model, tasks) = toy::write_toy(&cfg.output_dir)?;
@@ -337,6 +343,17 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             }
             if args.seed.is_some() {
                 t.seed = cfg.seed;
+            }
+            let toml = cfg.output_dir.join("train.toml");
+            toy::write_toy_config(&toml, &t)?;
+            if *no_train {
+                eprintln!(
+                    "toy: wrote {}, {} and {}",
+                    t.model.display(),
+                    t.tasks.as_deref().unwrap_or(Path::new("")).display(),
+                    toml.display()
+                );
+                return Ok(0);
             }
             cfg = t;
         }

@@ -185,4 +185,17 @@ mod tests {
         let e = TrainConfig::from_file(&bad).unwrap_err().to_string();
         assert!(e.contains("t.toml:2: unknown field `learning_rat`"), "{e}");
     }
+
+    #[test]
+    fn a_partial_lora_table_keeps_the_other_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, "[lora]\nr = 4\n").unwrap();
+        let c = TrainConfig::from_file(&path).unwrap();
+        assert_eq!(c.lora.r, 4);
+        let d = LoraConfig::default();
+        assert_eq!(c.lora.alpha, d.alpha);
+        assert_eq!(c.lora.target_modules, d.target_modules);
+        c.lora.validate().unwrap();
+    }
 }

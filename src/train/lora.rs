@@ -1,11 +1,13 @@
 //! Linear layers with optional LoRA adapters: h = Wx + b + s·B(Ax), s = α/r (or α/√r with
 //! rsLoRA). A starts uniform in ±1/√in (PEFT's kaiming-uniform bound), B at zero, so a fresh
 //! adapter leaves the model exactly as it was. W and b are plain tensors — candle's autograd
-//! only tracks `Var`s — so gradients reach A and B and never the base weights.
+//! only tracks `Var`s — so gradients reach A and B and never the base weights; `Wx` is
+//! [`matmul_frozen_t`], so the backward pass does not compute W's gradient either.
 
 use candle_core::{Result, Tensor, Var};
 use serde::{Deserialize, Serialize};
 
+use super::frozen::matmul_frozen_t;
 use crate::rng::Rng;
 
 /// The projections LoRA can adapt, by their Hugging Face module name.
@@ -21,7 +23,7 @@ pub const TARGETS: &[&str] = &[
 
 /// Which projections get adapters and how big they are.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct LoraConfig {
     /// Rank r.
     pub r: usize,
@@ -130,7 +132,7 @@ impl Linear {
         let inp = *dims.last().expect("a non-scalar input");
         let rows: usize = dims[..dims.len() - 1].iter().product();
         let x2 = x.reshape((rows, inp))?;
-        let mut y = x2.matmul(&self.weight.t()?)?;
+        let mut y = matmul_frozen_t(&x2, &self.weight)?;
         if let Some(b) = &self.bias {
             y = y.broadcast_add(b)?;
         }

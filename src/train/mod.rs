@@ -21,6 +21,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod filter;
+mod frozen;
 pub mod grpo;
 pub mod lora;
 pub mod model;

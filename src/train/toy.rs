@@ -119,6 +119,23 @@ pub fn write_toy(dir: &Path) -> Result<(PathBuf, PathBuf), TrainError> {
     Ok((model, tasks))
 }
 
+/// Writes `cfg` as a `train.toml`, so every later stage (`train sample`, `--sft`, `--offline`,
+/// online GRPO) runs on the toy with `--config` and the same settings. Its paths are as given,
+/// relative to the folder `gavel train toy` ran in, as `train.toml`'s paths are.
+pub fn write_toy_config(path: &Path, cfg: &TrainConfig) -> Result<(), TrainError> {
+    let body = toml::to_string(cfg).map_err(|e| {
+        TrainError::Io(format!(
+            "{}: cannot write the toy config: {e}",
+            path.display()
+        ))
+    })?;
+    let text = format!(
+        "# The toy run's settings, written by `gavel train toy`. Paths are relative to the folder\n\
+         # it ran in; every key is also a flag of `gavel train` (a flag wins).\n\n{body}"
+    );
+    std::fs::write(path, text).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+}
+
 /// The toy run's settings (tuned to learn in well under a minute on two cores, debug build).
 pub fn toy_config(model: PathBuf, tasks: PathBuf, output_dir: PathBuf) -> TrainConfig {
     let mut c = TrainConfig {
@@ -146,4 +163,25 @@ pub fn toy_config(model: PathBuf, tasks: PathBuf, output_dir: PathBuf) -> TrainC
     c.grpo.beta = 0.04;
     c.grpo.loss_type = LossType::Dapo;
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_train_toml_reads_back_as_the_toy_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = toy_config(
+            "t/toy-model".into(),
+            "t/toy-tasks.jsonl".into(),
+            "t/run".into(),
+        );
+        c.seed = 3;
+        let path = dir.path().join("train.toml");
+        write_toy_config(&path, &c).unwrap();
+        let back = TrainConfig::from_file(&path).unwrap();
+        assert_eq!(back, c);
+        back.validate().unwrap();
+    }
 }
