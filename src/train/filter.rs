@@ -210,7 +210,10 @@ impl FilterState {
 
 impl Trainer {
     /// Probes the tasks if the filter is on and a probe is due at this step, and narrows the
-    /// tasks the next steps draw from; an error when no task is left inside the band.
+    /// tasks the next steps draw from. No task inside the band is an error before the first step
+    /// (nothing would be trained); at a later probe the report says so (`inside == 0`) and
+    /// [`Trainer::run`] ends the run there, with a checkpoint: the policy has outgrown (or
+    /// collapsed out of) every task, and further steps would sample groups that all tie.
     pub fn probe_if_due(&mut self) -> Result<Option<ProbeReport>, TrainError> {
         let Some(fcfg) = self.cfg.filter.clone() else {
             return Ok(None);
@@ -249,7 +252,7 @@ impl Trainer {
             bands,
             task_pass_rates: rates,
         };
-        if report.inside == 0 {
+        if report.inside == 0 && self.step == 0 {
             return Err(TrainError::Input(format!(
                 "difficulty filter: no task inside filter.pass_rate [{}, {}] at step {} \
                  ({} tasks: {} below, {} above, {} unscored; pass = reward >= \
@@ -263,6 +266,11 @@ impl Trainer {
                 report.unscored,
                 fcfg.pass_threshold
             )));
+        }
+        if report.inside == 0 {
+            // The run ends at this step; the kept tasks stay as they were, so a checkpoint
+            // resumed from here probes again rather than drawing from nothing.
+            return Ok(Some(report));
         }
         self.filter = FilterState {
             active: Some(

@@ -5,7 +5,7 @@
 //!
 //! The model is a tiny random-weight Qwen2 ([`super::toy_model`]) with its own tokenizer: the
 //! ten digits, a few distractors and the three specials, and a chat template that is just the
-//! prompt followed by `<|im_start|>`. A small vocabulary keeps exploration cheap; short prompts
+//! prompt (an assistant turn closed by `<|im_end|>`). A small vocabulary keeps exploration cheap; short prompts
 //! keep each step to a few milliseconds of tensor work per token.
 
 use std::path::{Path, PathBuf};
@@ -31,8 +31,11 @@ pub const ANSWER_DIGITS: usize = 3;
 /// Plain tokens of the toy tokenizer besides the digits (wrong answers to unlearn).
 const DISTRACTORS: &[u8] = b" ,.";
 
-/// The toy chat template: the prompt's text alone, which the answer continues.
-pub const TOY_TEMPLATE: &str = "{%- for message in messages %}{{- message.content }}{%- endfor %}";
+/// The toy chat template: the prompt's text alone, which the answer continues. An assistant
+/// turn ends with `<|im_end|>`, so SFT and offline GRPO on written-out completions learn where an
+/// answer stops (and an empty answer is that one token, not nothing).
+pub const TOY_TEMPLATE: &str = "{%- for message in messages %}{{- message.content }}\
+{%- if message.role == 'assistant' %}<|im_end|>{%- endif %}{%- endfor %}";
 
 /// One toy task line: the prompt `start..start+4` (mod 10) and one verifier per answer digit.
 pub fn task_line(start: u32) -> serde_json::Value {

@@ -412,6 +412,17 @@ impl Trainer {
             if let Some(p) = self.probe_if_due()? {
                 metrics.write(&p)?;
                 bar.println(p.summary());
+                if p.inside == 0 {
+                    bar.suspend(|| {
+                        eprintln!(
+                            "difficulty filter: no task left inside the band at step {}: \
+                             training ends here (checkpoint-{})",
+                            self.step, self.step
+                        )
+                    });
+                    self.save()?;
+                    break;
+                }
             }
             let m = self.train_step()?;
             metrics.write(&m)?;

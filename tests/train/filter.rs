@@ -1,6 +1,7 @@
 //! The difficulty filter on the toy model: a probe before training (and every `reprobe_every`
 //! steps) drops the tasks the policy always or never solves, the steps draw only from the rest,
-//! `metrics.jsonl` reports the mix, and a probe that keeps nothing stops training.
+//! `metrics.jsonl` reports the mix, and a probe that keeps nothing stops training (an error before
+//! the first step, the end of the run with a checkpoint after it).
 
 use gavel::train::filter::{Band, FilterConfig, FilterState};
 use gavel::train::tasks::read_tasks;
@@ -145,6 +146,45 @@ fn a_probe_that_keeps_no_task_stops_training() {
     assert!(
         t.probe_if_due().unwrap().is_none(),
         "reprobe_every = 0: one probe"
+    );
+}
+
+/// A re-probe that finds no task left inside the band ends the run at that step with a
+/// checkpoint (what was trained is kept), instead of an error that would lose it.
+#[test]
+fn a_later_probe_that_keeps_no_task_ends_the_run_with_a_checkpoint() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // Band [0, 0.5]: the never-solved task is inside, the always-solved one above.
+    let lines = vec![task("12", ""), task("34", "x")];
+    let filter = FilterConfig {
+        pass_rate: [0.0, 0.5],
+        reprobe_every: 1,
+        ..FilterConfig::default()
+    };
+    let mut t = trainer(tmp.path(), &lines, &rt, filter, 5);
+    let p = t.probe_if_due().unwrap().unwrap();
+    assert_eq!((p.inside, p.above), (1, 1));
+    let kept = t.filter.clone();
+    t.train_step().unwrap();
+    // The task that was inside is now solved every time: the probe at step 1 keeps nothing.
+    let Source::Online { tasks, .. } = &mut t.source else {
+        unreachable!()
+    };
+    tasks[1] = tasks[0].clone();
+    let m = t.run(false).unwrap();
+    assert!(m.is_empty(), "no step after the empty probe");
+    assert_eq!(t.step, 1);
+    assert!(tmp.path().join("out/checkpoint-1").is_dir());
+    assert_eq!(
+        t.filter, kept,
+        "the kept tasks stay as the last useful probe left them"
+    );
+    let last = metrics(tmp.path()).pop().unwrap();
+    assert_eq!(last["event"], "probe");
+    assert_eq!(
+        (last["step"].as_u64(), last["inside"].as_u64()),
+        (Some(1), Some(0))
     );
 }
 

@@ -98,11 +98,12 @@ fn sft_lowers_the_loss_and_decodes_the_answers() {
         last < 0.2 * first && last < 0.3,
         "loss {first:.3} → {last:.3}"
     );
-    // Five examples of three answer tokens a step, in two length buckets of ≤ 16 tokens.
-    assert!(m.iter().all(|x| x.tokens == 15 && x.seq_tokens == 35));
+    // Five examples a step of four answer tokens (three digits and the template's `<|im_end|>`)
+    // after a four-token prompt, in passes of ≤ 16 padded tokens: two rows, two, one.
+    assert!(m.iter().all(|x| x.tokens == 20 && x.seq_tokens == 40));
     assert!(m.iter().all(|x| x.micro_batches == 3 && x.pad_tokens == 0));
     assert_eq!(greedy_answers(&s.trainer), want);
-    // The loss of one example is −log p(answer | prompt) / 3, from a plain forward pass.
+    // The loss of one example is −log p(answer | prompt) / 4, from a plain forward pass.
     let ex = &s.data[0];
     let ids: Vec<u32> = [ex.prompt.as_slice(), &ex.tokens].concat();
     let n = ids.len();
