@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::json_text::JsonOrText;
 use crate::trajectory::{Message, Role, ToolCall, Trajectory};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +53,15 @@ impl Default for DedupSection {
 }
 
 /// A message as the judge sees it: content either inline or a reference to a shared block.
+/// Serialized as the prompt's message line: a content that is a JSON object or array is written
+/// as that value, compacted ([`JsonOrText`]), not re-quoted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct JudgeMessage {
     pub role: Role,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "json_or_text_opt"
+    )]
     pub content: Option<String>,
     /// Id of the shared block that holds this message's content.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,11 +74,31 @@ pub struct JudgeMessage {
     pub name: Option<String>,
 }
 
+/// A tool call as the judge sees it. Its `arguments` stay the JSON string the API carries:
+/// they are short, and written as values they would change prompts (and verdicts) that the
+/// labelled sets measure, for a few tokens.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct JudgeToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+}
+
+impl JudgeMessage {
+    /// Whether the prompt writes this message's content as a JSON value (so the template says
+    /// what such a value means).
+    pub fn has_json_value(&self) -> bool {
+        self.content
+            .as_deref()
+            .is_some_and(|c| JsonOrText(c).is_json())
+    }
+}
+
+fn json_or_text_opt<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => JsonOrText(v).serialize(s),
+        None => s.serialize_none(),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -12,6 +12,7 @@ pub mod diff;
 pub mod eval;
 pub mod groupfile;
 pub mod html;
+pub mod json_text;
 pub mod judge;
 pub mod lint;
 /// Qwen models in candle, shared by the local judge and the trainer (`train` turns `local` on).

@@ -6,7 +6,9 @@
 //!
 //! Trajectory content is quoted as data: every message is one JSON line with `<`, `>` and `&`
 //! escaped as `\u003c`, `\u003e`, `\u0026`, so no content can close a tag, open a fake
-//! `<trajectory>` or pose as the grader. Everything else in the JSON stays as it is — non-ASCII
+//! `<trajectory>` or pose as the grader. A content that is itself a JSON object or array (a
+//! tool's result, above all) is written as that JSON value, compacted, not re-quoted as a string
+//! ([`crate::json_text`]); the same escaping applies inside it. Everything else in the JSON stays as it is — non-ASCII
 //! text is sent as UTF-8, which costs far fewer tokens than `\uXXXX` escapes.
 
 use std::collections::BTreeMap;
@@ -15,7 +17,8 @@ use std::path::{Path, PathBuf};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::dedup::JudgeInput;
+use crate::dedup::{JudgeInput, JudgeMessage};
+use crate::json_text::JsonOrText;
 use crate::rubric::Rubric;
 use crate::trajectory::content_hash;
 
@@ -197,6 +200,9 @@ struct Context<'a> {
     tools: Option<String>,
     /// The reference answer, quoted as a JSON string.
     reference: Option<String>,
+    /// Whether any message line writes its content as a JSON value (the
+    /// system message then says what such a value is).
+    json_values: bool,
 }
 
 /// JSON text of `v` with `<`, `>` and `&` escaped (they only ever occur inside JSON strings,
@@ -296,7 +302,7 @@ impl Prompts {
                 .iter()
                 .map(|b| QuotedBlock {
                     id: &b.id,
-                    content: quote_json(&b.content),
+                    content: quote_json(&JsonOrText(&b.content)),
                 })
                 .collect(),
             trajectories: order
@@ -313,6 +319,15 @@ impl Prompts {
                 .collect(),
             tools: tools.filter(|t| !t.is_null()).map(quote_json),
             reference: reference.map(quote_json),
+            json_values: input.prefix.iter().any(JudgeMessage::has_json_value)
+                || input.shared.iter().any(|b| JsonOrText(&b.content).is_json())
+                // Over the whole group, not the candidates shown: pointwise and pairwise prompts
+                // of one group must share their system message (the same question after the
+                // same prefix, and one prefill for all).
+                || input
+                    .candidates
+                    .iter()
+                    .any(|c| c.messages.iter().any(JudgeMessage::has_json_value)),
         };
         let mut messages = Vec::with_capacity(2);
         for role in ["system", "user"] {
@@ -493,6 +508,82 @@ mod tests {
         assert_eq!(user.matches("</trajectory>").count(), 2);
         assert!(user.contains("\\u003c/trajectory\\u003e"));
         assert!(user.contains("score 1 \\u0026 stop"));
+    }
+
+    /// A tool result that is JSON is written as its compact value, escaped like any content,
+    /// in the message line and in its shared block (arguments stay strings); the system message
+    /// says so only when the group has one, in every mode, for every trajectory shown.
+    #[test]
+    fn json_contents_are_written_as_json_values() {
+        let result = "{\n  \"sheets\": [\"Sales\", \"Notes\"],\n  \"note\": \"a < b & c\"\n}";
+        let long = format!("[{}]", vec!["{\"row\": 1, \"v\": \"x\"}"; 20].join(", "));
+        let traj = |answer: &str| {
+            json!({"messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function",
+                    "function": {"name": "meta", "arguments": "{\"book\": \"x.xlsx\"}"}}]},
+                {"role": "tool", "tool_call_id": "a", "content": result},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "b", "type": "function",
+                    "function": {"name": "read", "arguments": "not json"}}]},
+                {"role": "tool", "tool_call_id": "b", "content": long},
+                {"role": "assistant", "content": answer}]})
+        };
+        let g = parse_trajectories(&json!([traj("A"), traj("B")]), 64).unwrap();
+        let input = JudgeInput::build(&g, &DedupConfig::default());
+        let prompts = Prompts::load(None).unwrap();
+        let rubrics = RubricSet::load(None).unwrap();
+        let rubric = rubrics.get("default").unwrap();
+        let p = prompts
+            .render(DEFAULT_PROMPT, &input, &[0, 1], rubric, None, None)
+            .unwrap();
+        let user = &p.messages[1].content;
+        assert!(
+            user.contains(
+                r#"{"role":"tool","content":{"sheets":["Sales","Notes"],"note":"a \u003c b \u0026 c"},"tool_call_id":"call_1"}"#
+            ),
+            "{user}"
+        );
+        // Tool-call arguments stay the API's JSON string.
+        assert!(
+            user.contains(r#""arguments":"{\"book\": \"x.xlsx\"}""#),
+            "{user}"
+        );
+        assert!(
+            user.contains(r#"[{"row":1,"v":"x"},{"row":1,"v":"x"}"#),
+            "the shared long result as a compact value: {user}"
+        );
+        let said = "one JSON object per line, JSON contents as JSON values.";
+        assert!(p.messages[0].content.contains(said));
+        for mode in [JudgeMode::Pointwise, JudgeMode::Pairwise] {
+            let one = prompts.render(mode.prompt(), &input, &[1], rubric, None, None);
+            let other = prompts.render(mode.prompt(), &input, &[0], rubric, None, None);
+            let (one, other) = (one.unwrap(), other.unwrap());
+            assert!(one.messages[0].content.contains(said), "{mode:?}");
+            assert_eq!(one.messages[0], other.messages[0], "{mode:?}");
+        }
+        let plain = render(json!([
+            {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "[1, 2]?"}]},
+            {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "42"}]}]));
+        assert!(!plain.messages[0].content.contains(said));
+        assert!(plain.messages[1].content.contains(r#""content":"42""#));
+    }
+
+    /// A group of one is asked to grade one trajectory, not to grade "1 trajectories relative
+    /// to the others"; a group of two or more reads as before.
+    #[test]
+    fn a_group_of_one_is_graded_as_one() {
+        let one = render(json!([
+            {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]));
+        let sys = &one.messages[0].content;
+        assert!(sys.starts_with("Grade one AI agent trajectory by the standards below.\n<context> holds the messages that set the task"), "{sys}");
+        assert!(!sys.contains("relative to the others"), "{sys}");
+        let two = render(json!([
+            {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+            {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "b"}]}]));
+        assert!(two.messages[0].content.starts_with(
+            "Grade 2 AI agent trajectories that attempted the same task, each relative to the others.\n\
+             <context> holds the messages all trajectories share; it defines the goal. Each <trajectory id=\"...\"> holds one trajectory's own messages, one JSON object per line.\n"
+        ), "{}", two.messages[0].content);
     }
 
     #[test]

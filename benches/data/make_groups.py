@@ -20,6 +20,15 @@ Kinds:
 - short: single-turn questions with short answers, some answers repeated verbatim; sizes 4-16.
 - multilingual: German user turns, Chinese and Russian tool results and documents, German or
   English answers; 8 rollouts.
+- agent_sheet_shared_ids, agent_docs_shared_ids: the two agent kinds as frameworks that number
+  tool calls deterministically write them ("call_1", "call_2", ... in each rollout, so the ids
+  of the same call agree across rollouts) and with every tool result JSON, as spreadsheet and
+  search tools return it (range reads as {"range", "values"}, fetched documents as
+  {"url", "title", "text"}); same seeds' structure, new seeds.
+- single: groups of one trajectory (an agent rollout, a RAG answer, a short answer).
+
+The first five kinds are unchanged since the corpus's first version (their lines are
+byte-identical); the later kinds were added after it.
 """
 
 import json
@@ -59,14 +68,20 @@ def tool_def(name, description, properties, required=()):
 
 
 class Rollout:
-    """Builds one trajectory's messages; tool calls get fresh random ids."""
+    """Builds one trajectory's messages; tool calls get fresh random ids, or with shared_ids the
+    number of the call in the rollout ("call_1", "call_2", ...), drawing nothing from rng."""
 
-    def __init__(self, rng, system, user):
+    def __init__(self, rng, system, user, shared_ids=False):
         self.rng = rng
+        self.shared_ids = shared_ids
+        self.calls = 0
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def call(self, name, args, result, say=None):
-        tc = tool_call(self.rng, name, args)
+        tc = tool_call(self.rng, name, args)  # draws the random id either way: same rng stream
+        self.calls += 1
+        if self.shared_ids:
+            tc["id"] = f"call_{self.calls}"
         self.messages.append({"role": "assistant", "content": say, "tool_calls": [tc]})
         self.messages.append({"role": "tool", "tool_call_id": tc["id"], "content": result})
 
@@ -95,10 +110,11 @@ SHEET_TOOLS = [
 ]
 
 
-def sales_table(rng, year, rows):
+def sales_table(rng, year, rows, as_json=False):
     head = "Row | Month | Region | Product | Gross (USD) | Returns (USD) | Net (USD)"
     lines = [head, "-" * len(head)]
     data = []
+    cells = [["Month", "Region", "Product", "Gross (USD)", "Returns (USD)", "Net (USD)"]]
     for r in range(rows):
         month = MONTHS[r % 12]
         region = rng.choice(REGIONS)
@@ -108,6 +124,9 @@ def sales_table(rng, year, rows):
         net = round(gross - returns, 2)
         data.append((month, region, net))
         lines.append(f"{r + 2} | {month} {year} | {region} | {product} | {gross:,.2f} | {returns:,.2f} | {net:,.2f}")
+        cells.append([f"{month} {year}", region, product, gross, returns, net])
+    if as_json:
+        return cells, data
     return "\n".join(lines), data
 
 
@@ -122,7 +141,13 @@ def workbook_metadata(name, sheets):
     })
 
 
-def agent_sheet(seed):
+def range_read(ref, values):
+    """A spreadsheet tool's JSON answer to read_ranges."""
+    return json.dumps({"ranges": [{"range": ref, "values": values}]})
+
+
+def agent_sheet(seed, shared=False):
+    """shared: deterministic tool-call ids and JSON tool results (agent_sheet_shared_ids)."""
     rng = random.Random(seed)
     year = 2020 + seed % 5
     region = rng.choice(REGIONS)
@@ -130,12 +155,18 @@ def agent_sheet(seed):
     months = MONTHS[m0:m0 + 3]
     book = f"sales_{year}_q{m0 // 3 + 1}.xlsx"
     rows = 40
-    sales, data = sales_table(rng, year, rows)
-    decoy, _ = sales_table(rng, year - 1, rows)
-    assumptions = "\n".join(
-        ["Key | Value | Note", "FX_RATE | 1.0842 | EUR->USD, month-end average",
-         "TAX_RATE | 0.19 | blended", "RETURN_WINDOW_DAYS | 30 | policy 2022-07"]
-        + [f"ADJ_{i} | {rng.uniform(-2, 2):.4f} | seasonal adjustment factor for {MONTHS[i]}" for i in range(12)])
+    sales, data = sales_table(rng, year, rows, as_json=shared)
+    decoy, _ = sales_table(rng, year - 1, rows, as_json=shared)
+    assumption_rows = (
+        [["Key", "Value", "Note"], ["FX_RATE", "1.0842", "EUR->USD, month-end average"],
+         ["TAX_RATE", "0.19", "blended"], ["RETURN_WINDOW_DAYS", "30", "policy 2022-07"]]
+        + [[f"ADJ_{i}", f"{rng.uniform(-2, 2):.4f}", f"seasonal adjustment factor for {MONTHS[i]}"]
+           for i in range(12)])
+    assumptions = "\n".join(" | ".join(r) for r in assumption_rows)
+    if shared:
+        sales = range_read(f"Sales!A1:G{rows + 1}", sales)
+        decoy = range_read(f"Sales_{year - 1}!A1:G{rows + 1}", decoy)
+        assumptions = range_read("Assumptions!A1:C16", assumption_rows)
     meta = workbook_metadata(book, [("Sales", f"A1:G{rows + 1}"), (f"Sales_{year - 1}", f"A1:G{rows + 1}"),
                                     ("Assumptions", "A1:C16"), ("Notes", "A1:A12")])
     truth = round(sum(n for mo, rg, n in data if rg == region and mo in months) * 100)
@@ -152,7 +183,7 @@ def agent_sheet(seed):
     # One path every rollout may take, chosen per rollout; some take the same path and say the
     # same words (so they are identical but for their tool-call ids).
     for i in range(8):
-        r = Rollout(rng, system, user)
+        r = Rollout(rng, system, user, shared_ids=shared)
         path = rng.choice(["direct", "direct", "direct_python", "decoy", "assumptions", "lazy"])
         if path == "lazy":
             r.call("read_ranges", {"ranges": [f"Sales!A1:G{rows + 1}"]}, sales, say=None)
@@ -171,7 +202,8 @@ def agent_sheet(seed):
         if path == "direct_python":
             code = (f"df = wb['Sales']\nmask = (df.Region == '{region}') & df.Month.str[:3].isin({months!r})\n"
                     "print(int(round(df.loc[mask, 'Net (USD)'].sum() * 100)))")
-            r.call("run_python", {"code": code}, str(truth), say="Summing with pandas to avoid arithmetic slips.")
+            out = json.dumps({"stdout": f"{truth}\n", "stderr": "", "exit_code": 0}) if shared else str(truth)
+            r.call("run_python", {"code": code}, out, say="Summing with pandas to avoid arithmetic slips.")
         if path == "decoy":
             ans = truth if rng.random() < 0.5 else truth + rng.randint(10_000, 2_000_000)
         else:
@@ -229,7 +261,8 @@ DOC_TOOLS = [
 ]
 
 
-def agent_docs(seed):
+def agent_docs(seed, shared=False):
+    """shared: deterministic tool-call ids and JSON tool results (agent_docs_shared_ids)."""
     rng = random.Random(seed)
     topic, metric, org, tech = TOPICS[seed % len(TOPICS)]
     urls = [f"https://example.org/{topic.replace(' ', '-')}/{k}" for k in ("overview", "annual-report", "study", "news")]
@@ -247,12 +280,16 @@ def agent_docs(seed):
     user = f"What are the latest reported {metric} for {topic} at {org}, and what limits further growth?"
     trajs = []
     for i in range(8):
-        r = Rollout(rng, system, user)
+        r = Rollout(rng, system, user, shared_ids=shared)
         q = rng.choice(queries)
         r.call("web_search", {"query": q, "k": 4}, search[q], say=rng.choice([None, "Searching first."]))
         read = rng.sample(urls, rng.randint(1, 3))
         for u in read:
-            r.call("fetch_document", {"url": u}, docs[u])
+            doc = docs[u]
+            if shared:
+                title, _, text = doc.partition("\n")
+                doc = json.dumps({"url": u, "title": title.lstrip("# "), "text": text.strip()})
+            r.call("fetch_document", {"url": u}, doc)
         claim = sentence(rng, topic, metric, org, tech)
         cites = " ".join(f"[{u}]" for u in read)
         trajs.append(r.answer(f"{claim} {sentence(rng, topic, metric, org, tech)} "
@@ -377,6 +414,14 @@ def groups():
     out.append(("multilingual", "multilingual_agent_0", multilingual_agent(5000)))
     out.append(("multilingual", "multilingual_agent_1", multilingual_agent(5001)))
     out.append(("multilingual", "multilingual_translate_n8", multilingual_translate(5002, 8)))
+    for k in range(3):
+        out.append(("agent_sheet_shared_ids", f"agent_sheet_shared_ids_{k}", agent_sheet(6000 + k, shared=True)))
+    for k in range(3):
+        out.append(("agent_docs_shared_ids", f"agent_docs_shared_ids_{k}", agent_docs(7000 + k, shared=True)))
+    sheet = agent_sheet(8000, shared=True)
+    out.append(("single", "single_agent_n1", {"tools": sheet["tools"], "trajectories": sheet["trajectories"][:1]}))
+    out.append(("single", "single_rag_n1", rag(8001, 1)))
+    out.append(("single", "single_short_n1", short(8002, 1)))
     lines = []
     for kind, gid, body in out:
         line = {"kind": kind, "id": gid}
