@@ -7,6 +7,7 @@
 #   MODELS=0.5b SETS=halueval_qa LIMIT=40 benches/judge_quality.sh
 #   MODES="listwise pointwise pairwise" benches/judge_quality.sh
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
+#   PROMPTS_DIR=dir OUT=target/jq-variant ...   # templates to try (a prompts_dir), own OUT
 #
 # Models come from the shared fetch script (cached after the first run). Results: one JSON report
 # and one text summary per model, set and mode under $OUT (default target/judge-quality), a
@@ -26,8 +27,12 @@ limit=(); [[ -n ${LIMIT:-} ]] && limit=(--limit "$LIMIT")
 for m in $models; do
   path=$("$fetch" "$m")
   cfg=$out/local-$m.toml
+  # PROMPTS_DIR: judge templates to try instead of the shipped ones (a prompts_dir, e.g. a
+  # leaner system message), measured before it ships.
+  pd=""; [[ -n ${PROMPTS_DIR:-} ]] && pd="prompts_dir = \"$(realpath "$PROMPTS_DIR")\""
   cat > "$cfg" <<TOML
 default_judge = "local-$m"
+$pd
 [judges."local-$m"]
 backend = "local"
 model_path = "$path"

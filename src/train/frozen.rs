@@ -18,14 +18,24 @@ struct FrozenMatmul {
 }
 
 impl FrozenMatmul {
-    /// (rows, out, in) and Wᵀ's layout, checked against the input's.
-    fn dims(&self, x: &Layout, w: &Layout) -> Result<((usize, usize, usize), Layout)> {
-        let (m, k) = x.shape().dims2()?;
-        let (n, k2) = w.shape().dims2()?;
+    /// `x · Wᵀ` on one backend's storage; `w` is None when the weight lives elsewhere.
+    fn apply<S: BackendStorage>(
+        &self,
+        x: &S,
+        xl: &Layout,
+        w: Option<&S>,
+        wl: &Layout,
+    ) -> Result<(S, Shape)> {
+        let Some(w) = w else {
+            candle_core::bail!("frozen matmul: the input and the weight are on different devices")
+        };
+        let (m, k) = xl.shape().dims2()?;
+        let (n, k2) = wl.shape().dims2()?;
         if k != k2 {
             candle_core::bail!("frozen matmul: input has {k} columns, the weight {k2}");
         }
-        Ok(((m, n, k), w.transpose(0, 1)?))
+        let y = x.matmul(w, (1, m, n, k), xl, &wl.transpose(0, 1)?)?;
+        Ok((y, Shape::from((m, n))))
     }
 }
 
@@ -36,20 +46,20 @@ impl CustomOp1 for FrozenMatmul {
 
     fn cpu_fwd(&self, x: &CpuStorage, xl: &Layout) -> Result<(CpuStorage, Shape)> {
         let (ws, wl) = self.w.storage_and_layout();
-        let Storage::Cpu(ws) = &*ws else {
-            candle_core::bail!("frozen matmul: the input is on the CPU, the weight is not")
+        let w = match &*ws {
+            Storage::Cpu(w) => Some(w),
+            _ => None,
         };
-        let ((m, n, k), wt) = self.dims(xl, wl)?;
-        Ok((x.matmul(ws, (1, m, n, k), xl, &wt)?, Shape::from((m, n))))
+        self.apply(x, xl, w, wl)
     }
 
     fn cuda_fwd(&self, x: &CudaStorage, xl: &Layout) -> Result<(CudaStorage, Shape)> {
         let (ws, wl) = self.w.storage_and_layout();
-        let Storage::Cuda(ws) = &*ws else {
-            candle_core::bail!("frozen matmul: the input is on a CUDA device, the weight is not")
+        let w = match &*ws {
+            Storage::Cuda(w) => Some(w),
+            _ => None,
         };
-        let ((m, n, k), wt) = self.dims(xl, wl)?;
-        Ok((x.matmul(ws, (1, m, n, k), xl, &wt)?, Shape::from((m, n))))
+        self.apply(x, xl, w, wl)
     }
 
     fn bwd(&self, _x: &Tensor, _y: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {

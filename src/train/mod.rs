@@ -27,6 +27,7 @@ pub mod lora;
 pub mod model;
 pub mod offline;
 pub mod optim;
+pub mod probe;
 pub mod rollout;
 pub mod run_log;
 pub mod sample;
