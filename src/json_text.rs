@@ -13,11 +13,9 @@ use serde_json::value::RawValue;
 /// escapes exactly as written, so the judge reads what the tool returned. `None` for anything
 /// else (plain text, a bare JSON string or number, invalid or truncated JSON).
 pub fn compact_json(text: &str) -> Option<String> {
-    let start = text.trim_start();
-    if !(start.starts_with('{') || start.starts_with('[')) {
+    if !is_json_value(text) {
         return None;
     }
-    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
     let mut out = String::with_capacity(text.len());
     let (mut in_string, mut escaped) = (false, false);
     for ch in text.chars() {
@@ -40,6 +38,14 @@ pub fn compact_json(text: &str) -> Option<String> {
     Some(out)
 }
 
+/// Whether [`compact_json`] accepts `text`, without building the compact copy (the render
+/// asks this of every content to word the system message).
+pub fn is_json_value(text: &str) -> bool {
+    let start = text.trim_start();
+    (start.starts_with('{') || start.starts_with('['))
+        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+}
+
 /// A message content (or tool-call arguments) for the judge prompt: serialized as its JSON value
 /// when [`compact_json`] accepts it, else as a JSON string.
 pub struct JsonOrText<'a>(pub &'a str);
@@ -47,7 +53,7 @@ pub struct JsonOrText<'a>(pub &'a str);
 impl JsonOrText<'_> {
     /// Whether this text is written as a JSON value.
     pub fn is_json(&self) -> bool {
-        compact_json(self.0).is_some()
+        is_json_value(self.0)
     }
 }
 
