@@ -148,11 +148,14 @@ impl JudgeInput {
         }
 
         // The shared prefix stops one message short of the shortest candidate, so every
-        // candidate keeps at least its last message in its own section (a group of one, or a
-        // trajectory that is a strict prefix of another, still shows the judge its ending).
+        // candidate keeps at least its last message in its own section (a trajectory that is a
+        // strict prefix of another still shows the judge its ending). A single candidate shares
+        // nothing: it is sent whole, as ART's RULER sends a group of one, since a <context>
+        // block would only add its tags and its sentence.
         let shortest = distinct.iter().map(|(_, m)| m.len()).min().unwrap_or(0);
         let mut prefix_len = 0;
-        while prefix_len + 1 < shortest
+        while distinct.len() > 1
+            && prefix_len + 1 < shortest
             && distinct
                 .iter()
                 .all(|(_, m)| m[prefix_len] == distinct[0].1[prefix_len])
@@ -416,9 +419,9 @@ mod tests {
         let input = JudgeInput::build(&g, &DedupConfig::default());
         assert_eq!(input.candidates.len(), 1);
         assert_eq!(input.candidates[0].members, vec![0, 1, 2]);
-        // The candidate keeps its last message; the rest is shared context.
-        assert_eq!(input.prefix.len(), 1);
-        assert_eq!(input.candidates[0].messages.len(), 1);
+        // One candidate shares nothing: it is sent whole.
+        assert_eq!(input.prefix.len(), 0);
+        assert_eq!(input.candidates[0].messages.len(), 2);
         assert_eq!(input.candidate_of(), vec![0, 0, 0]);
     }
 
@@ -434,15 +437,17 @@ mod tests {
     }
 
     #[test]
-    fn group_of_one_shows_its_ending() {
+    fn group_of_one_is_sent_whole() {
         let t = json!({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]});
         let input = JudgeInput::build(&group(json!([t])), &DedupConfig::default());
-        assert_eq!(input.prefix.len(), 2);
+        assert_eq!(input.prefix.len(), 0);
         assert_eq!(input.candidates.len(), 1);
-        assert_eq!(
-            input.candidates[0].messages[0].content.as_deref(),
-            Some("a")
-        );
+        let contents: Vec<_> = input.candidates[0]
+            .messages
+            .iter()
+            .map(|m| m.content.as_deref())
+            .collect();
+        assert_eq!(contents, [Some("s"), Some("q"), Some("a")]);
     }
 
     #[test]

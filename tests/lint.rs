@@ -199,7 +199,7 @@ fn template_using_an_undefined_variable() {
     assert_eq!(
         out.stderr,
         "p/mine.system.jinja:3: `grading_scale` is undefined (a template can use n, ids, rubric, \
-         context, shared, trajectories, tools, reference)\n"
+         context, shared, trajectories, tools, reference, json_values, reply_schema)\n"
     );
     assert_eq!(
         out.stdout,

@@ -113,6 +113,8 @@ pub enum Judge {
         name: String,
         model: String,
         reason: String,
+        /// Its config's `structured_output`, so `gavel render` shows the prompt it would send.
+        structured_output: bool,
     },
 }
 
@@ -134,6 +136,7 @@ impl Judge {
                          file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
                         cfg.api_key_env
                     ),
+                    structured_output: cfg.structured_output,
                 },
             }),
         }
@@ -280,6 +283,20 @@ impl Judge {
                 "judge {:?} does not explain probability-mode scores",
                 self.info().name
             ))),
+        }
+    }
+
+    /// Whether the judge's reply is held to its JSON schema (`structured_output`: a remote
+    /// judge's `response_format`, a local judge's constrained decoding). The listwise prompt
+    /// then only says what to write; without it the prompt spells the shape out, with an example.
+    pub fn follows_reply_schema(&self) -> bool {
+        match self {
+            Judge::Remote(r) => r.structured_output,
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.constrained(),
+            Judge::Unconfigured {
+                structured_output, ..
+            } => *structured_output,
         }
     }
 

@@ -109,7 +109,7 @@ pub struct RemoteJudge {
     pub(crate) context_tokens: Option<usize>,
     pub(crate) prompt_price: Option<f64>,
     pub(crate) completion_price: Option<f64>,
-    structured_output: bool,
+    pub(crate) structured_output: bool,
     timeout: Duration,
     pub(crate) deadline: Duration,
     max_retries: u32,

@@ -10,12 +10,13 @@ use serde_json::json;
 
 use super::Report;
 use crate::dedup::{DedupConfig, JudgeInput};
-use crate::prompt::Prompts;
+use crate::prompt::{GroupExtras, Prompts};
 use crate::rubric::Rubric;
 use crate::trajectory::{parse_trajectories, Trajectory};
 
 /// What a judge template may use, for the hint after "`x` is undefined".
-const JUDGE_VARS: &str = "n, ids, rubric, context, shared, trajectories, tools, reference";
+const JUDGE_VARS: &str =
+    "n, ids, rubric, context, shared, trajectories, tools, reference, json_values, reply_schema";
 
 /// Checks the template pairs — the shipped ones, plus (or replaced by) those in `dir` — by
 /// rendering each with each rubric against the sample group, with and without tools.
@@ -67,9 +68,14 @@ pub(super) fn lint_templates(dir: Option<&Path>, rubrics: &[Rubric], report: &mu
             shown(&format!("{p}.user.jinja")),
         );
         for (rubric, tools) in all.iter().flat_map(|r| [(r, Some(&tools)), (r, None)]) {
-            // With tools, also with a reference answer: both optional blocks are rendered.
-            let reference = tools.map(|_| "LINT-SAMPLE-REFERENCE");
-            let rendered = match prompts.render(p, &input, &order, rubric, tools, reference) {
+            // With tools, also with a reference answer and a judge held to the reply's schema;
+            // without, a judge that is not: every optional block and both reply forms render.
+            let extras = GroupExtras {
+                tools,
+                reference: tools.map(|_| "LINT-SAMPLE-REFERENCE"),
+                reply_schema: tools.is_some(),
+            };
+            let rendered = match prompts.render(p, &input, &order, rubric, extras) {
                 Ok(r) => r.messages,
                 Err(e) => {
                     report.template_error(&e, &shown, JUDGE_VARS);

@@ -10,6 +10,8 @@
 //! - [`tokenizer`]: Qwen's byte-level BPE from `tokenizer.json` or GGUF metadata, with the raw
 //!   bytes of every token; [`chat_template`]: the model's own template, rendered as
 //!   `transformers` does.
+//! - [`random`]: weights of any Qwen shape from a fixed generator (the toy run's model, the
+//!   tests' tiny models, the device benchmark's real-shape models).
 //! - [`DeviceSpec`]: the `device` setting (`cpu`, `cuda:N`); [`LocalError`] and `one_line`:
 //!   errors as one line naming the file or setting at fault.
 //!
@@ -28,6 +30,7 @@ pub mod dense;
 mod device;
 pub mod error;
 pub mod loader;
+pub mod random;
 pub mod tokenizer;
 
 #[cfg(test)]

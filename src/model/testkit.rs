@@ -5,9 +5,9 @@
 //!
 //! Test code only, never shipped: `src/model/mod.rs` compiles it under `cfg(test)` for the unit
 //! tests, and `tests/common/model.rs` includes this same file (`#[path]`) for the integration
-//! tests. So it names nothing of gavel but `super::Arch` and `super::tokenizer`, which both
-//! places provide (here `crate::model`, there a shim re-exporting `gavel::model`), and external
-//! crates.
+//! tests. So it names nothing of gavel but `super::Arch`, `super::random` (the weights) and
+//! `super::tokenizer`, which both places provide (here `crate::model`, there a shim
+//! re-exporting `gavel::model`), and external crates.
 //!
 //! The tokenizer is a real byte-level BPE in Qwen's format: the 256 byte tokens, a few dozen
 //! merges, then `<|endoftext|>`, `<|im_start|>`, `<|im_end|>`; the model's vocabulary is padded
@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::quantized::{gguf_file, QTensor};
-use candle_core::{Device, Tensor};
-use serde_json::{json, Value};
+use candle_core::Tensor;
+use serde_json::Value;
 
 // For tests that add GGUF metadata; test binaries that include this file and write none would
 // call the re-export unused.
@@ -26,231 +26,37 @@ use serde_json::{json, Value};
 pub use candle_core::quantized::gguf_file::Value as GgufValue;
 pub use candle_core::quantized::GgmlDType;
 
-use super::tokenizer::{bytes_to_unicode, qwen_tokenizer_json, token_type, AddedToken};
+use super::random::{self, Init, Shape};
+pub use super::random::{special_id, tiny_vocab, SPECIALS, TINY_TEMPLATE};
+use super::tokenizer::token_type;
 use super::Arch;
 
-/// Sizes of the tiny model.
-pub const HIDDEN: usize = 32;
-pub const LAYERS: usize = 2;
-pub const HEADS: usize = 4;
-pub const KV_HEADS: usize = 2;
-pub const HEAD_DIM: usize = 8;
-pub const INTERMEDIATE: usize = 64;
+/// Sizes of the tiny model ([`Shape::TINY`]).
+pub const HIDDEN: usize = Shape::TINY.hidden;
+pub const LAYERS: usize = Shape::TINY.layers;
+pub const HEADS: usize = Shape::TINY.heads;
+pub const KV_HEADS: usize = Shape::TINY.kv_heads;
+pub const HEAD_DIM: usize = Shape::TINY.head_dim;
+pub const INTERMEDIATE: usize = Shape::TINY.intermediate;
 /// Rows of the embedding (the logits length): more than the tokenizer's ids.
-pub const VOCAB: usize = 320;
-pub const CONTEXT: usize = 256;
-
-/// Pairs merged by the tiny BPE, in priority order (plain text; spaces become `Ġ`).
-const MERGES: &[(&str, &str)] = &[
-    (" ", "t"),
-    ("h", "e"),
-    (" t", "he"),
-    ("i", "n"),
-    ("e", "r"),
-    ("o", "n"),
-    ("r", "e"),
-    ("a", "t"),
-    ("e", "n"),
-    ("o", "r"),
-    ("i", "s"),
-    (" ", "a"),
-    (" ", "s"),
-    (" ", "w"),
-    (" ", "c"),
-    (" ", "o"),
-    (" ", "i"),
-    (" i", "s"),
-    ("{", "\""),
-    ("\"", ":"),
-    ("\"", ","),
-    (" ", "\""),
-    ("s", "c"),
-    ("sc", "or"),
-    ("scor", "e"),
-    ("i", "d"),
-    ("0", "."),
-    (" ", "0"),
-    (" ", "1"),
-    ("}", "]"),
-    ("]", "}"),
-    ("\n", "\n"),
-    (" ", " "),
-    ("l", "l"),
-    ("a", "n"),
-];
-
-/// The special tokens, in id order after the BPE tokens.
-pub const SPECIALS: &[&str] = &["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
-
-/// The tiny tokenizer: token strings by id (GPT-2 alphabet), merges (`"a b"`), added tokens.
-pub fn tiny_vocab() -> (Vec<String>, Vec<String>, Vec<AddedToken>) {
-    let table = bytes_to_unicode();
-    let enc = |s: &str| -> String { s.bytes().map(|b| table[b as usize]).collect() };
-    let mut vocab: Vec<String> = (0..256).map(|b| table[b].to_string()).collect();
-    let mut merges = Vec::new();
-    for (a, b) in MERGES {
-        let (a, b) = (enc(a), enc(b));
-        let joined = format!("{a}{b}");
-        assert!(vocab.contains(&a) && vocab.contains(&b), "merge {a} {b}");
-        if !vocab.contains(&joined) {
-            vocab.push(joined);
-            merges.push(format!("{a} {b}"));
-        }
-    }
-    let added = SPECIALS
-        .iter()
-        .enumerate()
-        .map(|(i, s)| AddedToken {
-            id: (vocab.len() + i) as u32,
-            content: s.to_string(),
-            special: true,
-        })
-        .collect::<Vec<_>>();
-    vocab.extend(SPECIALS.iter().map(|s| s.to_string()));
-    assert!(vocab.len() <= VOCAB);
-    (vocab, merges, added)
-}
-
-/// The id of a special token of the tiny tokenizer.
-pub fn special_id(token: &str) -> u32 {
-    let (vocab, _, _) = tiny_vocab();
-    vocab
-        .iter()
-        .position(|t| t == token)
-        .expect("a tiny special token") as u32
-}
+pub const VOCAB: usize = Shape::TINY.vocab;
+pub const CONTEXT: usize = Shape::TINY.context;
 
 /// The tiny model's config.json.
+// Used by integration tests that include this file, not by the unit tests.
+#[allow(dead_code)]
 pub fn config_json(arch: Arch, tied: bool) -> Value {
-    let mut c = json!({
-        "architectures": [match arch { Arch::Qwen2 => "Qwen2ForCausalLM", Arch::Qwen3 => "Qwen3ForCausalLM" }],
-        "model_type": match arch { Arch::Qwen2 => "qwen2", Arch::Qwen3 => "qwen3" },
-        "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE,
-        "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
-        "max_position_embeddings": CONTEXT, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
-        "hidden_act": "silu", "tie_word_embeddings": tied, "use_sliding_window": false,
-        "sliding_window": null, "max_window_layers": LAYERS, "torch_dtype": "float32",
-        "bos_token_id": special_id("<|endoftext|>"), "eos_token_id": special_id("<|im_end|>")
-    });
-    if arch == Arch::Qwen3 {
-        c["head_dim"] = json!(HEAD_DIM);
-        c["attention_bias"] = json!(false);
-    }
-    c
-}
-
-/// Deterministic values in [-scale, scale] (xorshift), so every run writes the same model.
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-        })
-        .collect()
+    Shape::TINY.config_json(
+        arch,
+        tied,
+        special_id("<|endoftext|>"),
+        special_id("<|im_end|>"),
+    )
 }
 
 /// The tiny model's tensors under Hugging Face names.
 pub fn tensors(arch: Arch, tied: bool) -> HashMap<String, Tensor> {
-    let mut seed = 1u64;
-    let mut t = HashMap::new();
-    let mut put = |name: String, shape: &[usize], scale: f32, base: f32| {
-        seed += 1;
-        let n = shape.iter().product();
-        let v: Vec<f32> = values(n, seed, scale)
-            .into_iter()
-            .map(|x| x + base)
-            .collect();
-        let tensor = Tensor::from_vec(v, shape, &Device::Cpu).expect("tensor");
-        t.insert(name, tensor);
-    };
-    let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
-    put(
-        "model.embed_tokens.weight".into(),
-        &[VOCAB, HIDDEN],
-        1.0,
-        0.0,
-    );
-    put("model.norm.weight".into(), &[HIDDEN], 0.1, 1.0);
-    if !tied {
-        put("lm_head.weight".into(), &[VOCAB, HIDDEN], 0.2, 0.0);
-    }
-    for l in 0..LAYERS {
-        let p = format!("model.layers.{l}");
-        put(
-            format!("{p}.self_attn.q_proj.weight"),
-            &[q, HIDDEN],
-            0.3,
-            0.0,
-        );
-        put(
-            format!("{p}.self_attn.k_proj.weight"),
-            &[kv, HIDDEN],
-            0.3,
-            0.0,
-        );
-        put(
-            format!("{p}.self_attn.v_proj.weight"),
-            &[kv, HIDDEN],
-            0.3,
-            0.0,
-        );
-        put(
-            format!("{p}.self_attn.o_proj.weight"),
-            &[HIDDEN, q],
-            0.3,
-            0.0,
-        );
-        match arch {
-            Arch::Qwen2 => {
-                put(format!("{p}.self_attn.q_proj.bias"), &[q], 0.1, 0.0);
-                put(format!("{p}.self_attn.k_proj.bias"), &[kv], 0.1, 0.0);
-                put(format!("{p}.self_attn.v_proj.bias"), &[kv], 0.1, 0.0);
-            }
-            Arch::Qwen3 => {
-                put(
-                    format!("{p}.self_attn.q_norm.weight"),
-                    &[HEAD_DIM],
-                    0.1,
-                    1.0,
-                );
-                put(
-                    format!("{p}.self_attn.k_norm.weight"),
-                    &[HEAD_DIM],
-                    0.1,
-                    1.0,
-                );
-            }
-        }
-        put(
-            format!("{p}.mlp.gate_proj.weight"),
-            &[INTERMEDIATE, HIDDEN],
-            0.3,
-            0.0,
-        );
-        put(
-            format!("{p}.mlp.up_proj.weight"),
-            &[INTERMEDIATE, HIDDEN],
-            0.3,
-            0.0,
-        );
-        put(
-            format!("{p}.mlp.down_proj.weight"),
-            &[HIDDEN, INTERMEDIATE],
-            0.3,
-            0.0,
-        );
-        put(format!("{p}.input_layernorm.weight"), &[HIDDEN], 0.1, 1.0);
-        put(
-            format!("{p}.post_attention_layernorm.weight"),
-            &[HIDDEN],
-            0.1,
-            1.0,
-        );
-    }
-    t
+    random::tensors(&Shape::TINY, arch, tied, Init::Fixed)
 }
 
 /// How to write the tiny model.
@@ -282,13 +88,6 @@ impl TinyOptions {
     }
 }
 
-/// The tiny model's chat template: ChatML with a default system turn (unlike the fallback).
-pub const TINY_TEMPLATE: &str = "{%- if messages[0].role != 'system' %}{{- '<|im_start|>system\\nYou are a judge.<|im_end|>\\n' }}{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
-
-fn write_json(path: &Path, v: &Value) -> std::io::Result<()> {
-    std::fs::write(path, serde_json::to_string_pretty(v)?)
-}
-
 /// The largest absolute difference between two tensors of the same number of elements.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     (a.flatten_all().unwrap() - b.flatten_all().unwrap())
@@ -303,51 +102,21 @@ pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
 
 /// Writes the tiny model as a Hugging Face folder in `dir` (created if missing).
 pub fn write_folder(dir: &Path, o: &TinyOptions) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let mut config = config_json(o.arch, o.tied);
-    config["max_position_embeddings"] = json!(o.context_length);
-    write_json(&dir.join("config.json"), &config)?;
-    let (vocab, merges, added) = tiny_vocab();
-    let bpe_vocab = &vocab[..vocab.len() - SPECIALS.len()];
-    write_json(
-        &dir.join("tokenizer.json"),
-        &qwen_tokenizer_json(bpe_vocab, &merges, &added),
-    )?;
-    let mut tc = json!({"tokenizer_class": "Qwen2Tokenizer", "bos_token": null,
-        "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "add_bos_token": false});
-    if let Some(t) = &o.chat_template {
-        tc["chat_template"] = json!(t);
-    }
-    write_json(&dir.join("tokenizer_config.json"), &tc)?;
-    let eos = [special_id("<|im_end|>"), special_id("<|endoftext|>")];
-    write_json(
-        &dir.join("generation_config.json"),
-        &json!({"eos_token_id": eos}),
-    )?;
-
-    let tensors = tensors(o.arch, o.tied);
-    if o.shards <= 1 {
-        candle_core::safetensors::save(&tensors, dir.join("model.safetensors"))?;
-        return Ok(());
-    }
-    let mut names: Vec<&String> = tensors.keys().collect();
-    names.sort();
-    let per = names.len().div_ceil(o.shards);
-    let mut weight_map = serde_json::Map::new();
-    for (i, chunk) in names.chunks(per).enumerate() {
-        let file = format!("model-{:05}-of-{:05}.safetensors", i + 1, o.shards);
-        let part: HashMap<&str, Tensor> = chunk
-            .iter()
-            .map(|n| (n.as_str(), tensors[*n].clone()))
-            .collect();
-        candle_core::safetensors::save(&part, dir.join(&file))?;
-        for n in chunk {
-            weight_map.insert(n.to_string(), json!(file));
-        }
-    }
-    write_json(
-        &dir.join("model.safetensors.index.json"),
-        &json!({"metadata": {"total_size": 0}, "weight_map": weight_map}),
+    let shape = Shape {
+        context: o.context_length,
+        ..Shape::TINY
+    };
+    random::write_folder(
+        dir,
+        &random::FolderOptions {
+            shape,
+            arch: o.arch,
+            tied: o.tied,
+            init: Init::Fixed,
+            shards: o.shards,
+            chat_template: o.chat_template.clone(),
+            dtype: candle_core::DType::F32,
+        },
     )?;
     Ok(())
 }

@@ -32,3 +32,30 @@ fn tiny_vocab_fits_the_model() {
     assert_eq!(added.last().unwrap().content, "<|im_end|>");
     assert_eq!(special_id("<|im_end|>") as usize, vocab.len() - 1);
 }
+
+/// The tiny models' weights are pinned: tests compare logits against figures computed from them.
+#[test]
+fn tiny_weights_do_not_move() {
+    use sha2::{Digest, Sha256};
+    let digest = |arch, tied| {
+        let t = tensors(arch, tied);
+        let mut names: Vec<&String> = t.keys().collect();
+        names.sort();
+        let mut h = Sha256::new();
+        for n in names {
+            h.update(n.as_bytes());
+            for v in t[n].flatten_all().unwrap().to_vec1::<f32>().unwrap() {
+                h.update(v.to_le_bytes());
+            }
+        }
+        format!("{:x}", h.finalize())
+    };
+    assert_eq!(
+        digest(super::Arch::Qwen2, false),
+        "eb73dc792c0215f5e6cb5dcbba5baf05518246d2c0e2e314441433adede08318"
+    );
+    assert_eq!(
+        digest(super::Arch::Qwen3, true),
+        "e6a4f8c5036a5fae816c708bc542b891b9e6e8985b3c27099daa820e0851f6a1"
+    );
+}

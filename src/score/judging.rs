@@ -23,7 +23,9 @@ use super::samples::{
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::dedup::JudgeInput;
 use crate::judge::{Judge, JudgeError, JudgeInfo};
-use crate::prompt::{count_tokens, quote_json, ChatMessage, RenderedPrompt, DEFAULT_PROMPT};
+use crate::prompt::{
+    count_tokens, quote_json, ChatMessage, GroupExtras, RenderedPrompt, DEFAULT_PROMPT,
+};
 use crate::rubric::checklist_score;
 use crate::rubric::Rubric;
 use crate::store::{StoredScore, StoredVerdict};

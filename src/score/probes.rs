@@ -11,7 +11,7 @@ use serde_json::{json, Map};
 use super::{Scorer, CACHE_SCHEMA};
 use crate::dedup::JudgeInput;
 use crate::judge::{Judge, JudgeError};
-use crate::prompt::{JudgeMode, PromptError, Prompts, RenderedPrompt};
+use crate::prompt::{GroupExtras, JudgeMode, PromptError, Prompts, RenderedPrompt};
 use crate::rubric::Rubric;
 use crate::store::{StoredScore, StoredVerdict};
 use crate::trajectory::content_hash;
@@ -160,8 +160,7 @@ pub(super) fn plan_probes(
     mode: JudgeMode,
     input: &JudgeInput,
     rubric: &Rubric,
-    tools: Option<&serde_json::Value>,
-    reference: Option<&str>,
+    extras: GroupExtras<'_>,
     opponents: usize,
 ) -> Result<ProbePlan, PromptError> {
     let name = mode.prompt();
@@ -176,7 +175,7 @@ pub(super) fn plan_probes(
     };
     let rendered = orders
         .iter()
-        .map(|o| prompts.render(name, input, o, rubric, tools, reference))
+        .map(|o| prompts.render(name, input, o, rubric, extras))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ProbePlan {
         mode,

@@ -15,8 +15,9 @@ use serde_json::json;
 use super::config::TrainConfig;
 use super::grpo::LossType;
 use super::lora::LoraConfig;
-use super::toy_model::{config_json, tensors, SPECIALS};
+use super::toy_model::{config_json, tensors};
 use super::TrainError;
+use crate::model::random::added_specials;
 use crate::model::tokenizer::{bytes_to_unicode, qwen_tokenizer_json, AddedToken};
 
 /// How much the toy model's output projection is scaled up from the generated one.
@@ -69,15 +70,7 @@ pub fn write_toy_model(dir: &Path) -> Result<(), TrainError> {
         .chain(DISTRACTORS.iter().copied())
         .map(|b| table[b as usize].to_string())
         .collect();
-    let added: Vec<AddedToken> = SPECIALS
-        .iter()
-        .enumerate()
-        .map(|(i, s)| AddedToken {
-            id: (vocab.len() + i) as u32,
-            content: s.to_string(),
-            special: true,
-        })
-        .collect();
+    let added: Vec<AddedToken> = added_specials(vocab.len() as u32);
     let id = |s: &str| added.iter().find(|t| t.content == s).expect("special").id;
     write_json(
         &dir.join("tokenizer.json"),

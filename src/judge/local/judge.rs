@@ -80,6 +80,11 @@ impl LocalJudge {
         &self.engine
     }
 
+    /// Whether listwise replies are decoded under the reply's JSON grammar.
+    pub fn constrained(&self) -> bool {
+        self.settings.constrained
+    }
+
     /// What decides this judge's verdicts: the weights (by file name, size, format, type), the
     /// device, and the sampling and constraint settings. The path's folder is not in it, so a
     /// moved model keeps its cached verdicts.

@@ -16,23 +16,36 @@ impl Scorer {
         let input = JudgeInput::build(&req.trajectories, &self.dedup);
         let m = input.candidates.len();
         let all: Vec<usize> = (0..m).collect();
-        let identity = self.prompts.render(
-            DEFAULT_PROMPT,
-            &input,
-            &all,
-            rubric,
-            req.tools.as_ref(),
-            req.reference.as_deref(),
-        )?;
-        // Orders are seeded by the group's content; hashing the prompt is only worth it when
-        // there is more than one order to draw.
+        let extras = |reply_schema| GroupExtras {
+            tools: req.tools.as_ref(),
+            reference: req.reference.as_deref(),
+            reply_schema,
+        };
+        // Renders by (order, whether the judge follows the reply's schema): judges that differ
+        // only in model or endpoint share them.
+        let mut renders: HashMap<(Vec<usize>, bool), Arc<RenderedPrompt>> = HashMap::new();
+        let mut render = |order: &[usize], reply_schema: bool| {
+            let key = (order.to_vec(), reply_schema);
+            if let Some(r) = renders.get(&key) {
+                return Ok::<_, ScoreError>(r.clone());
+            }
+            let r = Arc::new(self.prompts.render(
+                DEFAULT_PROMPT,
+                &input,
+                order,
+                rubric,
+                extras(reply_schema),
+            )?);
+            renders.insert(key, r.clone());
+            Ok(r)
+        };
+        // Orders are seeded by the group's content (the same for every judge); hashing the
+        // prompt is only worth it when there is more than one order to draw.
         let seed = if permutations > 1 {
-            content_hash(&identity.messages)
+            content_hash(&render(&all, true)?.messages)
         } else {
             String::new()
         };
-        let mut renders: HashMap<Vec<usize>, Arc<RenderedPrompt>> = HashMap::new();
-        renders.insert(all.clone(), Arc::new(identity));
         let mut samples = Vec::new();
         let mut prompts = Vec::new();
         let mut probes = Vec::new();
@@ -63,8 +76,7 @@ impl Scorer {
                     mode,
                     &input,
                     rubric,
-                    req.tools.as_ref(),
-                    req.reference.as_deref(),
+                    extras(false),
                     judge.pairwise_opponents(),
                 )?;
                 for p in &probe.prompts {
@@ -75,15 +87,17 @@ impl Scorer {
                     judge: j,
                     order_index: 0,
                     order: all.clone(),
-                    ids: renders[&all].ids.clone(),
+                    ids: (1..=m).map(|i| i.to_string()).collect(),
                     key: probe_key(judge, &probe, rubric),
                 });
-                prompts.push(renders[&all].clone());
+                prompts.push(render(&all, judge.follows_reply_schema())?);
                 probes.push(Some(probe));
                 continue;
             }
-            template.get_or_insert((DEFAULT_PROMPT, renders[&all].template_version.clone()));
-            let chunks = self.chunks_for(judge, &input, &renders[&all])?;
+            let reply_schema = judge.follows_reply_schema();
+            let full = render(&all, reply_schema)?;
+            template.get_or_insert((DEFAULT_PROMPT, full.template_version.clone()));
+            let chunks = self.chunks_for(judge, &input, &full)?;
             max_chunks = max_chunks.max(chunks.len());
             for (c, members) in chunks.iter().enumerate() {
                 for (k, perm) in
@@ -92,21 +106,7 @@ impl Scorer {
                         .enumerate()
                 {
                     let order: Vec<usize> = perm.iter().map(|&i| members[i]).collect();
-                    let rendered = match renders.get(&order) {
-                        Some(r) => r.clone(),
-                        None => {
-                            let r = Arc::new(self.prompts.render(
-                                DEFAULT_PROMPT,
-                                &input,
-                                &order,
-                                rubric,
-                                req.tools.as_ref(),
-                                req.reference.as_deref(),
-                            )?);
-                            renders.insert(order.clone(), r.clone());
-                            r
-                        }
-                    };
+                    let rendered = render(&order, reply_schema)?;
                     self.check_prompt_size(&rendered)?;
                     let key = cache_key(judge, &rendered, rubric, k as u32);
                     samples.push(SampleSpec {
@@ -268,8 +268,11 @@ impl Scorer {
             &naive,
             &all,
             plan.rubric,
-            req.tools.as_ref(),
-            req.reference.as_deref(),
+            GroupExtras {
+                tools: req.tools.as_ref(),
+                reference: req.reference.as_deref(),
+                reply_schema: plan.judges[0].follows_reply_schema(),
+            },
         )?;
         Ok(count_tokens(&naive.messages) as u64)
     }
