@@ -8,6 +8,8 @@
 pub mod cli;
 pub mod config;
 pub mod dedup;
+#[cfg(feature = "train")]
+pub mod devbench;
 pub mod diff;
 pub mod eval;
 pub mod groupfile;

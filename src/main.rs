@@ -1,5 +1,5 @@
 //! The `gavel` command line: serve | score | render | lint | diff | eval | rescore | select |
-//! train | migrate | cache. This file parses the clap tree and dispatches; each subcommand's body is in
+//! train | bench-device | migrate | cache. This file parses the clap tree and dispatches; each subcommand's body is in
 //! `commands/`.
 
 mod commands;
@@ -91,6 +91,13 @@ enum Command {
         #[command(flatten)]
         args: gavel::train::cli::TrainArgs,
     },
+    /// Time the local judge and the trainer on this machine's devices, on models of the real
+    /// Qwen2.5 shapes with random weights (what benches/gpu.sh runs on a lent GPU).
+    #[cfg(feature = "train")]
+    BenchDevice {
+        #[command(flatten)]
+        args: commands::bench_device::BenchDeviceArgs,
+    },
     /// Apply pending Postgres schema migrations (`migrations/`) to the `[store] url` database and
     /// print what was applied; daemons also apply them at start-up.
     Migrate {
@@ -162,6 +169,11 @@ async fn main() -> ExitCode {
         Command::Train { args } => {
             init_logs(false, "warn");
             commands::train::run(args).await
+        }
+        #[cfg(feature = "train")]
+        Command::BenchDevice { args } => {
+            init_logs(false, "warn");
+            commands::bench_device::run(args)
         }
         Command::Migrate { common } => {
             init_logs(common.log_json, "warn");

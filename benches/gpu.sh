@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The local judge and the trainer on a lent GPU, in one command (BENCHMARKS.md, "Local judge
+# and trainer on a GPU"): `gavel bench-device` on models of the real Qwen2.5-0.5B and 1.5B
+# shapes with random weights written on the machine, on the GPU and on the machine's CPU cores,
+# then one GRPO+LoRA step and a CUDA-vs-CPU logits check. Writes $OUT/device-bench.json and
+# $OUT/device-bench.md.
+#
+#   GAVEL_BIN=./gavel benches/gpu.sh             # on the GPU machine (a build with --features cuda)
+#   GAVEL_BENCH_DEVICE=cpu benches/gpu.sh        # anywhere: tiny shapes on the CPU (CI runs this)
+#
+# Environment: GAVEL_BIN (default target/release/gavel), GAVEL_BENCH_DEVICE (default cuda:0),
+# OUT (default target/device-bench), PEAK_TFLOPS (the GPU's dense f32 peak for MFU; default 67,
+# an H100/H200 SXM's), SHAPES (default "0.5b,1.5b"; "tiny" on the CPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${GAVEL_BIN:-target/release/gavel}
+device=${GAVEL_BENCH_DEVICE:-cuda:0}
+out=${OUT:-target/device-bench}
+mkdir -p "$out"
+
+if [[ $device == cpu ]]; then
+  args=(--shapes "${SHAPES:-tiny}" --device cpu --decode-steps 8)
+else
+  # cuBLAS, cuRAND and NVRTC are linked dynamically: use the machine's CUDA 13 libraries (a
+  # CUDA install, or the nvidia-* wheels of a PyTorch venv) when the loader does not find them.
+  for d in /usr/local/cuda/lib64 /opt/*/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+           /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib; do
+    [[ -d $d ]] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+  done
+  export LD_LIBRARY_PATH
+  # The CPU side times the bare model only: a 1.5B group on 16 cores takes minutes.
+  args=(--shapes "${SHAPES:-0.5b,1.5b}" --device "$device" --device cpu
+        --group-device "$device" --decode-steps 64 --peak-tflops "${PEAK_TFLOPS:-67}")
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" || true
+  # Peak GPU memory while the benchmark runs, sampled every 100 ms.
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$out/gpu-memory.txt" &
+  smi=$!
+  trap 'kill $smi 2>/dev/null || true' EXIT
+fi
+
+start=$(date +%s)
+"$bin" bench-device --out "$out" "${args[@]}"
+echo "benches/gpu.sh: $(( $(date +%s) - start )) s" >&2
+
+if [[ $device != cpu ]]; then
+  kill "$smi" 2>/dev/null || true
+  peak=$(sort -n "$out/gpu-memory.txt" | tail -1)
+  echo "GPU: $(cat "$out/gpu.txt"); peak memory used while running: ${peak} MiB" >> "$out/device-bench.md"
+fi
+cat "$out/device-bench.md"
