@@ -5,29 +5,46 @@
 # then one GRPO+LoRA step and a CUDA-vs-CPU logits check. Writes $OUT/device-bench.json and
 # $OUT/device-bench.md.
 #
-#   GAVEL_BIN=./gavel benches/gpu.sh             # on the GPU machine (a build with --features cuda)
+#   benches/gpu.sh                               # on the GPU machine, with tools/gpu-binary.sh's
+#                                                # target/gpu/gavel-cuda.xz carried there
 #   GAVEL_BENCH_DEVICE=cpu benches/gpu.sh        # anywhere: tiny shapes on the CPU (CI runs this)
 #
-# Environment: GAVEL_BIN (default target/release/gavel), GAVEL_BENCH_DEVICE (default cuda:0),
+# Environment: GAVEL_BIN (default: on a GPU target/gpu/release/gavel, unpacked from
+# target/gpu/gavel-cuda.xz when only that is there; on cpu target/release/gavel), GAVEL_BENCH_DEVICE (default cuda:0),
 # OUT (default target/device-bench), PEAK_TFLOPS (the GPU's dense f32 peak for MFU; default 67,
 # an H100/H200 SXM's), SHAPES (default "0.5b,1.5b"; "tiny" on the CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${GAVEL_BIN:-target/release/gavel}
 device=${GAVEL_BENCH_DEVICE:-cuda:0}
+if [[ $device == cpu ]]; then bin=${GAVEL_BIN:-target/release/gavel}; else bin=${GAVEL_BIN:-target/gpu/release/gavel}; fi
 out=${OUT:-target/device-bench}
 mkdir -p "$out"
 
 if [[ $device == cpu ]]; then
   args=(--shapes "${SHAPES:-tiny}" --device cpu --decode-steps 8)
 else
-  # cuBLAS, cuRAND and NVRTC are linked dynamically: use the machine's CUDA 13 libraries (a
-  # CUDA install, or the nvidia-* wheels of a PyTorch venv) when the loader does not find them.
-  for d in /usr/local/cuda/lib64 /opt/*/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+  packed=target/gpu/gavel-cuda.xz
+  if [[ -z ${GAVEL_BIN:-} && ! -x $bin && -f $packed ]]; then
+    mkdir -p "$(dirname "$bin")"
+    # xz, or Python's lzma where the machine has no xz.
+    xz -dc "$packed" > "$bin.tmp" 2>/dev/null ||
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        "$packed" "$bin.tmp"
+    chmod +x "$bin.tmp" && mv "$bin.tmp" "$bin"
+  fi
+  # The driver, the CUDA runtime, cuBLAS and cuRAND are linked dynamically: use the machine's
+  # CUDA 13 libraries (a CUDA install, or the nvidia-* wheels of a PyTorch venv) when the loader
+  # does not find them.
+  for d in /usr/local/nvidia/lib64 /usr/local/cuda/lib64 \
+           /opt/*/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
            /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib; do
     [[ -d $d ]] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
   done
   export LD_LIBRARY_PATH
+  # A GPU window is minutes long: say at once which library is missing, not after a model load.
+  if missing=$(ldd "$bin" | grep "not found"); then
+    echo "benches/gpu.sh: $bin cannot load:" >&2; echo "$missing" >&2; exit 1
+  fi
   # The CPU side times the bare model only: a 1.5B group on 16 cores takes minutes.
   args=(--shapes "${SHAPES:-0.5b,1.5b}" --device "$device" --device cpu
         --group-device "$device" --decode-steps 64 --peak-tflops "${PEAK_TFLOPS:-67}")

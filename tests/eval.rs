@@ -532,8 +532,10 @@ fn real_model_config(model: &std::ffi::OsStr, extra: &str) -> String {
     )
 }
 
-/// With `GAVEL_TEST_MODEL` (CI: the 0.5B test model): a 10-group eval of the shipped QA set on
-/// the real model produces a complete report. No accuracy threshold here.
+/// With `GAVEL_TEST_MODEL` (CI: the 0.5B test model): a 4-group eval of the shipped QA set on
+/// the real model produces a complete report. No accuracy threshold here (the 1.5B test below has
+/// one). 4 groups in 2 orders reach every figure of the report; each more is another listwise
+/// decode on the real model, which CI's 2 cores pay in full.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_model_eval_produces_a_complete_report() {
     let Some(model) = std::env::var_os("GAVEL_TEST_MODEL") else {
@@ -548,18 +550,18 @@ async fn real_model_eval_produces_a_complete_report() {
     let html = s.dir.path().join("real.html");
     let t0 = std::time::Instant::now();
     let hour = Duration::from_secs(3600);
-    let args = ["--limit", "10", "--format", "json", &file];
+    let args = ["--limit", "4", "--format", "json", &file];
     let out = run_within(s.command("eval", &args), hour).await;
-    eprintln!("10 groups, 2 orders, in {:?}", t0.elapsed());
+    eprintln!("4 groups, 2 orders, in {:?}", t0.elapsed());
     assert!(matches!(out.code, Some(0 | 1)), "{}", out.stderr);
     let report = out.json();
     let r = result(&report, "halueval_qa", "local");
-    assert_eq!(r["groups"], 10);
+    assert_eq!(r["groups"], 4);
     let valid = r["valid_groups"].as_u64().unwrap();
     assert_eq!(r["pairs"].as_u64().unwrap(), valid);
     assert_eq!(
         r["usage"]["judge_calls"].as_u64().unwrap() + r["invalid"].as_u64().unwrap(),
-        20,
+        8,
         "{r}"
     );
     assert!(valid > 0, "{r}");
@@ -601,7 +603,7 @@ async fn real_model_eval_produces_a_complete_report() {
         "eval",
         &[
             "--limit",
-            "10",
+            "4",
             "--format",
             "html",
             "-o",

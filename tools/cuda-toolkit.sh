@@ -5,7 +5,8 @@
 #
 #   eval "$(tools/cuda-toolkit.sh)"          # nvcc, nvvm, headers: enough for `cargo check`
 #   cargo check --features cuda
-#   eval "$(tools/cuda-toolkit.sh --link)"   # also cuBLAS, cuRAND, NVRTC: for `cargo build`
+#   eval "$(tools/cuda-toolkit.sh --link)"   # also link stubs: for `cargo build` (no GPU needed)
+#   cargo build --release --features cuda
 #
 # Pinned to CUDA 13.0 because the GPU machines run driver 580 (CUDA 13.0): PTX from a newer
 # toolkit does not load under it. Every wheel is pinned by version and sha256, installed with
@@ -42,19 +43,11 @@ nvidia-cuda-runtime==13.0.96 --hash=sha256:7f82250d7782aa23b6cfe765ecc7db554bd3c
 nvidia-cuda-cccl==13.0.85 --hash=sha256:e0da7ad981f3a8aff08241b5bfc1af868742a63e2762f53a5171c492ef242649
 PINS
 )
-link_set=$(cat <<'PINS'
-nvidia-cuda-nvrtc==13.0.88 --hash=sha256:ad9b6d2ead2435f11cbb6868809d2adeeee302e9bb94bcf0539c7a40d80e8575
-nvidia-curand==10.4.0.35 --hash=sha256:1aee33a5da6e1db083fe2b90082def8915f30f3248d5896bcec36a579d941bfc
-nvidia-cublas==13.0.2.14 --hash=sha256:0cf238ffdbe46c00cb9aa98e7bca745c223a5ca5a53e686ac8b3e5a08fe80d6c
-PINS
-)
 want=$compile_set
-[[ $link == 1 ]] && want="$compile_set"$'\n'"$link_set"
 
 stamp=$venv.stamp
 have=$(cat "$stamp" 2>/dev/null || true)
-# A stamp of the compile set is also satisfied by one that has the link set on top.
-if [[ -n $have && $have == "$want"* && -x $venv/bin/python ]]; then
+if [[ $have == "$want" && -x $venv/bin/python ]]; then
   echo "cuda-toolkit: already installed in $venv" >&2
 else
   [[ -x $venv/bin/python ]] || python3 -m venv "$venv" >&2
@@ -64,7 +57,7 @@ else
   echo "cuda-toolkit: installing CUDA 13.0 wheels into $venv" >&2
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --require-hashes \
     --only-binary=:all: -r "$req" >&2
-  if [[ -n $have && $have != "$compile_set"* ]]; then
+  if [[ -n $have ]]; then
     # Another compiler made the kernels before: their PTX would be reused as is.
     rm -rf target/*/build/candle-kernels-* target/*/*/build/candle-kernels-*
     echo "cuda-toolkit: toolkit changed; removed candle's compiled kernels" >&2
@@ -77,12 +70,50 @@ root=$(echo "$PWD/$venv"/lib/python3*/site-packages/nvidia/cu13)
 # Build scripts look for libraries under lib64 as well as lib.
 [[ -e $root/lib64 ]] || ln -s lib "$root/lib64"
 
+link_path=$root/lib
+if [[ $link == 1 ]]; then
+  # Linking needs libcuda (the driver), cuBLAS, cuBLASLt, cuRAND and NVRTC, which candle's cudarc
+  # links dynamically. The driver cannot be installed here, and the others are hundreds of MB of
+  # wheels, far more than a binary can carry to a GPU machine (64 MiB): link against stubs
+  # instead, as NVIDIA's own toolkit does for the driver. A stub has the real library's soname
+  # and exports every function cudarc binds (read from cudarc's bindings), each an empty body;
+  # at run time the loader finds the real libraries by soname on the GPU machine. The CUDA
+  # runtime itself (libcudart, 1 MB) is real, from the runtime wheel.
+  stubs=$PWD/$venv/link-stubs
+  cudarc=$(cargo metadata --format-version 1 --features cuda 2>/dev/null | python3 -c '
+import json, os, sys
+m = json.load(sys.stdin)
+print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"] == "cudarc"))')
+  if [[ $(cat "$stubs/.from" 2>/dev/null) != "$cudarc" ]]; then
+    rm -rf "$stubs" && mkdir -p "$stubs"
+    # library:soname:cudarc module
+    for spec in cuda:libcuda.so.1:driver cublas:libcublas.so.13:cublas \
+                cublasLt:libcublasLt.so.13:cublaslt curand:libcurand.so.10:curand \
+                nvrtc:libnvrtc.so.13:nvrtc; do
+      IFS=: read -r lib soname module <<< "$spec"
+      grep -oE '^pub unsafe fn [A-Za-z_][A-Za-z0-9_]*' "$cudarc/src/$module/sys/mod.rs" \
+        | awk '{ print $4 }' | sort -u | sed 's/.*/void &(void) {}/' > "$stubs/$lib.c"
+      [[ -s $stubs/$lib.c ]] || { echo "cuda-toolkit: no functions for $lib in $cudarc" >&2; exit 1; }
+      cc -shared -fPIC -Wl,-soname,"$soname" -o "$stubs/lib$lib.so" "$stubs/$lib.c"
+    done
+    ln -sf "$root/lib/libcudart.so.13" "$stubs/libcudart.so"
+    printf '%s' "$cudarc" > "$stubs/.from"
+    echo "cuda-toolkit: link stubs in $stubs (from $cudarc)" >&2
+  fi
+  link_path=$stubs:$root/lib
+fi
+
+# candle's kernels are built by cudaforge, which runs nvcc on half the cores by default: one at a
+# time on a 2-core machine, ten minutes of serial nvcc for the quantized matmul kernels alone.
+threads=${CUDAFORGE_THREADS:-$(nproc)}
+
 cat <<ENV
 export CUDA_ROOT='$root'
 export CUDA_PATH='$root'
 export CUDA_TOOLKIT_ROOT_DIR='$root'
 export CUDA_COMPUTE_CAP='${CUDA_COMPUTE_CAP:-90}'
+export CUDAFORGE_THREADS='$threads'
 export PATH='$root/bin':"\$PATH"
-export LIBRARY_PATH='$root/lib':"\${LIBRARY_PATH:-}"
+export LIBRARY_PATH='$link_path':"\${LIBRARY_PATH:-}"
 export LD_LIBRARY_PATH='$root/lib':"\${LD_LIBRARY_PATH:-}"
 ENV
