@@ -14,10 +14,18 @@ use serde_json::{json, Value};
 use std::hint::black_box;
 
 use gavel::dedup::{DedupConfig, JudgeInput};
-use gavel::prompt::{count_tokens, Prompts, DEFAULT_PROMPT};
+use gavel::prompt::{count_tokens, GroupExtras, Prompts, DEFAULT_PROMPT};
 use gavel::rubric::RubricSet;
 use gavel::trajectory::{parse_trajectories, Trajectory};
 use gavel::verdict::{parse_verdict, ParseOptions};
+
+// What the daemon renders for its default judge: no tools or reference, a remote judge that
+// keeps to the verdict's JSON schema.
+const EXTRAS: GroupExtras<'static> = GroupExtras {
+    tools: None,
+    reference: None,
+    reply_schema: true,
+};
 
 /// The benchmark corpus (`benches/data/groups.jsonl`), labels stripped.
 fn corpus() -> Vec<Value> {
@@ -163,7 +171,7 @@ fn bench(c: &mut Criterion) {
     let input = JudgeInput::build(&group, &cfg);
     let order: Vec<usize> = (0..input.candidates.len()).collect();
     let rendered = prompts
-        .render(DEFAULT_PROMPT, &input, &order, rubric, None, None)
+        .render(DEFAULT_PROMPT, &input, &order, rubric, EXTRAS)
         .unwrap();
     let text = verdict(rendered.ids.len());
     let opts = ParseOptions {
@@ -178,14 +186,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("render/8-agent", |b| {
         b.iter(|| {
             prompts
-                .render(
-                    DEFAULT_PROMPT,
-                    black_box(&input),
-                    &order,
-                    rubric,
-                    None,
-                    None,
-                )
+                .render(DEFAULT_PROMPT, black_box(&input), &order, rubric, EXTRAS)
                 .unwrap()
         })
     });
@@ -197,7 +198,7 @@ fn bench(c: &mut Criterion) {
             let input = JudgeInput::build(black_box(&group), &cfg);
             let order: Vec<usize> = (0..input.candidates.len()).collect();
             let r = prompts
-                .render(DEFAULT_PROMPT, &input, &order, rubric, None, None)
+                .render(DEFAULT_PROMPT, &input, &order, rubric, EXTRAS)
                 .unwrap();
             let opts = ParseOptions {
                 expected_ids: &r.ids,

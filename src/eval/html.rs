@@ -33,14 +33,12 @@ fn row_label(r: &SetResult) -> String {
     r.label()
 }
 
+/// One bar series: its name, its colour, and the figure it draws from a result.
+type Series<'a> = (&'a str, &'a str, fn(&SetResult) -> Option<f64>);
+
 /// Horizontal bars on a 0–1 axis, one row per result and one bar per series; `ci` draws the
 /// interval whisker of the first series; a dashed line marks chance (0.5).
-fn bars_svg(
-    label: &str,
-    results: &[SetResult],
-    series: &[(&str, &str, fn(&SetResult) -> Option<f64>)],
-    ci: bool,
-) -> String {
+fn bars_svg(label: &str, results: &[SetResult], series: &[Series], ci: bool) -> String {
     let row_h = 10.0 + 12.0 * series.len() as f64;
     let (l, r, t, b) = (230.0, 48.0, 30.0, 34.0);
     let w = 760.0;

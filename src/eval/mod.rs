@@ -71,9 +71,11 @@ pub struct EvalArgs {
     /// Passed through to every request: gavel's own order averaging within one judging.
     #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
     pub permutations: Option<u32>,
-    /// Groups judged at once.
-    #[arg(long, env = "GAVEL_EVAL_CONCURRENCY", default_value_t = 4)]
-    pub concurrency: usize,
+    /// Groups judged at once [default: 4; 1 when every judge evaluated is local: its model
+    /// runs one prompt at a time whatever comes in, and a group's prompts reuse each other's
+    /// prefixes from its cache only while other groups' prompts do not push them out].
+    #[arg(long, env = "GAVEL_EVAL_CONCURRENCY")]
+    pub concurrency: Option<usize>,
     /// Evaluate only the first N groups of each set.
     #[arg(long, env = "GAVEL_EVAL_LIMIT")]
     pub limit: Option<usize>,
@@ -204,6 +206,24 @@ fn combos(args: &EvalArgs, cfg: &Config) -> Vec<Variant> {
     out
 }
 
+/// Groups judged at once when `--concurrency` is not given: 1 when every combination's judge
+/// is local, else 4. A local judge answers one prompt at a time on its model thread, so more
+/// groups in flight buy nothing and interleave their prompts, which pushes a group's prompts out
+/// of the prefix cache before its next order or trajectory can reuse them: on the 1.5B test model,
+/// 20 QA groups in 2 orders took 414 s at 4 and 212 s at 1 (BENCHMARKS.md, "Judge quality").
+fn default_concurrency(combos: &[Variant], cfg: &Config) -> usize {
+    let local = |v: &Variant| {
+        cfg.judges
+            .get(&v.combo.judge)
+            .is_some_and(|j| j.backend == crate::judge::Backend::Local)
+    };
+    if !combos.is_empty() && combos.iter().all(local) {
+        1
+    } else {
+        4
+    }
+}
+
 /// The request for one group, combination and order.
 fn order_request(
     g: &GroupIn<Labels>,
@@ -242,7 +262,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
             return usage_error(&format!("--permutations must be 1 to {MAX_PERMUTATIONS}"));
         }
     }
-    if args.concurrency == 0 {
+    if args.concurrency == Some(0) {
         return usage_error("--concurrency must be at least 1");
     }
     let cfg = common.load_config()?;
@@ -281,6 +301,9 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         }
     }
     let combos = combos(args, &cfg);
+    let concurrency = args
+        .concurrency
+        .unwrap_or_else(|| default_concurrency(&combos, &cfg));
 
     // Read every file and check every line before any judge is called.
     let mut problems = Vec::new();
@@ -346,7 +369,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
     }
 
     let scorer: Arc<Scorer> = open_scorer(&cfg).await?;
-    let mut runs = judge_all(&scorer, args, &combos, &groups).await;
+    let mut runs = judge_all(&scorer, args, concurrency, &combos, &groups).await;
     scorer.store().flush().await?;
     if args.score != "reward" {
         for j in runs.iter_mut().flat_map(|r| &mut r.judgings) {
@@ -426,6 +449,7 @@ fn rank_by_component(outcome: &mut crate::diff::Outcome, name: &str) {
 async fn judge_all(
     scorer: &Scorer,
     args: &EvalArgs,
+    concurrency: usize,
     combos: &[Variant],
     groups: &[(LabelledGroup, GroupIn<Labels>)],
 ) -> Vec<GroupRun> {
@@ -469,7 +493,7 @@ async fn judge_all(
                 judgings,
             }
         })
-        .buffered(args.concurrency)
+        .buffered(concurrency)
         .collect()
         .await;
     if let Some(b) = bar {
@@ -483,4 +507,48 @@ fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
     std::io::stderr()
         .is_terminal()
         .then(|| crate::cli::progress_bar(total, "judgings"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::JudgeConfig;
+
+    fn variant(judge: &str) -> Variant {
+        Variant {
+            judge: Some(judge.into()),
+            rubric: None,
+            mode: None,
+            combo: Combo {
+                judge: judge.into(),
+                rubric: "as in file".into(),
+                judge_mode: "as configured".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn local_judges_alone_are_evaluated_one_group_at_a_time() {
+        let mut cfg = Config::from_env(&|_| None);
+        cfg.judges.clear();
+        cfg.judges
+            .insert("small".into(), JudgeConfig::local("/models/q.gguf"));
+        cfg.judges.insert(
+            "api".into(),
+            JudgeConfig::openai("http://127.0.0.1:1/v1", "m", None),
+        );
+        assert_eq!(default_concurrency(&[variant("small")], &cfg), 1);
+        assert_eq!(
+            default_concurrency(&[variant("small"), variant("small")], &cfg),
+            1
+        );
+        // A remote judge answers many requests at once: one is enough to keep 4 in flight.
+        assert_eq!(default_concurrency(&[variant("api")], &cfg), 4);
+        assert_eq!(
+            default_concurrency(&[variant("small"), variant("api")], &cfg),
+            4
+        );
+        // A judge the config does not name is not known to be local.
+        assert_eq!(default_concurrency(&[variant("nope")], &cfg), 4);
+    }
 }

@@ -357,15 +357,14 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             }
             cfg = t;
         }
-        Some(TrainAction::Sample { .. }) => {
-            if cfg.sft.is_some() || cfg.offline.is_some() || cfg.tasks.is_none() {
-                return Err(TrainError::Config(
-                    "train sample samples the tasks of --tasks (not --sft or --offline data)"
-                        .into(),
-                ));
-            }
+        Some(TrainAction::Sample { .. })
+            if cfg.sft.is_some() || cfg.offline.is_some() || cfg.tasks.is_none() =>
+        {
+            return Err(TrainError::Config(
+                "train sample samples the tasks of --tasks (not --sft or --offline data)".into(),
+            ));
         }
-        None => {}
+        Some(TrainAction::Sample { .. }) | None => {}
     }
     cfg.validate()?;
     if cfg.sft.is_some() {
