@@ -10,8 +10,8 @@
 #   GAVEL_BENCH_DEVICE=cpu benches/gpu.sh        # anywhere: tiny shapes on the CPU (CI runs this)
 #
 # Environment: GAVEL_BIN (default: on a GPU target/gpu/release/gavel, unpacked from
-# target/gpu/gavel-cuda.xz when only that is there; on cpu target/release/gavel), GAVEL_BENCH_DEVICE (default cuda:0),
-# OUT (default target/device-bench), PEAK_TFLOPS (the GPU's dense f32 peak for MFU; default 67,
+# target/gpu/gavel-cuda.xz when only that is there; on cpu target/release/gavel),
+# GAVEL_BENCH_DEVICE (default cuda:0), OUT (default target/device-bench), PEAK_TFLOPS (the GPU's dense f32 peak for MFU; default 67,
 # an H100/H200 SXM's), SHAPES (default "0.5b,1.5b"; "tiny" on the CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +41,8 @@ else
     [[ -d $d ]] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
   done
   export LD_LIBRARY_PATH
-  # A GPU window is minutes long: say at once which library is missing, not after a model load.
+  # A GPU window is minutes long: say at once what is missing, not after a model load.
+  [[ -x $bin ]] || { echo "benches/gpu.sh: no binary at $bin (tools/gpu-binary.sh makes it)" >&2; exit 1; }
   if missing=$(ldd "$bin" | grep "not found"); then
     echo "benches/gpu.sh: $bin cannot load:" >&2; echo "$missing" >&2; exit 1
   fi
