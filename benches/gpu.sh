@@ -11,8 +11,9 @@
 #
 # Environment: GAVEL_BIN (default: on a GPU target/gpu/release/gavel, unpacked from
 # target/gpu/gavel-cuda.xz when only that is there; on cpu target/release/gavel),
-# GAVEL_BENCH_DEVICE (default cuda:0), OUT (default target/device-bench), PEAK_TFLOPS (the GPU's dense f32 peak for MFU; default 67,
-# an H100/H200 SXM's), SHAPES (default "0.5b,1.5b"; "tiny" on the CPU).
+# GAVEL_BENCH_DEVICE (default cuda:0), OUT (default target/device-bench), PEAK_TFLOPS (the GPU's
+# dense f32 peak for MFU; default 67, an H100/H200 SXM's), SHAPES (default "0.5b,1.5b"; "tiny" on
+# the CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=${GAVEL_BENCH_DEVICE:-cuda:0}
