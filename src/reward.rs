@@ -24,35 +24,89 @@ pub enum ScaleRewards {
     None,
 }
 
+/// The largest sum of `correctness_plus_shaping`'s shaping weights: up to it, a wrong answer's
+/// reward stays below every right answer's in f64 arithmetic (see [`ResolvedPolicy::combine`]).
+pub const MAX_SHAPING_SUM: f64 = 1e6;
+
 /// TRL adds this to the standard deviation before dividing.
 pub const STD_EPS: f64 = 1e-4;
 
-fn mean_std(values: impl Iterator<Item = f64> + Clone) -> Option<(f64, f64)> {
+/// A group's (or a batch's) rewards as `scale · x`, with every `x` in [-1, 1]: the mean and the
+/// Bessel standard deviation are taken of the `x`, so rewards anywhere in f64's range (a caller
+/// may send ±1e308) give finite statistics where the plain sums would overflow.
+#[derive(Debug, Clone, Copy)]
+struct Scaled {
+    /// The largest |reward| (1 when every reward is 0).
+    scale: f64,
+    /// Mean and standard deviation of reward / scale.
+    mean: f64,
+    std: f64,
+}
+
+fn scaled_stats(values: impl Iterator<Item = f64> + Clone) -> Option<Scaled> {
     let n = values.clone().count();
     if n < 2 {
         return None;
     }
-    let mean = values.clone().sum::<f64>() / n as f64;
-    let var = values.map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64;
-    Some((mean, var.sqrt()))
+    let top = values.clone().fold(0.0f64, |m, v| m.max(v.abs()));
+    let scale = if top > 0.0 { top } else { 1.0 };
+    let mean = values.clone().map(|v| v / scale).sum::<f64>() / n as f64;
+    let var = values
+        .map(|v| (v / scale - mean) * (v / scale - mean))
+        .sum::<f64>()
+        / (n - 1) as f64;
+    Some(Scaled {
+        scale,
+        mean,
+        std: var.sqrt(),
+    })
 }
 
-/// Advantages for a batch of groups (one group for `/v1/score_group`).
-pub fn advantages(groups: &[Vec<Option<f64>>], scale: ScaleRewards) -> Vec<Vec<f64>> {
-    let batch_std = mean_std(groups.iter().flatten().flatten().copied()).map(|(_, s)| s);
+/// An advantage past f64's range: only `scale_rewards = "none"` can get one (reward minus the
+/// group mean, unscaled), from caller rewards near ±1.8e308.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdvantageOverflow {
+    pub group: usize,
+    pub trajectory: usize,
+}
+
+/// Advantages for a batch of groups (one group for `/v1/score_group`). Every division is done in
+/// scaled units ([`Scaled`]), so group and batch scaling are finite for any finite rewards.
+pub fn advantages(
+    groups: &[Vec<Option<f64>>],
+    scale: ScaleRewards,
+) -> Result<Vec<Vec<f64>>, AdvantageOverflow> {
+    let batch = scaled_stats(groups.iter().flatten().flatten().copied());
     groups
         .iter()
-        .map(|g| {
-            let Some((mean, group_std)) = mean_std(g.iter().flatten().copied()) else {
-                return vec![0.0; g.len()];
+        .enumerate()
+        .map(|(gi, g)| {
+            let Some(st) = scaled_stats(g.iter().flatten().copied()) else {
+                return Ok(vec![0.0; g.len()]);
             };
-            let denom = match scale {
-                ScaleRewards::Group => group_std + STD_EPS,
-                ScaleRewards::Batch => batch_std.unwrap_or(0.0) + STD_EPS,
-                ScaleRewards::None => 1.0,
+            // (r − mean) / (std + ε), written in the units of whichever scale divides.
+            let one = |r: f64| match scale {
+                ScaleRewards::Group => (r / st.scale - st.mean) / (st.std + STD_EPS / st.scale),
+                ScaleRewards::Batch => {
+                    let b = batch.unwrap_or(st);
+                    let mean = (st.scale / b.scale) * st.mean;
+                    (r / b.scale - mean) / (b.std + STD_EPS / b.scale)
+                }
+                ScaleRewards::None => st.scale * (r / st.scale - st.mean),
             };
             g.iter()
-                .map(|r| r.map_or(0.0, |r| (r - mean) / denom))
+                .enumerate()
+                .map(|(ti, r)| {
+                    let a = r.map_or(0.0, one);
+                    if a.is_finite() {
+                        Ok(a)
+                    } else {
+                        Err(AdvantageOverflow {
+                            group: gi,
+                            trajectory: ti,
+                        })
+                    }
+                })
                 .collect()
         })
         .collect()
@@ -201,6 +255,17 @@ impl Policy {
                 for name in shaping.keys() {
                     check(&format!("shaping.{name}"), name)?;
                 }
+                // The tiers are (1 + b)/(1 + S) and (c + b)/(1 + S)²: past MAX_SHAPING_SUM,
+                // 1 + S and c + S round alike in f64 and a wrong answer ties a right one (and
+                // past 1.8e308, S itself overflows).
+                let sum: f64 = shaping.values().sum();
+                if sum > MAX_SHAPING_SUM {
+                    return Err(format!(
+                        "shaping: the weights sum to {sum:e}, above {MAX_SHAPING_SUM:e}: past \
+                         that, a wrong answer's reward can round up to a right one's; scale \
+                         them down (shaping below 0.5 keeps the tiers far apart)"
+                    ));
+                }
                 ResolvedPolicy::CorrectnessPlusShaping {
                     correctness: correctness.clone(),
                     shaping: shaping.clone(),
@@ -242,19 +307,53 @@ impl ResolvedPolicy {
         }
     }
 
+    /// Whether a trajectory without the `component` can get no reward at all, whatever the
+    /// others are: the policy counts nothing else (only `independent_reward`, say), or it is
+    /// the correctness of `correctness_plus_shaping`.
+    pub fn cannot_do_without(&self, component: &str) -> bool {
+        let mut others: BTreeMap<String, Option<f64>> = match self {
+            ResolvedPolicy::Weighted { weights } => {
+                weights.keys().map(|k| (k.clone(), Some(1.0))).collect()
+            }
+            ResolvedPolicy::Gate { gate, weights, .. } => weights
+                .keys()
+                .chain([gate])
+                .map(|k| (k.clone(), Some(1.0)))
+                .collect(),
+            ResolvedPolicy::CorrectnessPlusShaping {
+                correctness,
+                shaping,
+            } => shaping
+                .keys()
+                .chain([correctness])
+                .map(|k| (k.clone(), Some(1.0)))
+                .collect(),
+        };
+        others.insert(component.to_string(), None);
+        self.combine(&others).is_none()
+    }
+
     /// The reward for one trajectory's components; `None` ("no reward") when nothing that
     /// counts is applicable.
     pub fn combine(&self, c: &BTreeMap<String, Option<f64>>) -> Option<f64> {
         let value = |name: &str| c.get(name).copied().flatten();
+        // Σ wᵢ·cᵢ / Σ wᵢ as a convex combination of the applicable components, with the weights
+        // first divided by the largest: any finite weights (1e308 each) and any finite
+        // components give a finite result between the smallest and largest component.
         let weighted = |weights: &BTreeMap<String, f64>| {
-            let (mut num, mut den) = (0.0, 0.0);
-            for (name, &w) in weights {
-                if let (true, Some(v)) = (w > 0.0, value(name)) {
-                    num += w * v;
-                    den += w;
-                }
-            }
-            (den > 0.0).then(|| num / den)
+            let applicable: Vec<(f64, f64)> = weights
+                .iter()
+                .filter(|(_, &w)| w > 0.0)
+                .filter_map(|(name, &w)| value(name).map(|v| (w, v)))
+                .collect();
+            let top = applicable.iter().fold(0.0f64, |m, (w, _)| m.max(*w));
+            let den: f64 = applicable.iter().map(|(w, _)| w / top).sum();
+            (den > 0.0).then(|| {
+                applicable
+                    .iter()
+                    .map(|(w, v)| (w / top) / den * v)
+                    .sum::<f64>()
+            })
         };
         match self {
             ResolvedPolicy::Weighted { weights } => weighted(weights),
@@ -274,10 +373,12 @@ impl ResolvedPolicy {
                 let c = value(correctness)?;
                 let total: f64 = shaping.values().filter(|w| **w > 0.0).sum();
                 let b = weighted(shaping).map_or(0.0, |avg| total * avg.clamp(0.0, 1.0));
+                // Divided twice rather than by (1 + S)², which overflows for S above ~1e154
+                // (`resolve` keeps S itself finite).
                 Some(if c >= 1.0 - 1e-9 {
                     (1.0 + b) / (1.0 + total)
                 } else {
-                    (c.clamp(0.0, 1.0) + b) / ((1.0 + total) * (1.0 + total))
+                    (c.clamp(0.0, 1.0) + b) / (1.0 + total) / (1.0 + total)
                 })
             }
         }
@@ -458,7 +559,7 @@ mod tests {
             ("batch", ScaleRewards::Batch),
             ("none", ScaleRewards::None),
         ] {
-            let got: Vec<f64> = advantages(&groups, scale).concat();
+            let got: Vec<f64> = advantages(&groups, scale).unwrap().concat();
             let want: Vec<f64> = g["advantages"][mode]
                 .as_array()
                 .unwrap()
@@ -474,7 +575,9 @@ mod tests {
 
     #[test]
     fn null_rewards_get_zero_and_are_excluded() {
-        let adv = advantages(&[vec![Some(1.0), None, Some(0.0)]], ScaleRewards::Group).concat();
+        let adv = advantages(&[vec![Some(1.0), None, Some(0.0)]], ScaleRewards::Group)
+            .unwrap()
+            .concat();
         // mean 0.5, std sqrt(0.5) over the two scored rewards only
         let s = 0.5f64.sqrt() + STD_EPS;
         assert!((adv[0] - 0.5 / s).abs() < 1e-12);
@@ -486,11 +589,110 @@ mod tests {
     fn one_scored_trajectory_gets_zero() {
         assert_eq!(
             advantages(&[vec![Some(0.9), None]], ScaleRewards::Group),
-            vec![vec![0.0, 0.0]]
+            Ok(vec![vec![0.0, 0.0]])
         );
         assert_eq!(
             advantages(&[vec![Some(0.9)]], ScaleRewards::None),
-            vec![vec![0.0]]
+            Ok(vec![vec![0.0]])
+        );
+    }
+
+    #[test]
+    fn rewards_at_the_ends_of_f64_give_finite_advantages() {
+        let big = [vec![Some(1e308), Some(-1e308)]];
+        for scale in [ScaleRewards::Group, ScaleRewards::Batch] {
+            let adv = advantages(&big, scale).unwrap().concat();
+            // Scaled, the rewards are ±1: mean 0, std √2.
+            let want = 1.0 / (2f64.sqrt() + STD_EPS / 1e308);
+            assert!((adv[0] - want).abs() < 1e-12, "{scale:?}: {adv:?}");
+            assert!((adv[1] + want).abs() < 1e-12, "{scale:?}: {adv:?}");
+        }
+        // Unscaled, reward minus the mean is the reward itself here...
+        assert_eq!(
+            advantages(&big, ScaleRewards::None),
+            Ok(vec![vec![1e308, -1e308]])
+        );
+        // ...and past f64's range, an error naming the trajectory, never inf or 0.
+        let far = [
+            vec![Some(0.0)],
+            vec![Some(1.7e308), Some(-1.7e308), Some(-1.7e308)],
+        ];
+        assert_eq!(
+            advantages(&far, ScaleRewards::None),
+            Err(AdvantageOverflow {
+                group: 1,
+                trajectory: 0
+            })
+        );
+        // Small rewards are untouched by the scaling.
+        let adv = advantages(&[vec![Some(1e-300), Some(0.0)]], ScaleRewards::None).unwrap();
+        assert_eq!(adv, vec![vec![5e-301, -5e-301]]);
+    }
+
+    #[test]
+    fn weights_at_the_end_of_f64_weigh_like_equal_weights() {
+        let p = policy(
+            serde_json::json!({"type": "weighted", "weights": {"judge": 1e308, "answer_line": 1e308}}),
+            &[("answer_line", 1.0)],
+        );
+        let right = p.combine(&comps(&[("judge", Some(0.3)), ("answer_line", Some(1.0))]));
+        let wrong = p.combine(&comps(&[("judge", Some(0.9)), ("answer_line", Some(0.0))]));
+        assert!((right.unwrap() - 0.65).abs() < 1e-12, "{right:?}");
+        assert!((wrong.unwrap() - 0.45).abs() < 1e-12, "{wrong:?}");
+        // Huge components under huge weights stay a weighted mean.
+        let both = p.combine(&comps(&[
+            ("judge", Some(1e308)),
+            ("answer_line", Some(1e308)),
+        ]));
+        assert_eq!(both, Some(1e308));
+        // correctness_plus_shaping: a sum of shaping weights past f64 is refused, a large one
+        // keeps the tiers apart.
+        let e = serde_json::from_value::<Policy>(
+            serde_json::json!({"type": "correctness_plus_shaping",
+            "correctness": "answer_line", "shaping": {"judge": 1e308, "turn_budget": 1e308}}),
+        )
+        .unwrap()
+        .resolve(&BTreeMap::from([
+            ("answer_line".into(), 1.0),
+            ("turn_budget".into(), 1.0),
+        ]))
+        .unwrap_err();
+        assert!(
+            e.starts_with("shaping: the weights sum to inf, above 1e6"),
+            "{e}"
+        );
+        // At the largest sum allowed, the best wrong answer still ranks below the worst right one.
+        let p = policy(
+            serde_json::json!({"type": "correctness_plus_shaping", "correctness": "answer_line", "shaping": {"judge": MAX_SHAPING_SUM}}),
+            &[("answer_line", 1.0)],
+        );
+        let right = p.combine(&comps(&[("judge", Some(0.0)), ("answer_line", Some(1.0))]));
+        let wrong = p.combine(&comps(&[
+            ("judge", Some(1.0)),
+            ("answer_line", Some(1.0 - 2e-9)),
+        ]));
+        assert!(right.unwrap() > wrong.unwrap(), "{right:?} {wrong:?}");
+    }
+
+    #[test]
+    fn a_policy_of_the_callers_reward_alone_cannot_do_without_it() {
+        let only = policy(
+            serde_json::json!({"type": "weighted", "weights": {"independent_reward": 1.0}}),
+            &[],
+        );
+        assert!(only.cannot_do_without(INDEPENDENT));
+        let mixed = policy(
+            serde_json::json!({"type": "weighted", "weights": {"independent_reward": 1.0, "judge": 1.0}}),
+            &[],
+        );
+        assert!(!mixed.cannot_do_without(INDEPENDENT));
+        let correctness = policy(
+            serde_json::json!({"type": "correctness_plus_shaping", "correctness": "independent_reward", "shaping": {"judge": 0.1}}),
+            &[],
+        );
+        assert!(correctness.cannot_do_without(INDEPENDENT));
+        assert!(
+            !policy(serde_json::json!({"type": "weighted"}), &[]).cannot_do_without(INDEPENDENT)
         );
     }
 }

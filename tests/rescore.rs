@@ -381,6 +381,60 @@ async fn an_output_file_of_another_job_is_not_overwritten() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_rejects_file_of_another_job_is_not_overwritten() {
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    let input = job.write_lines("in.jsonl", &groups(2));
+    std::fs::write(job.path("out.jsonl.rejects.jsonl"), "precious\n").unwrap();
+    let (code, stderr) = job.run(&input, &["--progress", "none"]).await;
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("out.jsonl.rejects.jsonl: exists and is not the rejects file of this job"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(job.path("out.jsonl.rejects.jsonl")).unwrap(),
+        "precious\n"
+    );
+    assert!(!job.path("out.jsonl").exists(), "nothing was written");
+    assert_eq!(mock.calls(), 0, "refused before any judge call");
+}
+
+/// The README's form: input and output relative to the working directory. The second run is the
+/// same job (nothing left to do), not "another job's output".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_with_a_relative_output_resumes_as_itself() {
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    job.write_lines("in.jsonl", &groups(3));
+    let run = || async {
+        let mut c = job.cmd_to(Path::new("in.jsonl"), Path::new("rescored.jsonl"), &[]);
+        c.current_dir(job.dir.path()).args(["--progress", "none"]);
+        let out = tokio::time::timeout(Duration::from_secs(60), c.output())
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run().await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let calls = mock.calls();
+    let first = std::fs::read_to_string(job.path("rescored.jsonl")).unwrap();
+    assert_eq!(first.lines().count(), 3);
+    let (code, stderr) = run().await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("\"skipped_already_done\":3"), "{stderr}");
+    assert_eq!(mock.calls(), calls, "nothing judged again");
+    assert_eq!(
+        std::fs::read_to_string(job.path("rescored.jsonl")).unwrap(),
+        first
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn log_filters_without_from_log_are_refused() {
     let mock = MockJudge::start().await;
     let job = Job::new(&mock);

@@ -282,6 +282,65 @@ async fn bad_verifiers_and_policies_are_refused_by_field() {
     assert_eq!(mock.calls(), 0);
 }
 
+/// Weights and caller rewards anywhere in f64's range give the rewards and advantages their
+/// arithmetic means, never a null, a 0 or an infinity; what cannot be computed is a 400 naming the
+/// field.
+#[tokio::test]
+async fn rewards_and_weights_at_the_ends_of_f64_rank_as_they_should() {
+    let (mock, gavel, _dir) = setup().await;
+    let mut body = answers_group();
+    body["verifiers"] = json!([{"type": "answer_line", "kind": "integer", "expected": 4120}]);
+    body["policy"] = json!({"type": "weighted", "weights": {"judge": 1e308, "answer_line": 1e308}});
+    let (status, r) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(status, 200, "{r}");
+    // Equal weights: (judge + answer_line) / 2; the right answer first.
+    assert!(
+        close(&floats(&r["rewards"]), &[0.8, 0.45, 0.15, 0.4]),
+        "{}",
+        r["rewards"]
+    );
+
+    let mut body = json!({"trajectories": [simple_traj("SCORE=0.2 a"), simple_traj("SCORE=0.6 b")],
+        "policy": {"type": "weighted", "weights": {"independent_reward": 1.0}}});
+    body["trajectories"][0]["reward"] = json!(1e308);
+    body["trajectories"][1]["reward"] = json!(-1e308);
+    let (status, r) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(floats(&r["rewards"]), vec![1e308, -1e308]);
+    let half = 0.5f64.sqrt();
+    assert!(
+        close(&floats(&r["advantages"]), &[half, -half]),
+        "{}",
+        r["advantages"]
+    );
+
+    // Unscaled advantages past f64's range: refused, naming the trajectory.
+    let mut far = body.clone();
+    far["trajectories"] = json!([simple_traj("a"), simple_traj("b"), simple_traj("c")]);
+    for (t, r) in [1.7e308, -1.7e308, -1.7e308].into_iter().enumerate() {
+        far["trajectories"][t]["reward"] = json!(r);
+    }
+    let batch = json!({"groups": [body.clone(), far], "scale_rewards": "none"});
+    let (status, r) = gavel.post("/v1/score_groups", &batch).await;
+    assert_eq!(status, 400, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("groups[1].trajectories[0].reward: with scale_rewards \"none\""),
+        "{msg}"
+    );
+
+    // A policy of the caller's reward alone, and a trajectory that sends none.
+    body["trajectories"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("reward");
+    let (status, r) = gavel.post("/v1/score_group", &body).await;
+    assert_eq!(status, 400, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.starts_with("trajectories[1].reward: missing"), "{msg}");
+    assert_eq!(mock.calls(), 1, "only the first group needed the judge");
+}
+
 #[tokio::test]
 async fn score_groups_scales_advantages_by_batch_or_group() {
     let (mock, gavel, _dir) = setup().await;

@@ -102,12 +102,18 @@ impl Ledger {
         let (out_len, rej_len) = match progress.offsets {
             Some(offsets) => offsets,
             None => {
-                if file_len(output) > 0 {
-                    return Err(CliError::Other(format!(
-                        "{}: exists and is not the output of this job (same input, rubric, \
-                         judge and shard); remove it or choose another -o",
-                        output.display()
-                    )));
+                // Both files are checked before either is touched: a new job erases no one's.
+                for (path, what, flag) in [
+                    (output, "output", "-o"),
+                    (rejects, "rejects file", "--rejects"),
+                ] {
+                    if file_len(path) > 0 {
+                        return Err(CliError::Other(format!(
+                            "{}: exists and is not the {what} of this job (same input, output, \
+                             rubric, judge and shard); remove it or choose another {flag}",
+                            path.display()
+                        )));
+                    }
                 }
                 // Claim the output before the first line goes in: otherwise a crash before the
                 // first unit's checkpoint leaves a non-empty file the check above refuses.

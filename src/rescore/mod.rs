@@ -122,16 +122,10 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
     let units = read_units(&text, cfg.server.max_group_size, args)?;
     drop(text);
     let scorer = open_scorer(&cfg).await?;
-    let abs = |p: &Path| {
-        std::fs::canonicalize(p)
-            .unwrap_or_else(|_| p.to_path_buf())
-            .display()
-            .to_string()
-    };
     let job = content_hash(&(
         "rescore",
         match &args.input {
-            Some(p) => abs(p),
+            Some(p) => job_path(p),
             None => format!(
                 "log {file} {:?}",
                 (
@@ -142,7 +136,7 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
                 )
             ),
         },
-        abs(&args.output),
+        job_path(&args.output),
         &args.rubric,
         &args.judge,
         args.shard.map(|s| (s.index, s.count)),
@@ -218,6 +212,26 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
     Ok(if stats.rejects == 0 { 0 } else { 1 })
 }
 
+/// How a file names the job it belongs to: its directory made absolute with links resolved, and
+/// its own name as given. The file itself is never resolved, so the name is the same before the
+/// output exists (the first run) and after (a resume); a relative `-o` and its absolute spelling
+/// name one job.
+fn job_path(p: &Path) -> String {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let dir = std::fs::canonicalize(dir)
+        .or_else(|_| std::path::absolute(dir))
+        .unwrap_or_else(|_| dir.to_path_buf());
+    match p.file_name() {
+        Some(name) => dir.join(name),
+        None => dir,
+    }
+    .display()
+    .to_string()
+}
+
 #[derive(Default)]
 struct Summary {
     groups: u64,
@@ -244,4 +258,43 @@ fn progress_bar(mode: ProgressMode, total: u64, already: usize) -> Option<indica
         return None;
     }
     Some(crate::cli::progress_bar(total, "groups"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_path;
+
+    #[test]
+    fn a_file_names_its_job_alike_before_and_after_it_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.jsonl");
+        let before = job_path(&out);
+        std::fs::write(&out, "{}\n").unwrap();
+        assert_eq!(job_path(&out), before);
+        // A relative spelling of the same file names the same job.
+        let cwd = std::env::current_dir().unwrap();
+        let rel = pathdiff(&out, &cwd);
+        assert_eq!(job_path(&rel), before, "{}", rel.display());
+    }
+
+    /// `to` written relative to `from` (both absolute), with `..` as needed.
+    fn pathdiff(to: &std::path::Path, from: &std::path::Path) -> std::path::PathBuf {
+        let (to, from) = (
+            std::fs::canonicalize(to.parent().unwrap())
+                .unwrap()
+                .join(to.file_name().unwrap()),
+            std::fs::canonicalize(from).unwrap(),
+        );
+        let common = to
+            .components()
+            .zip(from.components())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let mut rel = std::path::PathBuf::new();
+        for _ in from.components().skip(common) {
+            rel.push("..");
+        }
+        rel.extend(to.components().skip(common));
+        rel
+    }
 }

@@ -27,7 +27,7 @@ use crate::dedup::DedupConfig;
 use crate::judge::config::JudgeConfig;
 use crate::judge::{Judge, JudgeError};
 use crate::prompt::{PromptError, Prompts};
-use crate::reward::{advantages, ScaleRewards};
+use crate::reward::{advantages, AdvantageOverflow, ScaleRewards};
 use crate::rubric::{Rubric, RubricError, RubricSet};
 use crate::store::{StoreError, VerdictStore};
 use crate::trajectory::InputError;
@@ -207,7 +207,9 @@ impl Scorer {
             // For one group, the batch is the group.
             ScaleRewards::Group | ScaleRewards::Batch => ScaleRewards::Group,
         };
-        let advantages = advantages(std::slice::from_ref(&rewards), scale).remove(0);
+        let advantages = advantages(std::slice::from_ref(&rewards), scale)
+            .map_err(|o| overflow_error(o, ""))?
+            .remove(0);
         Ok(ScoreResponse {
             rewards,
             advantages,
@@ -244,11 +246,10 @@ impl Scorer {
             })?);
         }
         let rewards: Vec<Vec<Option<f64>>> = out.iter().map(|r| r.rewards.clone()).collect();
+        let advantages = advantages(&rewards, batch.scale_rewards)
+            .map_err(|o| overflow_error(o, &format!("groups[{}].", o.group)))?;
         let mut usage = Usage::default();
-        for (r, adv) in out
-            .iter_mut()
-            .zip(advantages(&rewards, batch.scale_rewards))
-        {
+        for (r, adv) in out.iter_mut().zip(advantages) {
             r.advantages = adv;
             usage.add(&r.usage);
         }
@@ -258,4 +259,13 @@ impl Scorer {
             usage,
         })
     }
+}
+
+/// The request error of an advantage past f64's range (`prefix` locates the group in a batch).
+fn overflow_error(o: AdvantageOverflow, prefix: &str) -> ScoreError {
+    ScoreError::Input(InputError::new(
+        format!("{prefix}trajectories[{}].reward", o.trajectory),
+        "with scale_rewards \"none\", this reward minus its group's mean is past the largest \
+         number f64 holds (about 1.8e308): send smaller rewards, or scale_rewards \"group\"",
+    ))
 }

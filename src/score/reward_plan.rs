@@ -104,6 +104,19 @@ pub(super) fn plan_rewards(rubric: &Rubric, req: &ScoreRequest) -> Result<Reward
         .unwrap_or_default()
         .resolve(&weights)
         .map_err(|m| InputError::new(policy_at, m))?;
+    // A reward made of the caller's reward alone needs it from every trajectory: without it the
+    // reward would be null, which the API keeps for judge failures.
+    if policy.cannot_do_without(INDEPENDENT) {
+        if let Some(i) = req.trajectories.iter().position(|t| t.reward.is_none()) {
+            return Err(InputError::new(
+                format!("trajectories[{i}].reward"),
+                format!(
+                    "missing: the {policy_at} counts nothing but {INDEPENDENT}, so every \
+                     trajectory must send its own `reward`"
+                ),
+            ));
+        }
+    }
     Ok(RewardPlan { verifiers, policy })
 }
 
@@ -240,5 +253,31 @@ mod tests {
         );
         plan.combine(&mut scores, true);
         assert!(scores.iter().all(|s| s.score.is_none()));
+    }
+
+    #[test]
+    fn a_policy_of_the_callers_reward_alone_needs_it_from_every_trajectory() {
+        let r = rubric("text = \"x\"");
+        let policy =
+            json!({"policy": {"type": "weighted", "weights": {"independent_reward": 1.0}}});
+        let e = plan_rewards(&r, &request(policy.clone())).err().unwrap();
+        assert_eq!(e.path, "trajectories[0].reward");
+        assert!(
+            e.problem.contains("counts nothing but independent_reward"),
+            "{e}"
+        );
+        // Sent by every trajectory: fine.
+        let mut req = request(policy);
+        for (t, r) in req.trajectories.iter_mut().zip([1.0, 0.0]) {
+            t.reward = Some(r);
+        }
+        let plan = plan_rewards(&r, &req).unwrap();
+        let mut scores = plan.verifier_scores(&req);
+        plan.combine(&mut scores, false);
+        assert_eq!(scores[0].score, Some(1.0));
+        // Sent by one: the other is named.
+        req.trajectories[1].reward = None;
+        let e = plan_rewards(&r, &req).err().unwrap();
+        assert_eq!(e.path, "trajectories[1].reward");
     }
 }
