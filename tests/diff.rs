@@ -440,6 +440,27 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
     assert!(page.contains("failed on B: judge_unavailable"), "{page}");
 }
 
+/// A judge without a key fails each group with the judge's own hint, whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_without_a_key_is_explained_in_full() {
+    let s = setup(
+        "default_judge = \"nokey\"",
+        "[judges.nokey]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         model = \"m\"\napi_key_env = \"GAVEL_TEST_UNSET_KEY\"\n",
+    );
+    let file = s.write("g.json", &marked_group(&[0.4, 0.6]).to_string());
+    let out = run(s.command(
+        "diff",
+        &["--rubric", "default", "--rubric", "rag_faithfulness", &file],
+    ))
+    .await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let hint = "side A: no_judge_configured: judge \"nokey\" has no API key: set the environment \
+                variable GAVEL_TEST_UNSET_KEY (or, with no config file, OPENAI_API_KEY, \
+                OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)\n";
+    assert!(out.stdout.contains(hint), "{}", out.stdout);
+}
+
 /// Usage and file problems: one line each on stderr, exit 2, no judge call.
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_arguments_and_files_exit_2_before_any_judge_call() {

@@ -354,6 +354,41 @@ async fn a_judge_failure_is_counted_never_scored() {
     assert_eq!(f(&r["pairwise_accuracy"]), 1.0);
 }
 
+/// A judge without a key: every judging is invalid, and the report says why in the judge's own
+/// words, whole (text on stdout; JSON on stdout and the hint on stderr).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_without_a_key_is_explained_in_full() {
+    let s = CliSetup::new(
+        "default_judge = \"nokey\"\n[judges.nokey]\nbackend = \"openai\"\n\
+         base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\napi_key_env = \"GAVEL_TEST_UNSET_KEY\"\n",
+    );
+    let file = s.write("pairs.jsonl", &pairs_file(true));
+    let hint = "judge \"nokey\" has no API key: set the environment variable GAVEL_TEST_UNSET_KEY \
+                (or, with no config file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; \
+                see examples/gavel.toml)";
+    let out = run(s.command("eval", &[&file])).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains(&format!("  no_judge_configured: {hint}\n")),
+        "{}",
+        out.stdout
+    );
+    let out = run(s.command("eval", &["--format", "json", &file])).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let r = out.json();
+    assert_eq!(
+        result(&r, "pairs", "nokey")["error_messages"]["no_judge_configured"],
+        hint
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("gavel eval: no_judge_configured: {hint}")),
+        "{}",
+        out.stderr
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verifier_set_reports_judge_and_verifier_accuracy_apart() {
     // The shipped verifier set, first 6 groups: the mock (no markers) ties every judge score,

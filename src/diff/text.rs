@@ -81,7 +81,8 @@ fn group_block(out: &mut String, g: &GroupReport) {
                 e.kind,
                 e.message
             );
-            let _ = writeln!(out, "{}", clip(&line, WIDTH));
+            // Whole, not clipped: the message is often the fix ("set OPENAI_API_KEY ...").
+            let _ = writeln!(out, "{line}");
         }
         return;
     };

@@ -387,6 +387,18 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         &labelled,
         &runs,
     );
+    // The text report shows each error's message; anywhere else (a file, JSON, HTML) the first
+    // of each kind also goes to stderr, so a missing key is never only a count.
+    if args.output.is_some() || !matches!(args.format, EvalFormat::Text) {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &report.results {
+            for (kind, message) in &r.error_messages {
+                if seen.insert(kind) {
+                    eprintln!("gavel eval: {kind}: {message}");
+                }
+            }
+        }
+    }
     let doc = match args.format {
         EvalFormat::Text => text::render(&report),
         EvalFormat::Json => {

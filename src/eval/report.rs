@@ -151,6 +151,9 @@ pub struct SetResult {
     pub invalid: usize,
     /// Invalid judgings by error type.
     pub errors: BTreeMap<String, usize>,
+    /// The first message of each error type, whole: often the fix ("set OPENAI_API_KEY ...").
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_messages: BTreeMap<String, String>,
     /// Each reward component's own accuracy, when the rewards have more than one.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub components: BTreeMap<String, ComponentAccuracy>,
@@ -280,6 +283,7 @@ pub fn set_result(
     let mut figures: Vec<(&GroupRun, GroupFigures)> = Vec::new();
     let mut invalid = 0;
     let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+    let mut error_messages: BTreeMap<String, String> = BTreeMap::new();
     let mut usage = EvalUsage::default();
     let mut components: BTreeMap<String, Tally> = BTreeMap::new();
     let mut seconds = Vec::new();
@@ -302,9 +306,12 @@ pub fn set_result(
                         *errors.entry("null_reward".into()).or_default() += 1;
                     }
                 }
-                Err((kind, _)) => {
+                Err((kind, message)) => {
                     invalid += 1;
                     *errors.entry(kind.clone()).or_default() += 1;
+                    error_messages
+                        .entry(kind.clone())
+                        .or_insert_with(|| message.clone());
                 }
             }
         }
@@ -384,6 +391,7 @@ pub fn set_result(
         },
         invalid,
         errors,
+        error_messages,
         components: if components.len() > 1 {
             components
                 .into_iter()

@@ -42,6 +42,9 @@ fn block(out: &mut String, r: &SetResult, orders: usize) {
         r.invalid,
         if r.invalid == 1 { "" } else { "s" },
     );
+    for (kind, message) in &r.error_messages {
+        let _ = writeln!(out, "  {kind}: {message}");
+    }
     let _ = writeln!(
         out,
         "  pairwise accuracy {}{} · top-1 {} · Kendall τ-b {}",
