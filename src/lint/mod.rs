@@ -101,16 +101,28 @@ impl Report {
             Some((n, Some(l))) => (n, Some(l)),
             _ => (name, None),
         };
-        let hint = match message.ends_with(" is undefined") {
-            true => format!(" (a template can use {vars})"),
-            false => String::new(),
+        // The renderer names the variable in a parenthesis after what failed ("tried to use +
+        // operator on ... (`scale` is undefined)"); the finding leads with it, as a plain
+        // `{{ scale }}` does.
+        const UNDEFINED: &str = "` is undefined";
+        let named = message.find(UNDEFINED).and_then(|end| {
+            let start = message[..end].rfind('`')?;
+            Some(&message[start..end + UNDEFINED.len()])
+        });
+        let message = match named {
+            None => message.clone(),
+            Some(u) if u == message => format!("{u} (a template can use {vars})"),
+            Some(u) => {
+                let rest = message.replace(&format!(" ({u})"), "");
+                format!("{u}: {rest} (a template can use {vars})")
+            }
         };
         let file = if name == "prompts" {
             name.into()
         } else {
             shown(name)
         };
-        self.add(&file, line, false, format!("{message}{hint}"));
+        self.add(&file, line, false, message);
     }
 
     fn problems(&self) -> usize {
@@ -145,6 +157,13 @@ mod tests {
             message: "`foo` is undefined".into(),
         };
         r.template_error(&e, &|n| format!("mine/{n}"), "a, b");
+        let e = PromptError::Template {
+            file: "prompts/x.system.jinja:2".into(),
+            message: "tried to use + operator on unsupported types undefined and number \
+                      (`scale` is undefined)"
+                .into(),
+        };
+        r.template_error(&e, &|n| format!("mine/{n}"), "a, b");
         let lines: Vec<&str> = r.findings.iter().map(|f| f.1.as_str()).collect();
         assert_eq!(
             lines,
@@ -152,11 +171,13 @@ mod tests {
                 "a.toml:2: bad",
                 "a.toml: warning: meh",
                 "mine/x.user.jinja:3: `foo` is undefined (a template can use a, b)",
+                "mine/x.system.jinja:2: `scale` is undefined: tried to use + operator on \
+                 unsupported types undefined and number (a template can use a, b)",
             ]
         );
         assert_eq!(
             r.summary(),
-            "lint: 1 rubric, 3 templates checked; 2 problems, 1 warning"
+            "lint: 1 rubric, 3 templates checked; 3 problems, 1 warning"
         );
     }
 }
