@@ -393,6 +393,11 @@ pub async fn openapi() -> impl IntoResponse {
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let busy = state.server.max_in_flight - state.in_flight.available_permits();
     metrics::gauge!("gavel_score_requests_in_flight").set(busy as f64);
+    let (filling, samples) = state.openrlhf.pending();
+    metrics::gauge!("gavel_openrlhf_pending_groups", "state" => "filling").set(filling as f64);
+    metrics::gauge!("gavel_openrlhf_pending_groups", "state" => "judging")
+        .set(state.openrlhf.judging() as f64);
+    metrics::gauge!("gavel_openrlhf_pending_samples").set(samples as f64);
     (
         [(
             axum::http::header::CONTENT_TYPE,
