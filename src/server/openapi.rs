@@ -14,7 +14,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 const DESCRIPTION: &str = "Generated from the daemon's types and handlers (`gavel`'s \
 `src/server/openapi.rs`); `tests/ops/` checks that it documents exactly the daemon's routes, \
 that its examples validate against its schemas and are accepted, and that real responses match \
-the response schemas. Every error is `{\"error\": {\"type\", \"message\"}}`. With API keys \
+the response schemas. Every error is `{\"error\": {\"type\", \"message\", \"param\"}}` \
+(`param`: the request field it is about, or null). With API keys \
 configured (`[server] api_keys_file` or `GAVEL_API_KEYS`), every route outside `[server] \
 open_paths` (default `/healthz`, `/readyz`, `/metrics`) needs `Authorization: Bearer KEY`. \
 Every response carries `x-request-id` (the caller's own, when it sent one).";

@@ -97,6 +97,7 @@ impl OpenRlhf {
 fn duplicate(e: &ApiError) -> ApiError {
     match e {
         ApiError::InvalidRequest(m) => ApiError::InvalidRequest(m.clone()),
+        ApiError::Input(e) => ApiError::Input(e.clone()),
         ApiError::PayloadTooLarge(m) => ApiError::PayloadTooLarge(m.clone()),
         ApiError::RequestTimeout(m) => ApiError::RequestTimeout(m.clone()),
         ApiError::NotFound(m) => ApiError::NotFound(m.clone()),
@@ -161,7 +162,8 @@ pub async fn get_reward(
     let permit = admit(&state)?;
     let caller = caller.map_or(Caller::Anonymous, |Extension(c)| c);
     let scope = scope(&caller, &headers)?;
-    let value = read_json(&state, body).await?;
+    let (value, bytes) = read_json(&state, body).await?;
+    drop(bytes);
     let ep = &state.openrlhf;
     // Counted before anything is parsed or built per sample.
     let count = value
