@@ -333,9 +333,8 @@ pub async fn readyz(State(state): State<AppState>, caller: Option<Extension<Call
     } else {
         // Which checks pass, without their problems.
         let bare = |c: &Check| Check {
-            name: c.name.clone(),
-            ok: c.ok,
             problem: None,
+            ..c.clone()
         };
         (
             bare(&report.store),
@@ -349,12 +348,10 @@ pub async fn readyz(State(state): State<AppState>, caller: Option<Extension<Call
     let message = if detailed {
         format!("not ready: {}", report.problems())
     } else {
-        let down = report.judges.iter().filter(|j| !j.ok).count();
         format!(
-            "not ready: store {}, {down} of {} judges unreachable (details for callers with an \
-             API key, and in the log)",
+            "not ready: store {}; {} (details for callers with an API key, and in the log)",
             if report.store.ok { "ok" } else { "down" },
-            report.judges.len()
+            report.judge_counts()
         )
     };
     let e = ApiError::NotReady(message);
