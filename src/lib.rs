@@ -14,6 +14,7 @@ pub mod diff;
 pub mod eval;
 pub mod groupfile;
 pub mod html;
+pub mod input;
 pub mod json_text;
 pub mod judge;
 pub mod lint;

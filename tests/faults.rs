@@ -165,3 +165,18 @@ async fn persistent_faults_end_in_typed_errors_or_null_rewards() {
         assert_eq!(r["error"]["type"], kind, "{name}");
     }
 }
+
+/// OpenAI-compatible servers that leave out fields no verdict needs (`created`, `id`, `object`,
+/// `model`) are read at once, not retried as bad replies.
+#[tokio::test]
+async fn a_reply_without_created_or_id_is_accepted_at_once() {
+    for missing in [vec!["created"], vec!["created", "id", "object", "model"]] {
+        let (mock, gavel, _dir) = setup().await;
+        mock.push(Behaviour::Without(missing.clone()));
+        let (status, r) = gavel.post("/v1/score_group", &marked_group(&MARKERS)).await;
+        assert_eq!(status, 200, "{missing:?}: {r}");
+        assert_eq!(rewards(&r), MARKERS, "{missing:?}");
+        assert_eq!(mock.calls(), 1, "{missing:?}: asked more than once");
+        assert_eq!(r["usage"]["prompt_tokens"], 100, "{missing:?}: {r}");
+    }
+}

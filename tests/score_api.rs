@@ -487,6 +487,112 @@ async fn no_api_key_means_503_with_instructions() {
     assert_eq!(h["judge_configured"], false);
 }
 
+/// Refusals name their field in `error.param` (the path, as OpenAI's errors have it) as well as
+/// in the message, whether the check is gavel's own, serde's, or the scorer's.
+#[tokio::test]
+async fn refusals_carry_the_field_path_as_param() {
+    let (mock, gavel, _dir) = setup().await;
+    let ok = || json!([simple_traj("a"), simple_traj("b")]);
+    let with = |field: &str, v: Value| {
+        let mut body = json!({"trajectories": ok()});
+        body[field] = v;
+        body.to_string()
+    };
+    let cases: Vec<(String, &str, Option<&str>)> = vec![
+        (with("rubrik", json!("default")), "rubrik: unknown field, did you mean rubric?", Some("rubrik")),
+        (
+            with("rubric", json!("nope")),
+            "rubric: unknown rubric \"nope\" (known: default, rag_faithfulness, research_report, retrieval_qa)",
+            Some("rubric"),
+        ),
+        (with("judge", json!("gpt-9")), "judge: unknown judge \"gpt-9\" (configured: mock)", Some("judge")),
+        (
+            with("judge", json!(["mock", "gpt-9"])),
+            "judge[1]: unknown judge \"gpt-9\" (configured: mock)",
+            Some("judge[1]"),
+        ),
+        (with("policy", json!({"type": "gate"})), "policy.gate: missing", Some("policy.gate")),
+        (
+            with("policy", json!({"type": "best"})),
+            "policy.type: unknown variant \"best\", expected one of weighted, gate, correctness_plus_shaping",
+            Some("policy.type"),
+        ),
+        (
+            with("policy", json!({"type": "gate", "gate": "judge", "treshold": 0.5})),
+            "policy.treshold: unknown field, did you mean threshold?",
+            Some("policy.treshold"),
+        ),
+        (
+            with("rubric", json!({"text": "Be right.", "items": [{"id": "a", "text": "x", "wieght": 2}]})),
+            "rubric.items[0].wieght: unknown field, did you mean weight?",
+            Some("rubric.items[0].wieght"),
+        ),
+        // An integer too large: said so, with the number as written, not as a float.
+        (
+            with("rubric", json!({"text": "Be right."})).replace(
+                "\"text\":\"Be right.\"",
+                "\"text\":\"Be right.\",\"permutations\":99999999999999999999",
+            ),
+            "rubric.permutations: too large: 99999999999999999999",
+            Some("rubric.permutations"),
+        ),
+        (
+            with("verifiers", json!([{"type": "turn_budget", "budget": 2, "limit": 7}]))
+                .replace("\"limit\":7", "\"limit\":123456789012345678901234567890"),
+            "verifiers[0].limit: too large: 123456789012345678901234567890",
+            Some("verifiers[0].limit"),
+        ),
+        (
+            with("permutations", json!(7)).replace(":7", ":99999999999999999999"),
+            "permutations: too large: 99999999999999999999",
+            Some("permutations"),
+        ),
+        (
+            json!({"trajectories": [simple_traj("a"), {"messages": [{"role": "robot", "content": "x"}]}]}).to_string(),
+            "trajectories[1].messages[0].role: unknown role \"robot\"",
+            Some("trajectories[1].messages[0].role"),
+        ),
+        (json!("hello").to_string(), "body: expected a JSON object with \"trajectories\"", None),
+    ];
+    for (body, message, param) in cases {
+        let (status, resp) = gavel.post_raw("/v1/score_group", body.into_bytes()).await;
+        assert_eq!(status, 400, "{resp}");
+        assert_eq!(resp["error"]["type"], "invalid_request", "{resp}");
+        let got = resp["error"]["message"].as_str().unwrap();
+        assert!(
+            got.starts_with(message),
+            "{got:?} should start with {message:?}"
+        );
+        assert_eq!(resp["error"]["param"], json!(param), "{resp}");
+    }
+    // In a batch, the path starts at the group.
+    let batch = |groups: Value| json!({"groups": groups});
+    let (status, resp) = gavel.post("/v1/score_groups", &batch(json!([]))).await;
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(
+        resp["error"]["message"],
+        "groups: expected between 1 and 1024 groups, got 0"
+    );
+    assert_eq!(resp["error"]["param"], "groups");
+    // The first group needs no judge (its policy weighs only a verifier).
+    let no_judge = json!({"trajectories": ok(), "verifiers": [{"type": "regex", "pattern": "a"}],
+                          "policy": {"type": "weighted", "weights": {"regex": 1}}});
+    let bad_judge = json!({"trajectories": ok(), "judge": "gpt-9"});
+    let (status, resp) = gavel
+        .post("/v1/score_groups", &batch(json!([no_judge, bad_judge])))
+        .await;
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(resp["error"]["param"], "groups[1].judge", "{resp}");
+    assert!(
+        resp["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("groups[1].judge: unknown judge"),
+        "{resp}"
+    );
+    assert_eq!(mock.calls(), 0, "no refused request reaches the judge");
+}
+
 #[tokio::test]
 async fn bad_requests_are_refused_with_typed_errors() {
     let (mock, gavel, _dir) = setup().await;
@@ -553,6 +659,7 @@ async fn bad_requests_are_refused_with_typed_errors() {
     let (status, resp) = gavel.get("/v1/score_group").await;
     assert_eq!(status, 405);
     assert_eq!(resp["error"]["type"], "method_not_allowed");
+    assert!(resp["error"]["param"].is_null(), "{resp}");
     let (status, resp) = gavel.get("/v2/nothing").await;
     assert_eq!(status, 404);
     assert_eq!(resp["error"]["type"], "not_found");

@@ -35,6 +35,38 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// `max_backoff_s` and the deadline later in any case.
 const MAX_RETRY_AFTER_S: f64 = 86_400.0;
 
+/// What gavel reads of a chat completion: the first choice's message and the token usage.
+/// async-openai's own response type also requires `id`, `object`, `created` and `model`, which
+/// OpenAI-compatible servers do not all send (a reply without `created` was retried as a bad
+/// reply and never accepted); none of them bears on a verdict, so they are not read.
+#[derive(Debug, serde::Deserialize)]
+struct Reply {
+    choices: Vec<ReplyChoice>,
+    #[serde(default)]
+    usage: Option<ReplyUsage>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ReplyChoice {
+    message: ReplyMessage,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ReplyMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ReplyUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
 /// A non-2xx reply from the judge's server.
 #[derive(Debug)]
 struct HttpStatusError {
@@ -311,8 +343,9 @@ impl RemoteJudge {
             let calling = GaugeGuard::raise(
                 metrics::gauge!("gavel_judge_calls_in_flight", "judge" => self.name.clone()),
             );
-            let result =
-                tokio::time::timeout(limit, self.client.chat().create(request.clone())).await;
+            let chat = self.client.chat();
+            let call = chat.create_byot::<_, Reply>(request.clone());
+            let result = tokio::time::timeout(limit, call).await;
             drop(calling);
             metrics::histogram!("gavel_judge_call_seconds", "judge" => self.name.clone())
                 .record(sent.elapsed().as_secs_f64());
@@ -329,8 +362,8 @@ impl RemoteJudge {
                         })
                         .unwrap_or_default();
                     let usage = resp.usage.as_ref();
-                    let prompt_tokens = usage.map_or(0, |u| u64::from(u.prompt_tokens));
-                    let completion_tokens = usage.map_or(0, |u| u64::from(u.completion_tokens));
+                    let prompt_tokens = usage.and_then(|u| u.prompt_tokens).unwrap_or(0);
+                    let completion_tokens = usage.and_then(|u| u.completion_tokens).unwrap_or(0);
                     self.limits
                         .settle(&admission, prompt_tokens + completion_tokens)
                         .await;
@@ -516,5 +549,20 @@ mod tests {
         let b3 = backoff(3, cap);
         assert!(b3 >= Duration::from_millis(1000) && b3 <= Duration::from_millis(2000));
         assert!(backoff(20, cap) <= cap);
+    }
+
+    #[test]
+    fn a_reply_is_read_without_the_fields_no_verdict_needs() {
+        // What some OpenAI-compatible servers send: no id, object, created or model.
+        let r: Reply = serde_json::from_str(
+            r#"{"choices": [{"message": {"role": "assistant", "content": "{}"}}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": null}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.choices[0].message.content.as_deref(), Some("{}"));
+        let u = r.usage.unwrap();
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (Some(12), None));
+        // Not a chat completion at all is still refused.
+        assert!(serde_json::from_str::<Reply>(r#"{"error": "overloaded"}"#).is_err());
     }
 }

@@ -30,7 +30,8 @@ pub struct OpenRlhfConfig {
     /// Most samples in one `/get_reward` request; more get 413 `payload_too_large`.
     pub max_samples: usize,
     /// Most groups filling up or being judged at once, across requests; a request that would
-    /// start more gets 429 `overloaded`.
+    /// start more gets 429 `overloaded`. This, not `[server] max_in_flight`, bounds the requests
+    /// waiting for their groups (a request gives its slot back once its samples are placed).
     pub max_pending_groups: usize,
 }
 

@@ -52,7 +52,7 @@ pub fn parse_request(v: &Value, strip_suffixes: &[String]) -> Result<Vec<Sample>
     if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(InputError::new(
             k.clone(),
-            format!("unknown field (known: {})", FIELDS.join(", ")),
+            crate::input::unknown_field(k, FIELDS, "known"),
         ));
     }
     let strings = |field: &str| -> Result<Vec<String>, InputError> {
@@ -368,7 +368,11 @@ mod tests {
         );
         assert_eq!(
             err(json!({"query": ["a"], "prompts": ["a"], "label": []})),
-            "label: unknown field (known: query, prompts, labels)"
+            "label: unknown field, did you mean labels?"
+        );
+        assert_eq!(
+            err(json!({"query": ["a"], "prompts": ["a"], "answers": []})),
+            "answers: unknown field (known: query, prompts, labels)"
         );
     }
 

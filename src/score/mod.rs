@@ -150,18 +150,40 @@ impl Scorer {
         &self.store
     }
 
+    /// The request's rubric. An unknown name or an invalid inline rubric is a refusal of the
+    /// request's `rubric` field.
     fn rubric<'a>(&'a self, r: &RubricRef) -> Result<Cow<'a, Rubric>, ScoreError> {
+        let field = |e: RubricError| -> ScoreError {
+            match e {
+                RubricError::Unknown { .. } => InputError::new("rubric", e.to_string()).into(),
+                RubricError::Invalid { message, .. } => InputError::new("rubric", message).into(),
+                other => ScoreError::Rubric(other),
+            }
+        };
         Ok(match r {
-            RubricRef::Named(n) => Cow::Borrowed(self.rubrics.get(n)?),
+            RubricRef::Named(n) => Cow::Borrowed(self.rubrics.get(n).map_err(field)?),
             RubricRef::Inline(spec) => {
-                Cow::Owned(Rubric::from_spec(spec.clone(), "inline", "rubric")?)
+                Cow::Owned(Rubric::from_spec(spec.clone(), "inline", "rubric").map_err(field)?)
             }
         })
     }
 
-    /// The judges a request names, or the default judge.
+    /// The judges a request names, or the default judge. A name no judge has is a refusal of
+    /// the request's `judge` field (`judge[i]` in a panel; a panel of one reads as `judge`).
     fn judge_names(&self, req: &ScoreRequest) -> Result<Vec<String>, ScoreError> {
         if !req.judges.is_empty() {
+            if let Some(i) = req.judges.iter().position(|n| !self.judges.contains_key(n)) {
+                let field = match req.judges.len() {
+                    1 => "judge".to_string(),
+                    _ => format!("judge[{i}]"),
+                };
+                let known = self.judges.keys().cloned().collect::<Vec<_>>().join(", ");
+                let problem = ScoreError::UnknownJudge {
+                    name: req.judges[i].clone(),
+                    known,
+                };
+                return Err(InputError::new(field, problem.to_string()).into());
+            }
             return Ok(req.judges.clone());
         }
         match &self.default_judge {
@@ -240,8 +262,10 @@ impl Scorer {
             .await;
         let mut out = Vec::with_capacity(results.len());
         for (i, r) in results.into_iter().enumerate() {
+            let at = format!("groups[{i}]");
             out.push(r.map_err(|e| match e {
-                ScoreError::Judge(j) => ScoreError::Judge(j.context(&format!("groups[{i}]"))),
+                ScoreError::Judge(j) => ScoreError::Judge(j.context(&at)),
+                ScoreError::Input(e) => ScoreError::Input(request::prefixed(&at, e)),
                 other => other,
             })?);
         }

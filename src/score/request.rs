@@ -3,10 +3,11 @@
 use serde_json::Value;
 
 use super::samples::Aggregate;
+use crate::input::{deserialize, not_an_integer, unknown_field};
 use crate::prompt::JudgeMode;
 use crate::reward::{Policy, ScaleRewards};
 use crate::rubric::RubricSpec;
-use crate::trajectory::{parse_trajectories, InputError, Trajectory};
+use crate::trajectory::{parse_trajectories, type_name, InputError, Trajectory};
 
 /// A rubric named in the request or given inline.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +77,8 @@ pub const MAX_PANEL: usize = 16;
 /// Most verifiers one request (or one rubric plus the request's overrides) may carry.
 pub const MAX_VERIFIERS: usize = 64;
 
-fn prefixed(prefix: &str, e: InputError) -> InputError {
+/// `e` with its path under `prefix` (e.g. `groups[2]`).
+pub(crate) fn prefixed(prefix: &str, e: InputError) -> InputError {
     if prefix.is_empty() {
         e
     } else {
@@ -131,10 +133,7 @@ impl ScoreRequest {
             }
         };
         if let Some(k) = obj.keys().find(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
-            return Err(fail(
-                k,
-                &format!("unknown field (known: {})", REQUEST_FIELDS.join(", ")),
-            ));
+            return Err(fail(k, &unknown_field(k, REQUEST_FIELDS, "known")));
         }
         let trajectories = parse_trajectories(
             obj.get("trajectories")
@@ -146,9 +145,9 @@ impl ScoreRequest {
         req.rubric = match obj.get("rubric") {
             None | Some(Value::Null) => RubricRef::Named("default".into()),
             Some(Value::String(s)) => RubricRef::Named(s.clone()),
-            Some(o @ Value::Object(_)) => RubricRef::Inline(
-                serde_json::from_value(o.clone()).map_err(|e| fail("rubric", &e.to_string()))?,
-            ),
+            Some(o @ Value::Object(_)) => {
+                RubricRef::Inline(deserialize(o, "rubric").map_err(|e| prefixed(at, e))?)
+            }
             Some(_) => {
                 return Err(fail(
                     "rubric",
@@ -185,15 +184,27 @@ impl ScoreRequest {
         };
         req.permutations = match obj.get("permutations") {
             None | Some(Value::Null) => None,
-            Some(v) => match v.as_u64() {
-                Some(k) if (1..=u64::from(MAX_PERMUTATIONS)).contains(&k) => Some(k as u32),
-                _ => {
-                    return Err(fail(
-                        "permutations",
-                        &format!("expected an integer from 1 to {MAX_PERMUTATIONS}"),
-                    ))
+            Some(v) => {
+                let expected = format!("an integer from 1 to {MAX_PERMUTATIONS}");
+                match v {
+                    Value::Number(n) => match n.as_u64() {
+                        Some(k) if (1..=u64::from(MAX_PERMUTATIONS)).contains(&k) => Some(k as u32),
+                        Some(k) => {
+                            return Err(fail(
+                                "permutations",
+                                &format!("expected {expected}, got {k}"),
+                            ))
+                        }
+                        None => return Err(fail("permutations", &not_an_integer(n, &expected))),
+                    },
+                    other => {
+                        return Err(fail(
+                            "permutations",
+                            &format!("expected {expected}, got {}", type_name(other)),
+                        ))
+                    }
                 }
-            },
+            }
         };
         req.aggregate = match obj.get("aggregate") {
             None | Some(Value::Null) => Aggregate::Mean,
@@ -235,9 +246,7 @@ impl ScoreRequest {
         };
         req.policy = match obj.get("policy") {
             None | Some(Value::Null) => None,
-            Some(p) => Some(
-                serde_json::from_value(p.clone()).map_err(|e| fail("policy", &e.to_string()))?,
-            ),
+            Some(p) => Some(deserialize(p, "policy").map_err(|e| prefixed(at, e))?),
         };
         req.scale_rewards = match obj.get("scale_rewards") {
             None | Some(Value::Null) => ScaleRewards::Group,
@@ -276,7 +285,7 @@ impl BatchRequest {
         {
             return Err(InputError::new(
                 k.clone(),
-                "unknown field (known: groups, scale_rewards)",
+                unknown_field(k, &["groups", "scale_rewards"], "known"),
             ));
         }
         let groups = obj
@@ -286,7 +295,10 @@ impl BatchRequest {
         if groups.is_empty() || groups.len() > MAX_BATCH_GROUPS {
             return Err(InputError::new(
                 "groups",
-                format!("expected 1..={MAX_BATCH_GROUPS} groups"),
+                format!(
+                    "expected between 1 and {MAX_BATCH_GROUPS} groups, got {}",
+                    groups.len()
+                ),
             ));
         }
         let scale_rewards = match obj.get("scale_rewards") {
@@ -349,9 +361,10 @@ mod tests {
             64,
         )
         .unwrap_err();
-        assert!(
-            e.to_string().starts_with("policy: unknown variant `best`"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "policy.type: unknown variant \"best\", expected one of weighted, gate, \
+             correctness_plus_shaping"
         );
     }
 }

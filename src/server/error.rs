@@ -15,6 +15,10 @@ use crate::trajectory::InputError;
 pub enum ApiError {
     #[error("{0}")]
     InvalidRequest(String),
+    /// A refusal of one field of the request: the message is `path: problem`, and the error
+    /// body's `param` is the path.
+    #[error(transparent)]
+    Input(InputError),
     #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
@@ -41,7 +45,9 @@ impl ApiError {
     /// Status and `error.type` for every kind of error the API returns.
     pub fn status_and_type(&self) -> (StatusCode, &'static str) {
         match self {
-            ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::InvalidRequest(_) | ApiError::Input(_) => {
+                (StatusCode::BAD_REQUEST, "invalid_request")
+            }
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
@@ -67,17 +73,20 @@ impl ApiError {
 
 impl From<InputError> for ApiError {
     fn from(e: InputError) -> Self {
-        ApiError::InvalidRequest(e.to_string())
+        ApiError::Input(e)
     }
 }
 
 impl From<ScoreError> for ApiError {
     fn from(e: ScoreError) -> Self {
         match e {
-            ScoreError::Input(_)
-            | ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
-            | ScoreError::UnknownJudge { .. }
-            | ScoreError::NoDefaultJudge(_) => ApiError::InvalidRequest(e.to_string()),
+            ScoreError::Input(e) => ApiError::Input(e),
+            // The request named no judge: naming one is the fix.
+            ScoreError::NoDefaultJudge(_) => {
+                ApiError::Input(InputError::new("judge", e.to_string()))
+            }
+            ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
+            | ScoreError::UnknownJudge { .. } => ApiError::InvalidRequest(e.to_string()),
             ScoreError::PromptTooLarge { .. } => ApiError::PayloadTooLarge(e.to_string()),
             ScoreError::Judge(JudgeError::Overloaded(m)) => ApiError::Overloaded(m),
             ScoreError::Judge(j) => ApiError::Judge(j),
@@ -91,7 +100,7 @@ impl From<ScoreError> for ApiError {
     }
 }
 
-/// Every error the API returns: `{"error": {"type", "message"}}`.
+/// Every error the API returns: `{"error": {"type", "message", "param"}}`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = Error)]
 pub struct ErrorResponse {
@@ -107,6 +116,10 @@ pub struct ErrorDetail {
     pub kind: &'static str,
     /// What went wrong, for people: names the field, the limit or the dependency.
     pub message: String,
+    /// The request field the error is about, as a path (`rubric`, `judge[1]`,
+    /// `trajectories[2].messages[5].tool_call_id`), or null when it is about no one field.
+    #[schema(required = true)]
+    pub param: Option<String>,
 }
 
 /// Every `error.type` the API answers.
@@ -131,7 +144,24 @@ enum ErrorType {
 }
 
 impl ApiError {
-    /// The response body: `{"error": {"type", "message"}}`.
+    /// The request field the error is about (see [`ErrorDetail::param`]).
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            ApiError::Input(e) if crate::input::is_field_path(&e.path) => Some(&e.path),
+            _ => None,
+        }
+    }
+
+    /// This error with the number of a "too large" refusal as `body` (the request's JSON text)
+    /// wrote it (see [`crate::input::as_written`]).
+    pub fn as_written(self, body: &[u8]) -> ApiError {
+        match (self, std::str::from_utf8(body)) {
+            (ApiError::Input(e), Ok(text)) => ApiError::Input(crate::input::as_written(e, text)),
+            (other, _) => other,
+        }
+    }
+
+    /// The response body: `{"error": {"type", "message", "param"}}`.
     pub fn body(&self) -> serde_json::Value {
         serde_json::to_value(self.response_body()).expect("an error body serialises")
     }
@@ -142,6 +172,7 @@ impl ApiError {
             error: ErrorDetail {
                 kind: self.status_and_type().1,
                 message: self.to_string(),
+                param: self.param().map(str::to_string),
             },
         }
     }
@@ -193,6 +224,7 @@ mod tests {
         let judge = |e: JudgeError| ApiError::Judge(e);
         let kinds = [
             ApiError::InvalidRequest(m()),
+            ApiError::Input(InputError::new("p", m())),
             ApiError::Unauthorized(m()),
             ApiError::PayloadTooLarge(m()),
             ApiError::RequestTimeout(m()),
@@ -214,5 +246,22 @@ mod tests {
             kinds, names,
             "ErrorType and ApiError::status_and_type disagree"
         );
+    }
+
+    #[test]
+    fn a_field_refusal_carries_its_path_as_param() {
+        let e = ApiError::from(InputError::new("judge[1]", "unknown judge \"x\""));
+        let body = e.body();
+        assert_eq!(body["error"]["type"], "invalid_request");
+        assert_eq!(body["error"]["message"], "judge[1]: unknown judge \"x\"");
+        assert_eq!(body["error"]["param"], "judge[1]");
+        // Not about one field: null, present.
+        let body = ApiError::Overloaded("busy".into()).body();
+        assert!(body["error"]["param"].is_null());
+        assert!(body["error"].as_object().unwrap().contains_key("param"));
+        let body = ApiError::from(InputError::new("body", "expected an object")).body();
+        assert!(body["error"]["param"].is_null());
+        let body = ApiError::from(ScoreError::NoDefaultJudge("a, b".into())).body();
+        assert_eq!(body["error"]["param"], "judge");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
@@ -22,8 +22,9 @@ use crate::score::{BatchRequest, BatchResponse, RenderResponse, ScoreRequest, Sc
 
 /// Reads a JSON body, at most `max_body_bytes` of it within `body_read_timeout_s`; every
 /// failure is a typed error. Handlers call it after admission, so a refused request costs no
-/// body read and a slow body holds at most one admitted slot for a bounded time.
-pub(super) async fn read_json(state: &AppState, body: Body) -> Result<Value, ApiError> {
+/// body read and a slow body holds at most one admitted slot for a bounded time. Returns the
+/// text too, for refusals that quote a number as written ([`ApiError::as_written`]).
+pub(super) async fn read_json(state: &AppState, body: Body) -> Result<(Value, Bytes), ApiError> {
     let max = state.server.max_body_bytes;
     let limit = Duration::from_secs_f64(state.server.body_read_timeout_s);
     let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, max));
@@ -46,17 +47,28 @@ pub(super) async fn read_json(state: &AppState, body: Body) -> Result<Value, Api
         }
         Ok(Ok(collected)) => collected.to_bytes(),
     };
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))
+    let value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))?;
+    Ok((value, bytes))
 }
 
-/// Reads and validates a one-group scoring request.
-async fn parse_body(state: &AppState, body: Body) -> Result<ScoreRequest, ApiError> {
-    let value = read_json(state, body).await?;
-    Ok(ScoreRequest::from_json(
-        &value,
-        state.scorer.max_group_size(),
-    )?)
+/// Reads and validates a one-group scoring request; returns the body's text too when a later
+/// refusal may need to quote it (see [`kept`]).
+async fn parse_body(state: &AppState, body: Body) -> Result<(ScoreRequest, Bytes), ApiError> {
+    let (value, bytes) = read_json(state, body).await?;
+    let req = ScoreRequest::from_json(&value, state.scorer.max_group_size())
+        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
+    Ok((req, kept(bytes)))
+}
+
+/// The body's text, kept while its request is scored only when it holds a number that a
+/// refusal could have to quote as written: every other body's memory is given back at once.
+fn kept(bytes: Bytes) -> Bytes {
+    if crate::input::has_long_digit_run(&bytes) {
+        bytes
+    } else {
+        Bytes::new()
+    }
 }
 
 /// Admits one scoring request or refuses it at once: queueing without bound would only turn
@@ -94,11 +106,12 @@ pub(super) fn request_timeout(state: &AppState) -> ApiError {
 )]
 pub async fn score_group(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
-    let req = parse_body(&state, body).await?;
+    let (req, bytes) = parse_body(&state, body).await?;
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let resp = tokio::time::timeout(limit, state.scorer.score_group(&req))
         .await
-        .map_err(|_| request_timeout(&state))??;
+        .map_err(|_| request_timeout(&state))?
+        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
     Ok(Json(resp).into_response())
 }
 
@@ -137,12 +150,16 @@ pub async fn score_group_alias(state: State<AppState>, body: Body) -> Result<Res
 )]
 pub async fn score_groups(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
-    let value = read_json(&state, body).await?;
-    let batch = BatchRequest::from_json(&value, state.scorer.max_group_size())?;
+    let (value, bytes) = read_json(&state, body).await?;
+    let batch = BatchRequest::from_json(&value, state.scorer.max_group_size())
+        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
+    drop(value);
+    let bytes = kept(bytes);
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let resp = tokio::time::timeout(limit, state.scorer.score_groups(&batch))
         .await
-        .map_err(|_| request_timeout(&state))??;
+        .map_err(|_| request_timeout(&state))?
+        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
     Ok(Json(resp).into_response())
 }
 
@@ -165,7 +182,7 @@ pub async fn score_groups(State(state): State<AppState>, body: Body) -> Result<R
 )]
 pub async fn render(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let _permit = admit(&state)?;
-    let req = parse_body(&state, body).await?;
+    let (req, _) = parse_body(&state, body).await?;
     let scorer = state.scorer.clone();
     let work = tokio::task::spawn_blocking(move || scorer.render(&req));
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
@@ -316,9 +333,8 @@ pub async fn readyz(State(state): State<AppState>, caller: Option<Extension<Call
     } else {
         // Which checks pass, without their problems.
         let bare = |c: &Check| Check {
-            name: c.name.clone(),
-            ok: c.ok,
             problem: None,
+            ..c.clone()
         };
         (
             bare(&report.store),
@@ -332,12 +348,10 @@ pub async fn readyz(State(state): State<AppState>, caller: Option<Extension<Call
     let message = if detailed {
         format!("not ready: {}", report.problems())
     } else {
-        let down = report.judges.iter().filter(|j| !j.ok).count();
         format!(
-            "not ready: store {}, {down} of {} judges unreachable (details for callers with an \
-             API key, and in the log)",
+            "not ready: store {}; {} (details for callers with an API key, and in the log)",
             if report.store.ok { "ok" } else { "down" },
-            report.judges.len()
+            report.judge_counts()
         )
     };
     let e = ApiError::NotReady(message);
@@ -393,6 +407,11 @@ pub async fn openapi() -> impl IntoResponse {
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let busy = state.server.max_in_flight - state.in_flight.available_permits();
     metrics::gauge!("gavel_score_requests_in_flight").set(busy as f64);
+    let (filling, samples) = state.openrlhf.pending();
+    metrics::gauge!("gavel_openrlhf_pending_groups", "state" => "filling").set(filling as f64);
+    metrics::gauge!("gavel_openrlhf_pending_groups", "state" => "judging")
+        .set(state.openrlhf.judging() as f64);
+    metrics::gauge!("gavel_openrlhf_pending_samples").set(samples as f64);
     (
         [(
             axum::http::header::CONTENT_TYPE,

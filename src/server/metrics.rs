@@ -36,6 +36,15 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
         "Scoring requests holding a max_in_flight slot",
     ),
     (
+        "gavel_openrlhf_pending_groups",
+        "/get_reward groups by state: filling (waiting for samples) or judging; \
+         [openrlhf] max_pending_groups bounds their sum",
+    ),
+    (
+        "gavel_openrlhf_pending_samples",
+        "/get_reward samples in groups that are filling up",
+    ),
+    (
         "gavel_overloaded_total",
         "Scoring requests refused with 429 (max_in_flight reached)",
     ),

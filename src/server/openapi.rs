@@ -14,7 +14,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 const DESCRIPTION: &str = "Generated from the daemon's types and handlers (`gavel`'s \
 `src/server/openapi.rs`); `tests/ops/` checks that it documents exactly the daemon's routes, \
 that its examples validate against its schemas and are accepted, and that real responses match \
-the response schemas. Every error is `{\"error\": {\"type\", \"message\"}}`. With API keys \
+the response schemas. Every error is `{\"error\": {\"type\", \"message\", \"param\"}}` \
+(`param`: the request field it is about, or null). With API keys \
 configured (`[server] api_keys_file` or `GAVEL_API_KEYS`), every route outside `[server] \
 open_paths` (default `/healthz`, `/readyz`, `/metrics`) needs `Authorization: Bearer KEY`. \
 Every response carries `x-request-id` (the caller's own, when it sent one).";
@@ -26,7 +27,6 @@ verifiable rewards, cached verdicts.";
 #[openapi(
     info(
         title = "gavel",
-        version = "1",
         description = DESCRIPTION,
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
@@ -111,6 +111,9 @@ pub(super) fn document(routes: utoipa::openapi::OpenApi) -> String {
     let mut doc = serde_json::to_value(doc).expect("the document serialises");
     // OpenAPI 3.1's `info.summary`, which utoipa's `Info` lacks.
     doc["info"]["summary"] = SUMMARY.into();
+    // The version of the program that serves it (a client generated from the document can say
+    // which daemon it was made for).
+    doc["info"]["version"] = env!("CARGO_PKG_VERSION").into();
     serde_json::to_string_pretty(&doc).expect("the document serialises")
 }
 
@@ -148,7 +151,7 @@ mod tests {
         }
         assert_eq!(doc["openapi"], "3.1.0");
         assert_eq!(doc["info"]["title"], "gavel");
-        assert!(doc["info"]["version"].is_string());
+        assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
         let mut found = Vec::new();
         refs(&doc, &mut found);
         assert!(found.len() > 20, "{found:?}");

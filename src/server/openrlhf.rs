@@ -85,6 +85,11 @@ impl OpenRlhf {
     pub fn pending(&self) -> (usize, usize) {
         self.assembler.pending()
     }
+
+    /// Groups being judged now.
+    pub fn judging(&self) -> usize {
+        self.assembler.judging()
+    }
 }
 
 /// The same error again (the shared original stays with the other requests of its group).
@@ -92,6 +97,7 @@ impl OpenRlhf {
 fn duplicate(e: &ApiError) -> ApiError {
     match e {
         ApiError::InvalidRequest(m) => ApiError::InvalidRequest(m.clone()),
+        ApiError::Input(e) => ApiError::Input(e.clone()),
         ApiError::PayloadTooLarge(m) => ApiError::PayloadTooLarge(m.clone()),
         ApiError::RequestTimeout(m) => ApiError::RequestTimeout(m.clone()),
         ApiError::NotFound(m) => ApiError::NotFound(m.clone()),
@@ -153,10 +159,11 @@ pub async fn get_reward(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
+    let permit = admit(&state)?;
     let caller = caller.map_or(Caller::Anonymous, |Extension(c)| c);
     let scope = scope(&caller, &headers)?;
-    let value = read_json(&state, body).await?;
+    let (value, bytes) = read_json(&state, body).await?;
+    drop(bytes);
     let ep = &state.openrlhf;
     // Counted before anything is parsed or built per sample.
     let count = value
@@ -186,6 +193,19 @@ pub async fn get_reward(
             "{e} ([openrlhf] max_pending_groups); retry shortly"
         ))
     })?;
+    // The samples are placed: from here on the request only waits for its groups. It gives its
+    // `max_in_flight` slot back now, because a waiting request that kept it would lock out the
+    // very siblings its group is waiting for (with enough partial groups in flight, every slot
+    // is held by a waiter, the siblings get 429, and the groups are judged partial after
+    // `wait_ms`). Admitting a sibling ahead of the limit instead would mean reading bodies
+    // before admission, to tell siblings from new load. The wait is bounded without the slot:
+    // every waiting request has a sample in a group that is filling up or being judged, there
+    // are at most `max_pending_groups` of those (new groups past it get 429 above) and a group
+    // holds at most `group_size` samples; the judging runs in the assembler's own task under
+    // `request_timeout_s` and never held a slot. The body and the parsed samples are dropped
+    // too, so a waiting request holds only its answers' channels.
+    drop(permit);
+    drop(value);
     let limit = Duration::from_secs_f64(state.server.request_timeout_s);
     let results = tokio::time::timeout(limit, futures::future::join_all(answers))
         .await

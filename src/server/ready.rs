@@ -21,6 +21,10 @@ pub struct Check {
     /// What is wrong; only for callers with a valid API key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// False for a judge that lacks what it needs to run (an API key): it is not configured,
+    /// which is not the same as unreachable. (`/healthz` shows it to anyone as `configured`.)
+    #[serde(skip)]
+    pub configured: bool,
 }
 
 impl Check {
@@ -29,6 +33,7 @@ impl Check {
             name,
             ok: result.is_ok(),
             problem: result.err(),
+            configured: true,
         }
     }
 }
@@ -78,6 +83,28 @@ impl Report {
         self.store.ok && self.judges.iter().all(|j| j.ok)
     }
 
+    /// What is wrong with the judges, counted, without any problem's text: e.g. "of 4 judges,
+    /// 2 unreachable, 1 not configured".
+    pub fn judge_counts(&self) -> String {
+        let n = self.judges.len();
+        let down = |configured: bool| {
+            self.judges
+                .iter()
+                .filter(|j| !j.ok && j.configured == configured)
+                .count()
+        };
+        let (unreachable, unconfigured) = (down(true), down(false));
+        let mut parts = Vec::new();
+        if unreachable > 0 || unconfigured == 0 {
+            parts.push(format!("{unreachable} unreachable"));
+        }
+        if unconfigured > 0 {
+            parts.push(format!("{unconfigured} not configured"));
+        }
+        let judges = if n == 1 { "judge" } else { "judges" };
+        format!("of {n} {judges}, {}", parts.join(", "))
+    }
+
     /// What is down, one clause each.
     pub fn problems(&self) -> String {
         std::iter::once(&self.store)
@@ -124,11 +151,54 @@ impl Readiness {
                 return checks.clone();
             }
         }
-        let probes = scorer
-            .judges()
-            .map(|j| async move { Check::new(j.info().name, j.probe().await) });
+        let probes = scorer.judges().map(|j| async move {
+            match j.unconfigured_reason() {
+                // Nothing to probe: it lacks its key.
+                Some(reason) => Check {
+                    configured: false,
+                    ..Check::new(j.info().name, Err(format!("not configured: {reason}")))
+                },
+                None => Check::new(j.info().name, j.probe().await),
+            }
+        });
         let checks = futures::future::join_all(probes).await;
         *cached = Some((Instant::now(), checks.clone()));
         checks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge(name: &str, ok: bool, configured: bool) -> Check {
+        Check {
+            name: name.into(),
+            ok,
+            problem: None,
+            configured,
+        }
+    }
+
+    #[test]
+    fn a_judge_without_its_key_counts_as_not_configured_not_unreachable() {
+        let store = judge("store", true, true);
+        let report = |judges| Report {
+            store: store.clone(),
+            judges,
+        };
+        let r = report(vec![judge("a", false, false)]);
+        assert_eq!(r.judge_counts(), "of 1 judge, 1 not configured");
+        let r = report(vec![
+            judge("a", false, true),
+            judge("b", false, false),
+            judge("c", true, true),
+        ]);
+        assert_eq!(
+            r.judge_counts(),
+            "of 3 judges, 1 unreachable, 1 not configured"
+        );
+        let r = report(vec![judge("a", true, true), judge("b", true, true)]);
+        assert_eq!(r.judge_counts(), "of 2 judges, 0 unreachable");
     }
 }

@@ -72,10 +72,7 @@ impl Verifier {
                 let known: Vec<&str> = COMMON_FIELDS.iter().chain(fields.iter()).copied().collect();
                 return Err(spec.err(
                     key,
-                    format!(
-                        "unknown field (known fields for {kind}: {})",
-                        known.join(", ")
-                    ),
+                    crate::input::unknown_field(key, &known, &format!("known fields for {kind}")),
                 ));
             }
         }
@@ -182,7 +179,10 @@ impl<'a> Spec<'a> {
         match self.get(field) {
             None => Ok(None),
             Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| {
-                self.err(field, format!("expected a non-negative integer, got {n}"))
+                self.err(
+                    field,
+                    crate::input::not_an_integer(n, "a non-negative integer"),
+                )
             }),
             Some(v) => Err(self.wrong_type(field, "a non-negative integer", v)),
         }
@@ -277,6 +277,22 @@ pub(crate) mod tests {
             build_err(json!({"type": "regex", "pattern": "x", "flags": "i"})),
             "verifiers[2].flags: unknown field (known fields for regex: type, name, weight, \
              pattern, case_insensitive)"
+        );
+        assert_eq!(
+            build_err(json!({"type": "regex", "patern": "x"})),
+            "verifiers[2].patern: unknown field, did you mean pattern?"
+        );
+        let huge: Value = serde_json::from_str(
+            r#"{"type": "turn_budget", "budget": 2, "limit": 99999999999999999999}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            build_err(huge),
+            "verifiers[2].limit: too large: 100000000000000000000"
+        );
+        assert_eq!(
+            build_err(json!({"type": "turn_budget", "budget": 2.5, "limit": 4})),
+            "verifiers[2].budget: expected a non-negative integer, got 2.5"
         );
         assert_eq!(
             build_err(json!({"type": "regex", "pattern": "x", "weight": -1})),

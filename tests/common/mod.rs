@@ -50,6 +50,9 @@ pub enum Behaviour {
     FirstBias(f64),
     /// Answer 401 quoting the Authorization header it got, as some servers quote a refused key.
     EchoAuth,
+    /// As `Score`, without these top-level fields of the completion (OpenAI-compatible servers
+    /// that omit `created`, `id`, ...).
+    Without(Vec<&'static str>),
 }
 
 #[derive(Default)]
@@ -263,15 +266,18 @@ pub fn verdict_for(req: &Value) -> Value {
 }
 
 fn completion(req: &Value, content: String, prompt_tokens: u64) -> Response {
-    Json(json!({
+    Json(completion_body(req, content, prompt_tokens)).into_response()
+}
+
+fn completion_body(req: &Value, content: String, prompt_tokens: u64) -> Value {
+    json!({
         "id": "chatcmpl-mock",
         "object": "chat.completion",
         "created": 1_700_000_000,
         "model": req["model"],
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop", "logprobs": null}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 20, "total_tokens": prompt_tokens + 20},
-    }))
-    .into_response()
+    })
 }
 
 /// Counts a request in progress for as long as it lives.
@@ -377,6 +383,13 @@ async fn completions(
                 .unwrap_or_default();
             let body = json!({"error": {"message": format!("Incorrect API key provided: {auth}")}});
             (StatusCode::UNAUTHORIZED, body.to_string()).into_response()
+        }
+        Behaviour::Without(fields) => {
+            let mut body = completion_body(&req, verdict_for(&req).to_string(), prompt_tokens);
+            for f in fields {
+                body.as_object_mut().unwrap().remove(f);
+            }
+            Json(body).into_response()
         }
         Behaviour::FirstBias(bias) => {
             let mut v = verdict_for(&req);

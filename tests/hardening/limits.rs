@@ -101,6 +101,93 @@ async fn get_reward_caps_samples_per_request_and_groups_in_progress() {
     assert_eq!(mock.calls(), 0);
 }
 
+/// The value of the `/metrics` series written exactly as `series` (name and labels).
+async fn series(gavel: &Gavel, series: &str) -> Option<f64> {
+    let text = gavel.metrics_text().await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits until `/get_reward` has `n` samples in groups filling up, or `task` has ended (a
+/// request that was refused instead of waiting); panics after a minute.
+async fn until_waiting(gavel: &Gavel, n: f64, task: &tokio::task::JoinHandle<(u16, Value)>) {
+    for _ in 0..600 {
+        if task.is_finished() || series(gavel, "gavel_openrlhf_pending_samples").await == Some(n) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{n} samples never waited in a group");
+}
+
+#[tokio::test]
+async fn get_reward_siblings_complete_their_groups_at_max_in_flight() {
+    let mock = MockJudge::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gavel = Arc::new(
+        start(&mock, &dir, |c| {
+            c.server.max_in_flight = 1;
+            c.openrlhf.group_size = 2;
+            c.openrlhf.max_pending_groups = 2;
+            // No group is judged partial in this test: only a sibling can complete one.
+            c.openrlhf.wait_ms = 600_000;
+        })
+        .await,
+    );
+    let sample = |prompt: &str, score: f64| json!({"query": [format!("{prompt}SCORE={score} ANSWER: 4")], "prompts": [prompt]});
+    let post = |body: Value| {
+        let g = gavel.clone();
+        tokio::spawn(async move { g.post("/get_reward", &body).await })
+    };
+    // New load past max_in_flight is still refused up front.
+    let held = hold_the_only_slot(&gavel, &mock).await;
+    let (status, body) = gavel.post("/get_reward", &sample("p? ", 0.2)).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_in_flight"),
+        "{body}"
+    );
+    assert_eq!(held.await.unwrap(), 200);
+    let judged = mock.calls();
+
+    // Two partial groups wait, each for its sibling, at max_in_flight 1: the one slot is
+    // taken only while a request's samples are placed (before, the first waiter kept it and
+    // the second request got 429).
+    let p_first = post(sample("p? ", 0.2));
+    until_waiting(&gavel, 1.0, &p_first).await;
+    let q_first = post(sample("q? ", 0.3));
+    until_waiting(&gavel, 2.0, &q_first).await;
+    assert!(!p_first.is_finished() && !q_first.is_finished());
+    // A third prompt would open a third group: refused, max_pending_groups is the bound.
+    let (status, body) = gavel.post("/get_reward", &sample("r? ", 0.5)).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_pending_groups"),
+        "{body}"
+    );
+    // The siblings arrive and complete their groups, each judged whole.
+    for (sibling, first, score) in [("p? ", p_first, 0.8), ("q? ", q_first, 0.9)] {
+        let (status, body) = gavel.post("/get_reward", &sample(sibling, score)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["extra_logs"]["group_size"], json!([2]), "{body}");
+        assert_eq!(body["rewards"], json!([score]), "{body}");
+        let (status, body) = first.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["extra_logs"]["group_size"], json!([2]), "{body}");
+    }
+    assert_eq!(mock.calls() - judged, 2, "one judge call per whole group");
+    assert_eq!(
+        series(&gavel, "gavel_openrlhf_pending_samples").await,
+        Some(0.0)
+    );
+}
+
 #[tokio::test]
 async fn a_group_is_judged_within_the_request_deadline_and_frees_its_place() {
     let mock = MockJudge::start().await;

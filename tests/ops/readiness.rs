@@ -69,8 +69,8 @@ async fn readyz_checks_store_and_every_judge_and_caches_judge_probes() {
     assert_eq!(anonymous["error"]["type"], "not_ready");
     assert_eq!(
         anonymous["error"]["message"],
-        "not ready: store ok, 3 of 4 judges unreachable (details for callers with an API key, \
-         and in the log)"
+        "not ready: store ok; of 4 judges, 2 unreachable, 1 not configured (details for callers \
+         with an API key, and in the log)"
     );
     let text = anonymous.to_string();
     assert!(
@@ -101,7 +101,10 @@ async fn readyz_checks_store_and_every_judge_and_caches_judge_probes() {
         message.contains("judge \"down\"") && message.contains("unreachable"),
         "{message}"
     );
-    assert!(message.contains("\"keyless\" has no API key"), "{message}");
+    assert!(
+        message.contains("not configured: judge \"keyless\" has no API key"),
+        "{message}"
+    );
     assert!(
         message.contains("judge \"refused\"") && message.contains("refuses its API key"),
         "{message}"
@@ -129,4 +132,25 @@ async fn readyz_checks_store_and_every_judge_and_caches_judge_probes() {
     );
     // Liveness does not depend on the judges.
     assert_eq!(broken.get("/healthz").await.0, 200);
+}
+
+#[tokio::test]
+async fn a_judge_without_a_key_is_not_configured_not_unreachable() {
+    let mock = MockJudge::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gavel = start(&mock, &dir, |c| {
+        c.judges.get_mut("mock").unwrap().api_key = None;
+    })
+    .await;
+    let (status, body) = gavel.get("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        "not ready: store ok; of 1 judge, 1 not configured (details for callers with an API key, \
+         and in the log)"
+    );
+    assert!(!message.contains("unreachable"), "{message}");
+    assert_eq!(body["judges"], json!([{"name": "mock", "ok": false}]));
+    assert_eq!(mock.model_lists(), 0, "a judge without a key is not probed");
 }

@@ -64,9 +64,11 @@ def test_errors_are_typed(gavel_url, broken_judge, tag):
     with pytest.raises(InvalidRequest) as e:
         gavel_client.score_group(marked(tag, [0.5]), rubric="no_such_rubric", url=gavel_url)
     assert e.value.status == 400 and "no_such_rubric" in e.value.message
+    assert e.value.param == "rubric"
     with pytest.raises(InvalidRequest) as e:
         gavel_client.score_group([{"messages": [{"role": "robot", "content": "x"}]}], url=gavel_url)
     assert "trajectories[0].messages[0].role" in e.value.message
+    assert e.value.param == "trajectories[0].messages[0].role"
     with pytest.raises(JudgeUnavailable) as e:
         gavel_client.score_group(marked(tag, [0.5, 0.6]), judge=broken_judge, url=gavel_url)
     assert isinstance(e.value, JudgeError) and e.value.status == 502

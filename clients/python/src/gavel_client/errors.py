@@ -1,4 +1,4 @@
-"""Typed errors mirroring the daemon's ``{"error": {"type", "message"}}`` answers.
+"""Typed errors mirroring the daemon's ``{"error": {"type", "message", "param"}}`` answers.
 
 Each ``error.type`` the daemon returns has its own class; the judge failures share the base
 :class:`JudgeError`, so a training loop can catch "the judge failed" in one place.
@@ -23,9 +23,13 @@ class GavelError(Exception):
         error_type: Optional[str] = None,
         body: Any = None,
         retry_after: Optional[float] = None,
+        param: Optional[str] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
+        #: The request field the error is about, as a path (``"rubric"``, ``"judge[1]"``,
+        #: ``"trajectories[0].messages[2].role"``), or ``None``.
+        self.param = param
         self.status = status
         if error_type is not None:
             self.error_type = error_type
@@ -159,8 +163,16 @@ def error_from_body(
     if isinstance(err, dict) and isinstance(err.get("type"), str):
         kind = err["type"]
         message = str(err.get("message", ""))
+        param = err.get("param")
         cls = ERRORS_BY_TYPE.get(kind, GavelError)
-        return cls(message, status=status, error_type=kind, body=body, retry_after=retry_after)
+        return cls(
+            message,
+            status=status,
+            error_type=kind,
+            body=body,
+            retry_after=retry_after,
+            param=param if isinstance(param, str) else None,
+        )
     cls = _BY_STATUS.get(status, GavelError)
     message = text.strip()[:500] or "no error body"
     return cls(message, status=status, body=body, retry_after=retry_after)
