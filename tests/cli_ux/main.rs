@@ -1,10 +1,12 @@
 //! The command line as a new user meets it: every bad line of a group file listed before any
 //! judge call, whatever the command (input.rs); standard input as a group file (input.rs); a
-//! closed pipe, `cache clear`'s confirmation and a store another process holds (process.rs).
+//! closed pipe, `cache clear`'s confirmation and a store another process holds (process.rs);
+//! help that lists only what a command reads, and the old flag spellings (help.rs).
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod help;
 mod input;
 mod process;
 
