@@ -12,6 +12,31 @@ use crate::config::{Config, ConfigError, Secret};
 use crate::score::{BuildError, Scorer};
 use crate::store::StoreError;
 
+/// `--config` and `--log-json`: the options of a command that reads gavel.toml but keeps no
+/// verdicts (`render`, `lint`), so its help lists no store options.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ConfigArgs {
+    /// Configuration file (TOML). Without one, a judge named `default` is built from
+    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
+    #[arg(long, env = "GAVEL_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Write logs as JSON lines instead of text.
+    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
+    pub log_json: bool,
+}
+
+impl From<ConfigArgs> for Common {
+    fn from(a: ConfigArgs) -> Common {
+        Common {
+            config: a.config,
+            store: None,
+            store_url: None,
+            log_json: a.log_json,
+        }
+    }
+}
+
+/// [`ConfigArgs`] and the verdict store's options: what a command that keeps verdicts takes.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Common {
     /// Configuration file (TOML). Without one, a judge named `default` is built from
@@ -73,6 +98,20 @@ pub fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
 
 /// A scorer over the configured store (Postgres when `[store] url` is set, else sled).
 pub async fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
+    attach_store(build_scorer(cfg)?, cfg).await
+}
+
+/// The configuration's scorer over a throw-away in-memory store: enough to check requests
+/// ([`Scorer::check`]) and render prompts. A command that scores then calls [`attach_store`],
+/// so input that fails its checks never opens (or creates) the verdict store.
+pub fn build_scorer(cfg: &Config) -> Result<Scorer, CliError> {
+    let scratch: Arc<dyn crate::store::VerdictStore> =
+        Arc::new(crate::store::SledStore::temporary()?);
+    Ok(Scorer::new(cfg.scorer_parts(), scratch)?)
+}
+
+/// `scorer` over the configured store, opened now.
+pub async fn attach_store(scorer: Scorer, cfg: &Config) -> Result<Arc<Scorer>, CliError> {
     let store = crate::store::open(&cfg.store).await?;
-    Ok(Arc::new(Scorer::new(cfg.scorer_parts(), store)?))
+    Ok(Arc::new(scorer.with_store(store)))
 }

@@ -1,10 +1,12 @@
 //! The group file every CLI command reads: `.jsonl`/`.ndjson` hold one group per line (blank
-//! lines skipped), anything else one group. A line is a `/v1/score_group` body plus fields the
+//! lines skipped), anything else one group; `-` is standard input (see [`stdin_is_jsonl`] for
+//! how its form is told). A line is a `/v1/score_group` body plus fields the
 //! command itself reads (`group_id`; `labels`, `id` and `set` for `gavel eval`), taken off by an
 //! [`Extra`] before the body is validated. Every problem is reported as `FILE[:LINE]: problem`,
 //! all of them before any judge is called.
 //!
-//! `score`, `render`, `diff` and `eval` read through [`read_groups`]. `rescore` reads the same
+//! `score`, `render`, `diff` and `eval` read through [`read_checked`], which also checks every
+//! request against the scorer. `rescore` reads the same
 //! lines ([`read_text`], [`nonblank_lines`]) but builds its own units from them: a bad line there
 //! is a rejected group in its output, not a reason to stop, and one-trajectory lines are grouped
 //! by `group_id`. Every command applies `--rubric`/`--judge` with [`override_request`].
@@ -13,7 +15,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::score::{RubricRef, ScoreRequest};
+use crate::score::{RubricRef, ScoreRequest, Scorer};
 
 /// Fields of a line that are not part of the scoring request: taken off the JSON object before
 /// validation, then checked against the validated request.
@@ -97,20 +99,99 @@ pub fn print_problems(problems: &[String]) -> u8 {
 }
 
 /// Reads a group file (see the module docs). A top-level `group_id` (string or number) is taken
-/// as the group's label.
+/// as the group's label. Only the file's own problems are found here; [`read_checked`] also
+/// checks what each group asks of the scorer.
 pub fn read_groups<E: Extra>(
     path: &Path,
     max_group_size: usize,
 ) -> Result<Vec<GroupIn<E>>, Vec<String>> {
-    let file = path.display().to_string();
-    let text = read_text(path).map_err(|p| vec![p])?;
-    let jsonl = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("jsonl" | "ndjson")
-    );
-    let name = path
-        .file_name()
-        .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
+    let mut groups = Vec::new();
+    let mut problems = Vec::new();
+    for g in parse_groups(path, max_group_size).map_err(|p| vec![p])? {
+        match g {
+            Ok(g) => groups.push(g),
+            Err(p) => problems.push(p),
+        }
+    }
+    if problems.is_empty() {
+        Ok(groups)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Reads a group file and checks, with [`Scorer::check`], every request each group will be
+/// scored with: `requests` derives them from the group (its own request with `--rubric` and
+/// `--judge` applied, or one per side of a diff or combination of an eval). So every problem
+/// of every line, from bad JSON to an unknown rubric, judge or verifier, is known at once, in
+/// file order, before any judge is called or any store opened.
+pub fn read_checked<E: Extra>(
+    path: &Path,
+    scorer: &Scorer,
+    requests: impl Fn(&GroupIn<E>) -> Vec<ScoreRequest>,
+) -> Result<Vec<GroupIn<E>>, Vec<String>> {
+    let mut groups = Vec::new();
+    let mut problems = Vec::new();
+    for g in parse_groups(path, scorer.max_group_size()).map_err(|p| vec![p])? {
+        let g = match g {
+            Ok(g) => g,
+            Err(p) => {
+                problems.push(p);
+                continue;
+            }
+        };
+        // One line per distinct problem: the two sides of a diff often share one.
+        let mut seen = Vec::new();
+        for req in requests(&g) {
+            if let Err(e) = scorer.check(&req) {
+                let p = format!("{}: {e}", g.at);
+                if !seen.contains(&p) {
+                    seen.push(p);
+                }
+            }
+        }
+        if seen.is_empty() {
+            groups.push(g);
+        } else {
+            problems.extend(seen);
+        }
+    }
+    if problems.is_empty() {
+        Ok(groups)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Every group of the file in order, each parsed or its problem; `Err` when the file cannot be
+/// read or holds no group.
+fn parse_groups<E: Extra>(
+    path: &Path,
+    max_group_size: usize,
+) -> Result<Vec<Result<GroupIn<E>, String>>, String> {
+    let stdin = is_stdin(path);
+    let file = if stdin {
+        STDIN_NAME.to_string()
+    } else {
+        path.display().to_string()
+    };
+    let text = if stdin {
+        read_stdin()?
+    } else {
+        read_text(path)?
+    };
+    let jsonl = if stdin {
+        stdin_is_jsonl(&text)
+    } else {
+        matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("jsonl" | "ndjson")
+        )
+    };
+    let name = match path.file_name() {
+        Some(n) if !stdin => n.to_string_lossy().into_owned(),
+        _ => file.clone(),
+    };
     let parse = |src: &str, line: Option<usize>, index: usize| -> Result<GroupIn<E>, String> {
         let at = match line {
             Some(l) => format!("{file}:{l}"),
@@ -165,27 +246,43 @@ pub fn read_groups<E: Extra>(
             extra,
         })
     };
-    let mut groups = Vec::new();
-    let mut problems = Vec::new();
-    if jsonl {
-        for (n, l) in nonblank_lines(&text) {
-            match parse(l, Some(n), groups.len() + problems.len() + 1) {
-                Ok(g) => groups.push(g),
-                Err(p) => problems.push(p),
-            }
-        }
-        if groups.is_empty() && problems.is_empty() {
-            problems.push(format!("{file}: no groups (the file is empty)"));
-        }
-    } else {
-        match parse(&text, None, 1) {
-            Ok(g) => groups.push(g),
-            Err(p) => problems.push(p),
-        }
+    if !jsonl {
+        return Ok(vec![parse(&text, None, 1)]);
     }
-    if problems.is_empty() {
-        Ok(groups)
-    } else {
-        Err(problems)
+    let groups: Vec<_> = nonblank_lines(&text)
+        .enumerate()
+        .map(|(i, (n, l))| parse(l, Some(n), i + 1))
+        .collect();
+    if groups.is_empty() {
+        return Err(format!("{file}: no groups (the file is empty)"));
     }
+    Ok(groups)
+}
+
+/// How messages name standard input.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// `-` names standard input.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+fn read_stdin() -> Result<String, String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|e| format!("{STDIN_NAME}: cannot read: {e}"))?;
+    Ok(text)
+}
+
+/// Standard input has no extension to tell JSONL from one JSON group, so its text decides: one
+/// JSON value (however many lines it spans) is one group; otherwise it is JSONL when its first
+/// line that holds something is a JSON value by itself. Anything else is read as one group, so
+/// a broken pretty-printed group gets one error with its line, not one per line.
+fn stdin_is_jsonl(text: &str) -> bool {
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+        return false;
+    }
+    nonblank_lines(text)
+        .next()
+        .is_some_and(|(_, l)| serde_json::from_str::<serde::de::IgnoredAny>(l).is_ok())
 }

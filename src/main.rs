@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use gavel::cli::Common;
+use gavel::cli::{Common, ConfigArgs};
 
 // mimalloc, as text-embeddings-inference ships: a cache hit is mostly short-lived allocations
 // (request JSON, response JSON), and glibc malloc costs about a third more CPU per hit there.
@@ -45,7 +45,7 @@ enum Command {
     /// Print the exact judge messages and token counts for each group, without calling a judge.
     Render {
         #[command(flatten)]
-        common: Common,
+        common: ConfigArgs,
         #[command(flatten)]
         args: commands::render::RenderArgs,
     },
@@ -53,7 +53,7 @@ enum Command {
     /// policy references; one `file:line: problem` line each.
     Lint {
         #[command(flatten)]
-        common: Common,
+        common: ConfigArgs,
         #[command(flatten)]
         args: gavel::lint::LintArgs,
     },
@@ -128,9 +128,35 @@ fn init_logs(json: bool, default: &str) {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// Rust starts every program with SIGPIPE ignored, so a write to a closed pipe is an error and
+/// `println!` panics on it: `gavel render … | head -1` ended in a panic message and exit 101.
+/// A command line tool ends quietly there, as `cat` does, so every command but the daemon gets
+/// the default action back. The daemon keeps it ignored: nothing a client does may end it.
+#[cfg(unix)]
+fn end_quietly_on_broken_pipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL installs no handler and touches no
+    // memory; it runs first thing in main, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn end_quietly_on_broken_pipe() {}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        end_quietly_on_broken_pipe();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
     // Long-running commands (the daemon, rescore) log progress at info; the rest only warn.
     let result = match cli.command {
         Command::Serve { common, args } => {
@@ -143,11 +169,11 @@ async fn main() -> ExitCode {
         }
         Command::Render { common, args } => {
             init_logs(common.log_json, "warn");
-            commands::render::run(common, args).await
+            commands::render::run(Common::from(common), args).await
         }
         Command::Lint { common, args } => {
             init_logs(common.log_json, "warn");
-            commands::lint::run(&common, args)
+            commands::lint::run(&Common::from(common), args)
         }
         Command::Diff { common, args } => {
             init_logs(common.log_json, "warn");

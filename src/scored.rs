@@ -107,7 +107,14 @@ impl Reader {
             ));
         }
         let rewards: Vec<Option<f64>> = match obj.get("rewards") {
-            None => return Err("rewards: missing".into()),
+            // Most often a group file that was never scored: say how to score it.
+            None => {
+                return Err(
+                    "rewards: missing: this group is not scored yet; run `gavel rescore \
+                            FILE -o SCORED.jsonl` first and read SCORED.jsonl"
+                        .into(),
+                )
+            }
             Some(r) => serde_json::from_value(r.clone())
                 .map_err(|_| "rewards: expected an array of numbers or nulls")?,
         };

@@ -328,6 +328,21 @@ async fn render_needs_no_judge_and_reports_dedup() {
     let want = format!("--- tokens: {tokens} (without dedup {without}, saved {saved}");
     let n = out.stdout.lines().filter(|l| l.starts_with(&want)).count();
     assert_eq!(n, 1, "want one {want:?} line in:\n{}", out.stdout);
+    // Counts read as English: the plural only for more than one.
+    assert_eq!(r["shared_blocks"], 1, "{r}");
+    let counts = "· shared prefix 2 messages · 1 shared block · 4 distinct trajectories";
+    assert!(
+        out.stdout.contains(counts),
+        "{counts:?} not in:\n{}",
+        out.stdout
+    );
+    let out = render("all_identical", "text").await;
+    assert!(
+        out.stdout
+            .contains("· 0 shared blocks · 1 distinct trajectory\n"),
+        "{}",
+        out.stdout
+    );
 
     let lines = render("all_identical", "json").await.ok_json();
     assert_eq!(lines[0]["distinct_trajectories"], 1);
@@ -353,7 +368,10 @@ async fn cache_stats_and_clear() {
     assert_eq!(st["verdicts"], 1, "{st}");
     assert_eq!(st["backend"], "sled", "{st}");
 
-    let out = run(s.cache("clear")).await;
+    // No terminal to confirm on: `--yes` (tests/cli_ux covers the refusal without it).
+    let mut clear = s.cache("clear");
+    clear.arg("--yes");
+    let out = run(clear).await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert!(out.stdout.contains("cleared 1"), "{}", out.stdout);
     assert_eq!(stats().await["verdicts"], 0);

@@ -438,6 +438,11 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
     );
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("failed on B: judge_unavailable"), "{page}");
+    // One failed group is "1 group failed", not "1 groups failed".
+    assert!(
+        page.contains("<div class=\"big\">1</div><div class=\"lbl\">group failed</div>"),
+        "{page}"
+    );
 }
 
 /// A judge without a key fails each group with the judge's own hint, whole.
@@ -531,8 +536,9 @@ async fn bad_arguments_and_files_exit_2_before_any_judge_call() {
         format!("{bad}:3: trajectories[0].messages[1].role: unknown role \"robot\""),
         format!("{bad}:4: group: unknown field"),
         format!("{bad}:5: group_id: expected a string or a number"),
+        format!("{bad}:6: rubric: unknown rubric \"missing_rubric\""),
     ];
-    expect_2(out, 4, &want);
+    expect_2(out, 5, &want);
     // With the files's lines valid, the rubric a line names is checked too.
     let text = format!("{}\n{bad_rubric}\n", marked_group(&[0.1]));
     let bad = s.write("bad_rubric.jsonl", &text);

@@ -287,6 +287,11 @@ fn a_bad_line_is_named_and_nothing_is_written() {
             json!({"line": 2, "error_type": "judge_timeout", "error": "x"}),
             "3: a rejected group",
         ),
+        // A group file that was never scored: the message says what to run.
+        (
+            json!({"trajectories": [traj("1", 1), traj("2", 1)]}),
+            "3: rewards: missing: this group is not scored yet; run `gavel rescore",
+        ),
     ];
     for (bad, want) in cases {
         let text = format!("{}\n\n{bad}\n", group("ok", json!([1.0, 0.0]), &[1, 1]));

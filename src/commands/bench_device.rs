@@ -34,7 +34,13 @@ pub struct BenchDeviceArgs {
     )]
     group_devices: Vec<String>,
     /// Folder for the random models, device-bench.json and device-bench.md.
-    #[arg(long, env = "GAVEL_BENCH_OUT", default_value = "target/device-bench")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        alias = "out",
+        env = "GAVEL_BENCH_OUT",
+        default_value = "target/device-bench"
+    )]
     out: PathBuf,
     /// Decode steps timed on the bare model.
     #[arg(long, env = "GAVEL_BENCH_DECODE_STEPS", default_value_t = 64)]

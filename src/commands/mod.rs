@@ -24,7 +24,8 @@ use std::path::Path;
 
 use clap::Args;
 
-use gavel::groupfile::{override_request, read_groups, GroupIn};
+use gavel::groupfile::{override_request, print_problems, read_checked, GroupIn};
+use gavel::score::Scorer;
 
 /// `--rubric` and `--judge` of `score` and `render`.
 #[derive(Args, Clone)]
@@ -37,13 +38,36 @@ pub struct Overrides {
     judge: Option<String>,
 }
 
-/// Reads a group file with the shared reader and applies `--rubric`/`--judge` to every group.
+/// Reads a group file with the shared reader, applies `--rubric`/`--judge` to every group and
+/// checks every group's request with `scorer` (see [`read_checked`]). An unknown `--rubric` or
+/// `--judge` is one usage line, `gavel CMD: --rubric: ...`, not the same problem on every line.
+/// `Err` is the exit code, 2, after the problems are printed: nothing is judged.
 fn read_overridden(
+    cmd: &str,
     path: &Path,
-    max_group_size: usize,
+    scorer: &Scorer,
     o: &Overrides,
-) -> Result<Vec<GroupIn>, Vec<String>> {
-    let mut groups = read_groups::<()>(path, max_group_size)?;
+) -> Result<Vec<GroupIn>, u8> {
+    let mut usage = Vec::new();
+    if let Some(r) = &o.rubric {
+        if let Err(e) = scorer.rubrics().get(r) {
+            usage.push(format!("gavel {cmd}: --rubric: {e}"));
+        }
+    }
+    if let Some(j) = &o.judge {
+        if let Err(e) = scorer.check_judge_name(j) {
+            usage.push(format!("gavel {cmd}: --judge: {e}"));
+        }
+    }
+    if !usage.is_empty() {
+        return Err(print_problems(&usage));
+    }
+    let mut groups = read_checked::<()>(path, scorer, |g| {
+        let mut r = g.request.clone();
+        override_request(&mut r, o.rubric.as_deref(), o.judge.as_deref());
+        vec![r]
+    })
+    .map_err(|p| print_problems(&p))?;
     for g in &mut groups {
         override_request(&mut g.request, o.rubric.as_deref(), o.judge.as_deref());
     }

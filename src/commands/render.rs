@@ -2,14 +2,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use gavel::cli::Common;
+use gavel::cli::{build_scorer, Common};
 use gavel::groupfile::print_problems;
-use gavel::score::Scorer;
-use gavel::store::{SledStore, VerdictStore};
 
 use super::{read_overridden, Overrides};
 
@@ -26,19 +23,18 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(long, env = "GAVEL_RENDER_FORMAT", value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// The group file.
+    /// The group file (`-`: standard input).
     file: PathBuf,
 }
 
 pub async fn run(common: Common, args: RenderArgs) -> anyhow::Result<ExitCode> {
     let cfg = common.load_config()?;
-    let groups = match read_overridden(&args.file, cfg.server.max_group_size, &args.overrides) {
+    // Rendering needs no store: the built scorer's in-memory one never touches disk.
+    let scorer = build_scorer(&cfg)?;
+    let groups = match read_overridden("render", &args.file, &scorer, &args.overrides) {
         Ok(g) => g,
-        Err(problems) => return Ok(ExitCode::from(print_problems(&problems))),
+        Err(code) => return Ok(ExitCode::from(code)),
     };
-    // Rendering needs no store; an in-memory sled keeps the scorer's shape without touching disk.
-    let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary()?);
-    let scorer = Scorer::new(cfg.scorer_parts(), store)?;
     for (n, g) in groups.iter().enumerate() {
         let at = &g.at;
         let r = match scorer.render(&g.request) {
@@ -64,13 +60,13 @@ pub async fn run(common: Common, args: RenderArgs) -> anyhow::Result<ExitCode> {
                     0.0
                 };
                 println!(
-                    "--- tokens: {} (without dedup {}, saved {} = {pct:.0}%) · shared prefix {} messages · {} shared blocks · {} distinct trajectories",
+                    "--- tokens: {} (without dedup {}, saved {} = {pct:.0}%) · shared prefix {} · {} · {}",
                     r.prompt_tokens,
                     r.prompt_tokens_without_dedup,
                     r.tokens_saved_by_dedup,
-                    r.shared_prefix_messages,
-                    r.shared_blocks,
-                    r.distinct_trajectories
+                    count(r.shared_prefix_messages, "message", "messages"),
+                    count(r.shared_blocks, "shared block", "shared blocks"),
+                    count(r.distinct_trajectories, "distinct trajectory", "distinct trajectories"),
                 );
                 println!(
                     "--- rubric {} {} · template {} {}",
@@ -80,4 +76,9 @@ pub async fn run(common: Common, args: RenderArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `1 shared block`, `2 shared blocks`: the plural only for more than one.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

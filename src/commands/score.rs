@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use gavel::cli::{open_scorer, Common};
-use gavel::groupfile::print_problems;
+use gavel::cli::{attach_store, build_scorer, Common};
 
 use super::{read_overridden, Overrides};
 
@@ -15,17 +14,19 @@ use super::{read_overridden, Overrides};
 pub struct ScoreArgs {
     #[command(flatten)]
     overrides: Overrides,
-    /// The group file.
+    /// The group file (`-`: standard input).
     file: PathBuf,
 }
 
 pub async fn run(common: Common, args: ScoreArgs) -> anyhow::Result<ExitCode> {
     let cfg = common.load_config()?;
-    let groups = match read_overridden(&args.file, cfg.server.max_group_size, &args.overrides) {
+    let scorer = build_scorer(&cfg)?;
+    let groups = match read_overridden("score", &args.file, &scorer, &args.overrides) {
         Ok(g) => g,
-        Err(problems) => return Ok(ExitCode::from(print_problems(&problems))),
+        Err(code) => return Ok(ExitCode::from(code)),
     };
-    let scorer = open_scorer(&cfg).await?;
+    // Only now, with every group checked, is the store opened (or created).
+    let scorer = attach_store(scorer, &cfg).await?;
     let mut failed = 0usize;
     for g in groups {
         match scorer.score_group(&g.request).await {

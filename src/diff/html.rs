@@ -88,7 +88,11 @@ pub fn render(report: &Report) -> String {
     card(
         &mut h,
         &s.groups_failed.to_string(),
-        "groups failed",
+        if s.groups_failed == 1 {
+            "group failed"
+        } else {
+            "groups failed"
+        },
         s.groups_failed > 0,
     );
     h.push_str("</section>\n");

@@ -11,18 +11,17 @@ pub mod report;
 pub mod stats;
 mod text;
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use serde::Serialize;
 
-use crate::cli::{open_scorer, CliError, Common};
+use crate::cli::{attach_store, build_scorer, CliError, Common};
 use crate::config::Config;
-use crate::groupfile::{override_request, print_problems, read_groups, GroupIn};
+use crate::groupfile::{override_request, print_problems, read_checked, GroupIn};
 use crate::rubric::RubricSet;
-use crate::score::{RubricRef, ScoreRequest, Scorer};
+use crate::score::{ScoreRequest, Scorer};
 
 pub use report::{
     build_report, compare_group, outcome, Comparison, GroupError, GroupReport, Mover, Outcome,
@@ -49,12 +48,13 @@ pub struct DiffArgs {
     #[arg(long, env = "GAVEL_DIFF_FORMAT", value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
     /// Also write a self-contained HTML report with plots here.
-    #[arg(long, env = "GAVEL_DIFF_HTML")]
+    #[arg(short = 'o', long = "output", alias = "html", env = "GAVEL_DIFF_HTML")]
     pub html: Option<PathBuf>,
     /// Groups scored at once (each under both sides at the same time).
     #[arg(long, env = "GAVEL_DIFF_CONCURRENCY", default_value_t = 8)]
     pub concurrency: usize,
-    /// Groups: a .jsonl file (one group per line) or a .json file (one group).
+    /// Groups: a .jsonl file (one group per line), a .json file (one group), or `-` for
+    /// standard input.
     pub file: PathBuf,
 }
 
@@ -119,24 +119,6 @@ fn side_request(g: &GroupIn, side: &SideSpec) -> ScoreRequest {
     r
 }
 
-/// Checks the names a side request uses against the configuration, so a typo is a file problem
-/// (exit 2) rather than a failed group after judge calls.
-pub(crate) fn check_names(
-    req: &ScoreRequest,
-    rubrics: &RubricSet,
-    cfg: &Config,
-) -> Result<(), String> {
-    if let RubricRef::Named(n) = &req.rubric {
-        rubrics.get(n).map_err(|e| format!("rubric: {e}"))?;
-    }
-    for j in &req.judges {
-        if !cfg.judges.contains_key(j) {
-            return Err(format!("judge: {}", unknown_judge(j, cfg)));
-        }
-    }
-    Ok(())
-}
-
 pub(crate) fn unknown_judge(name: &str, cfg: &Config) -> String {
     let known: Vec<&str> = cfg.judges.keys().map(String::as_str).collect();
     format!("unknown judge {name:?} (configured: {})", known.join(", "))
@@ -185,7 +167,10 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
             }
         }
     }
-    let groups = match read_groups::<()>(&args.file, cfg.server.max_group_size) {
+    let scorer = build_scorer(&cfg)?;
+    let groups = match read_checked::<()>(&args.file, &scorer, |g| {
+        specs.iter().map(|s| side_request(g, s)).collect()
+    }) {
         Ok(g) => g,
         Err(problems) => return Ok(print_problems(&problems)),
     };
@@ -193,23 +178,8 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
         .iter()
         .map(|g| [side_request(g, &specs[0]), side_request(g, &specs[1])])
         .collect();
-    let mut problems = Vec::new();
-    for (g, pair) in groups.iter().zip(&requests) {
-        let at = &g.at;
-        let mut seen = BTreeSet::new();
-        for r in pair {
-            if let Err(p) = check_names(r, &rubrics, &cfg) {
-                if seen.insert(p.clone()) {
-                    problems.push(format!("{at}: {p}"));
-                }
-            }
-        }
-    }
-    if !problems.is_empty() {
-        return Ok(print_problems(&problems));
-    }
 
-    let scorer: Arc<Scorer> = open_scorer(&cfg).await?;
+    let scorer: Arc<Scorer> = attach_store(scorer, &cfg).await?;
     let outcomes = score_all(&scorer, &requests, args.concurrency).await;
     scorer.store().flush().await?;
     let report = build_report(&args.file, compare, &specs, &rubrics, &groups, &outcomes);

@@ -21,10 +21,10 @@ use std::time::Instant;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use crate::cli::{open_scorer, CliError, Common};
+use crate::cli::{attach_store, build_scorer, CliError, Common};
 use crate::config::Config;
-use crate::diff::{check_names, outcome, unknown_judge};
-use crate::groupfile::{label_of, override_request, print_problems, read_groups, Extra, GroupIn};
+use crate::diff::{outcome, unknown_judge};
+use crate::groupfile::{label_of, override_request, print_problems, read_checked, Extra, GroupIn};
 use crate::prompt::JudgeMode;
 use crate::rubric::RubricSet;
 use crate::score::request::MAX_PERMUTATIONS;
@@ -85,7 +85,8 @@ pub struct EvalArgs {
     /// Write the report here instead of standard output.
     #[arg(short = 'o', long = "output", env = "GAVEL_EVAL_OUTPUT")]
     pub output: Option<PathBuf>,
-    /// Labelled group files (.jsonl, one group per line; or .json, one group).
+    /// Labelled group files (.jsonl, one group per line; or .json, one group; `-` for standard
+    /// input).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
 }
@@ -306,26 +307,23 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         .unwrap_or_else(|| default_concurrency(&combos, &cfg));
 
     // Read every file and check every line before any judge is called.
+    let scorer = build_scorer(&cfg)?;
     let mut problems = Vec::new();
     let mut read: Vec<(String, GroupIn<Labels>)> = Vec::new();
     for file in &args.files {
-        match read_groups::<Labels>(file, cfg.server.max_group_size) {
+        let checked = read_checked::<Labels>(file, &scorer, |g| {
+            let as_given: Vec<usize> = (0..g.request.trajectories.len()).collect();
+            combos
+                .iter()
+                .map(|v| order_request(g, v, args.permutations, &as_given))
+                .collect()
+        });
+        match checked {
             Ok(gs) => {
                 let name = file.display().to_string();
                 read.extend(gs.into_iter().map(|g| (name.clone(), g)));
             }
             Err(p) => problems.extend(p),
-        }
-    }
-    for (_, g) in &read {
-        let at = &g.at;
-        for v in &combos {
-            let as_given: Vec<usize> = (0..g.request.trajectories.len()).collect();
-            let req = order_request(g, v, args.permutations, &as_given);
-            if let Err(p) = check_names(&req, &rubric_set, &cfg) {
-                problems.push(format!("{at}: {p}"));
-                break;
-            }
         }
     }
     if !problems.is_empty() {
@@ -368,7 +366,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         groups.push((lg, g));
     }
 
-    let scorer: Arc<Scorer> = open_scorer(&cfg).await?;
+    let scorer: Arc<Scorer> = attach_store(scorer, &cfg).await?;
     let mut runs = judge_all(&scorer, args, concurrency, &combos, &groups).await;
     scorer.store().flush().await?;
     if args.score != "reward" {

@@ -38,6 +38,7 @@ mod ask;
 mod plan;
 mod run;
 
+pub(super) use plan::check_mode;
 pub use run::cache_key;
 
 use aggregate::aggregate_samples;

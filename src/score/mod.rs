@@ -208,6 +208,40 @@ impl Scorer {
             })
     }
 
+    /// Checks everything about a request that needs neither a judge call nor the store: its
+    /// rubric, its verifiers and reward policy and, when the policy reads the judge, every judge
+    /// it names and the judging mode each is asked in. A name that is not configured is an input
+    /// error on its field (`rubric`, `judge`). What passes can still fail at the judge, or on a
+    /// prompt over `max_prompt_bytes`, but not on anything the request says.
+    pub fn check(&self, req: &ScoreRequest) -> Result<(), ScoreError> {
+        let on =
+            |field: &str, e: ScoreError| ScoreError::Input(InputError::new(field, e.to_string()));
+        let rubric = self.rubric(&req.rubric).map_err(|e| match e {
+            ScoreError::Rubric(RubricError::Unknown { .. }) => on("rubric", e),
+            other => other,
+        })?;
+        let plan = reward_plan::plan_rewards(&rubric, req)?;
+        if plan.policy.needs_judge() {
+            for name in self.judge_names(req).map_err(|e| on("judge", e))? {
+                let judge = self.judge(Some(&name)).map_err(|e| on("judge", e))?;
+                judging::check_mode(judge, &rubric, req.judge_mode.unwrap_or(judge.mode()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a judge of this name is configured (an unknown name is the error).
+    pub fn check_judge_name(&self, name: &str) -> Result<(), ScoreError> {
+        self.judge(Some(name)).map(|_| ())
+    }
+
+    /// The same scorer over another store: the CLI builds its scorer, checks the input with it,
+    /// and only then opens the real store (a bad file never creates one).
+    pub fn with_store(mut self, store: Arc<dyn VerdictStore>) -> Scorer {
+        self.store = store;
+        self
+    }
+
     /// Scores one group (`score_group`, in log.rs, wraps this and writes the scoring log), stage
     /// by stage.
     async fn score_group_unlogged(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {

@@ -29,6 +29,12 @@ pub use config::StoreConfig;
 pub enum StoreError {
     #[error("verdict store at {path}: {message}")]
     Open { path: String, message: String },
+    /// sled allows one process per store: another gavel (a daemon, a rescore) has it open.
+    #[error(
+        "the store at {path} is in use by another gavel process; stop it or use \
+         --store/--store-url"
+    )]
+    InUse { path: String },
     #[error("verdict store: {0}")]
     Io(String),
     #[error("verdict store: corrupt record under {key}: {message}")]

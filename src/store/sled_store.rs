@@ -43,15 +43,25 @@ impl SledStore {
         })
     }
 
+    /// Opens the store at `path`, or `None` when there is none: for commands that only read it,
+    /// which must not leave an empty store behind.
+    pub fn open_existing(path: &Path) -> Result<Option<SledStore>, StoreError> {
+        if path.exists() {
+            Self::open(path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     pub fn open(path: &Path) -> Result<SledStore, StoreError> {
         let open_err = |message: String| StoreError::Open {
             path: path.display().to_string(),
             message,
         };
         let db = sled::open(path).map_err(|e| match e {
-            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => open_err(
-                "in use by another gavel process (sled allows one process per store)".into(),
-            ),
+            sled::Error::Io(io) if is_lock_held(&io) => StoreError::InUse {
+                path: path.display().to_string(),
+            },
             other => open_err(other.to_string()),
         })?;
         let meta = db.open_tree("meta").map_err(|e| open_err(e.to_string()))?;
@@ -83,6 +93,15 @@ impl SledStore {
             jobs,
         })
     }
+}
+
+/// Whether sled failed to open because another process holds the store's lock. sled 0.34
+/// reports that as `ErrorKind::Other` with its own message (config.rs, `try_lock`), so the
+/// message is what tells it apart; `WouldBlock` is the lock call's own kind, should a later sled
+/// pass it through.
+fn is_lock_held(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
+        || e.to_string().starts_with("could not acquire lock on")
 }
 
 fn io(e: sled::Error) -> StoreError {

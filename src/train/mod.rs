@@ -11,12 +11,13 @@
 //!   [`checkpoint`]: PEFT adapter files and optimizer state.
 //! - [`filter`]: the difficulty filter (tasks kept by their pass rate under the policy).
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
-//! - [`cli`], [`config`]: `gavel train` options and the TOML config.
+//! - [`cli`], [`args`], [`config`]: `gavel train`, its flags and the TOML config.
 //! - [`crate::rng`]: the one seeded generator everything random draws from.
 //!
 //! This module and `judge::local` never import each other: what both need is in
 //! [`crate::model`].
 
+pub mod args;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
@@ -38,6 +39,8 @@ pub mod toy;
 pub mod toy_model;
 pub mod trainer;
 
+#[cfg(test)]
+mod args_tests;
 #[cfg(test)]
 mod model_tests;
 

@@ -17,7 +17,8 @@ const LEAKY_ENV: &str = "GAVEL_CONFIG GAVEL_STORE GAVEL_STORE_URL GAVEL_LOG_JSON
     GAVEL_DIFF_RUBRICS GAVEL_DIFF_JUDGES GAVEL_DIFF_FORMAT GAVEL_DIFF_HTML GAVEL_DIFF_CONCURRENCY \
     GAVEL_EVAL_JUDGES GAVEL_EVAL_RUBRICS GAVEL_EVAL_ORDERS GAVEL_EVAL_PERMUTATIONS \
     GAVEL_EVAL_CONCURRENCY GAVEL_EVAL_LIMIT GAVEL_EVAL_FORMAT GAVEL_EVAL_OUTPUT OPENAI_API_KEY \
-    OPENAI_BASE_URL GAVEL_JUDGE_MODEL RUST_LOG";
+    OPENAI_BASE_URL GAVEL_JUDGE_MODEL RUST_LOG GAVEL_RUBRIC GAVEL_JUDGE GAVEL_RENDER_FORMAT \
+    GAVEL_CACHE_CLEAR_YES";
 
 /// A `[judges.NAME]` table pointing at `mock` (key in `GAVEL_TEST_MOCK_KEY`).
 pub fn judge_toml(name: &str, mock: &MockJudge, max_retries: u32) -> String {
@@ -57,6 +58,14 @@ impl CliSetup {
 
     /// `gavel SUBCOMMAND ARGS... --config CFG --store STORE`.
     pub fn command(&self, subcommand: &str, args: &[&str]) -> Command {
+        let mut c = self.config_command(subcommand, args);
+        c.args([OsStr::new("--store"), self.store.as_os_str()]);
+        c
+    }
+
+    /// `gavel SUBCOMMAND ARGS... --config CFG`, for a command that keeps no store (`render`,
+    /// `lint`).
+    pub fn config_command(&self, subcommand: &str, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
         for k in LEAKY_ENV.split_whitespace() {
             c.env_remove(k);
@@ -66,7 +75,6 @@ impl CliSetup {
         c.stdin(Stdio::null()).kill_on_drop(true);
         c.arg(subcommand).args(args);
         c.args([OsStr::new("--config"), self.cfg.as_os_str()]);
-        c.args([OsStr::new("--store"), self.store.as_os_str()]);
         c
     }
 }

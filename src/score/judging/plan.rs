@@ -4,6 +4,36 @@
 
 use super::*;
 
+/// Whether `judge` can judge `rubric` in `mode`: the probability modes need a judge that reads
+/// token probabilities and a rubric without checklist items.
+pub(in crate::score) fn check_mode(
+    judge: &Judge,
+    rubric: &Rubric,
+    mode: crate::prompt::JudgeMode,
+) -> Result<(), ScoreError> {
+    if !mode.reads_probabilities() {
+        return Ok(());
+    }
+    let bad = |problem: String| {
+        ScoreError::Input(crate::trajectory::InputError::new("judge_mode", problem))
+    };
+    if !judge.reads_probabilities() {
+        return Err(bad(format!(
+            "\"{}\" reads token probabilities, which judge {:?} cannot give: use a \
+             local judge or \"listwise\"",
+            mode.name(),
+            judge.info().name
+        )));
+    }
+    if !rubric.items.is_empty() {
+        return Err(bad(format!(
+            "rubric {:?} is a checklist, which is judged listwise only",
+            rubric.name
+        )));
+    }
+    Ok(())
+}
+
 impl Scorer {
     /// Plans the samples for `judges` × `permutations` orders × chunks.
     pub(in crate::score) fn plan_judging<'a>(
@@ -53,24 +83,8 @@ impl Scorer {
         let mut max_chunks = 1;
         for (j, judge) in judges.iter().enumerate() {
             let mode = req.judge_mode.unwrap_or(judge.mode());
+            check_mode(judge, rubric, mode)?;
             if mode.reads_probabilities() {
-                let bad = |problem: String| {
-                    ScoreError::Input(crate::trajectory::InputError::new("judge_mode", problem))
-                };
-                if !judge.reads_probabilities() {
-                    return Err(bad(format!(
-                        "\"{}\" reads token probabilities, which judge {:?} cannot give: use a \
-                         local judge or \"listwise\"",
-                        mode.name(),
-                        judge.info().name
-                    )));
-                }
-                if !rubric.items.is_empty() {
-                    return Err(bad(format!(
-                        "rubric {:?} is a checklist, which is judged listwise only",
-                        rubric.name
-                    )));
-                }
                 let probe = plan_probes(
                     &self.prompts,
                     mode,

@@ -1,0 +1,143 @@
+//! Tests of `gavel train`'s flags (`args.rs`): what each action parses and refuses, the
+//! `--use-rslora` switch, and help with a description and a default on every flag.
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory, Parser};
+
+use super::args::*;
+
+/// `gavel train` as the binary nests it.
+#[derive(Parser, Debug)]
+struct Train {
+    #[command(flatten)]
+    args: TrainArgs,
+}
+
+fn parse(args: &[&str]) -> Result<TrainArgs, clap::Error> {
+    Train::try_parse_from(std::iter::once("train").chain(args.iter().copied())).map(|t| t.args)
+}
+
+#[test]
+fn flags_before_an_action_apply_to_it_and_the_action_s_own_win() {
+    let a = parse(&[
+        "--config",
+        "c.toml",
+        "--group-size",
+        "4",
+        "sample",
+        "-o",
+        "s.jsonl",
+        "--group-size",
+        "8",
+    ])
+    .unwrap();
+    let e = a.effective();
+    assert_eq!(e.config.as_deref(), Some(std::path::Path::new("c.toml")));
+    assert_eq!(e.group_size, Some(8));
+    let Some(TrainAction::Sample(s)) = &a.action else {
+        panic!("{a:?}")
+    };
+    assert_eq!(s.output, PathBuf::from("s.jsonl"));
+    // The README's merge and toy commands.
+    let a = parse(&[
+        "--model",
+        "base",
+        "merge",
+        "--adapter",
+        "ck",
+        "--out",
+        "merged",
+    ])
+    .unwrap();
+    assert_eq!(a.effective().model, Some(PathBuf::from("base")));
+    let a = parse(&[
+        "toy",
+        "--output-dir",
+        "d",
+        "--seed",
+        "3",
+        "--no-train",
+        "--quiet",
+    ])
+    .unwrap();
+    let e = a.effective();
+    assert_eq!(
+        (e.output_dir, e.seed, e.quiet),
+        (Some("d".into()), Some(3), true)
+    );
+    // An action refuses the flags it would ignore.
+    for bad in [
+        &["toy", "--learning-rate", "1e-3"][..],
+        &["merge", "--adapter", "a", "-o", "m", "--group-size", "2"],
+        &["sample", "-o", "s", "--sft", "x.jsonl"],
+    ] {
+        let e = parse(bad).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{bad:?}");
+    }
+}
+
+#[test]
+fn use_rslora_is_a_switch_that_still_takes_a_value() {
+    let rs = |args: &[&str]| parse(args).unwrap().config().unwrap().lora.use_rslora;
+    assert!(!rs(&[]));
+    assert!(rs(&["--use-rslora"]));
+    assert!(
+        rs(&["--use-rslora", "--steps", "3"]),
+        "the switch does not eat the next flag"
+    );
+    assert!(rs(&["--use-rslora", "true"]));
+    assert!(!rs(&["--use-rslora", "false"]));
+    assert!(rs(&["sample", "-o", "s", "--use-rslora"]));
+}
+
+/// Every flag of `gavel train` and of its actions says what it does and where its default
+/// comes from; a flag an action shares with the run says the same in both.
+#[test]
+fn every_train_flag_has_help_with_its_default() {
+    let top = Train::command();
+    let help_of = |c: &clap::Command, id: &str| {
+        c.get_arguments()
+            .find(|a| a.get_id() == id)
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+    };
+    let mut commands = vec![top.clone()];
+    commands.extend(top.get_subcommands().cloned());
+    for c in &commands {
+        for a in c.get_arguments() {
+            let id = a.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            let h = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(h.len() > 10, "{} --{id}: no description", c.get_name());
+            // Switches default to off, and required values have no default.
+            let switch = matches!(a.get_action(), clap::ArgAction::SetTrue);
+            if !switch && !a.is_required_set() {
+                assert!(h.contains("[default: "), "{} --{id}: {h}", c.get_name());
+            }
+            if c.get_name() != top.get_name() {
+                // Toy's flags describe the toy run, and these say what they mean to
+                // their action; every other shared flag says what the run's says.
+                let own = [
+                    ("merge", "config"),
+                    ("merge", "model"),
+                    ("sample", "init_adapter"),
+                    ("sample", "prompts_per_step"),
+                ];
+                let differs = c.get_name() == "toy" || own.contains(&(c.get_name(), id));
+                if let (Some(run), false) = (help_of(&top, id), differs) {
+                    assert_eq!(h, run, "{} --{id}", c.get_name());
+                }
+            }
+        }
+    }
+    let lr = help_of(&top, "learning_rate").unwrap();
+    assert!(
+        lr.ends_with("[default: train.toml's `learning_rate`, else 0.00001]"),
+        "{lr}"
+    );
+    let s = help_of(&top, "schedule").unwrap();
+    assert!(s.ends_with("else constant]"), "{s}");
+}
