@@ -171,15 +171,16 @@ impl Hub {
         };
         if self.offline {
             return Err(fail(format!(
-                "not in the Hugging Face cache: {missing}; HF_HUB_OFFLINE is set, so nothing is \
-                 downloaded (unset it where the network allows, or point model_path at a file \
+                "no such file or folder, and not in the Hugging Face cache: {missing}; \
+                 HF_HUB_OFFLINE is set, so nothing is downloaded (unset it where the network allows, or point model_path at a file \
                  or folder)"
             )));
         }
         download::fetch(self, id).map_err(|e| match e {
             download::FetchError::Refused(why) => fail(why),
             download::FetchError::Failed(why) => fail(format!(
-                "not in the Hugging Face cache ({missing}) and the download failed: {why}"
+                "no such file or folder, and not in the Hugging Face cache ({missing}); the \
+                 download failed: {why}"
             )),
         })?;
         match self.cached(id)? {

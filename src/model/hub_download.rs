@@ -194,7 +194,10 @@ impl<'a> Fetch<'a> {
                     req = req.header(AUTHORIZATION, format!("Bearer {}", t.expose()));
                 }
             }
-            let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;
+            let resp = req
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {}", with_causes(&e)))?;
             let headers = first.get_or_insert_with(|| resp.headers().clone()).clone();
             if !resp.status().is_redirection() {
                 return Ok((headers, resp));
@@ -226,7 +229,10 @@ impl<'a> Fetch<'a> {
             }
             s => return Err(format!("{url}: {s}")),
         }
-        let info: Value = resp.json().await.map_err(|e| format!("{url}: {e}"))?;
+        let info: Value = resp
+            .json()
+            .await
+            .map_err(|e| format!("{url}: {}", with_causes(&e)))?;
         let commit = info["sha"]
             .as_str()
             .filter(|c| !c.is_empty() && c.chars().all(|c| c.is_ascii_hexdigit()))
@@ -279,7 +285,11 @@ impl<'a> Fetch<'a> {
             bar.set_message(file.to_string());
             tracing::info!(model = %self.id, file, "downloading into the Hugging Face cache");
             let mut hash = Sha256::new();
-            while let Some(chunk) = resp.chunk().await.map_err(|e| format!("{url}: {e}"))? {
+            while let Some(chunk) = resp
+                .chunk()
+                .await
+                .map_err(|e| format!("{url}: {}", with_causes(&e)))?
+            {
                 hash.update(&chunk);
                 std::io::Write::write_all(&mut out, &chunk).map_err(io)?;
                 bar.inc(chunk.len() as u64);
@@ -296,6 +306,20 @@ impl<'a> Fetch<'a> {
         }
         link(&blob, &pointer, file)
     }
+}
+
+/// An error with its causes (reqwest's own message leaves out why a connection failed).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let cause = s.to_string();
+        if !text.contains(&cause) {
+            text = format!("{text}: {cause}");
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// The shard files a safetensors index lists.

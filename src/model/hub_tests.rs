@@ -224,8 +224,8 @@ fn offline_a_missing_model_is_an_error_naming_the_cache_path() {
     assert_eq!(
         e.to_string(),
         format!(
-            "model_path Qwen/Qwen2.5-1.5B-Instruct: not in the Hugging Face cache: no {}; \
-             HF_HUB_OFFLINE is set, so nothing is downloaded (unset it where the network allows, \
+            "model_path Qwen/Qwen2.5-1.5B-Instruct: no such file or folder, and not in the \
+             Hugging Face cache: no {}; HF_HUB_OFFLINE is set, so nothing is downloaded (unset it where the network allows, \
              or point model_path at a file or folder)",
             refs.display()
         )

@@ -156,8 +156,8 @@ async fn offline_a_model_not_in_the_cache_stops_the_start_naming_the_cache() {
     let refs = hf.join("hub/models--Qwen--Qwen2.5-1.5B-Instruct/refs/main");
     assert!(
         out.stderr.contains(&format!(
-            "[judges.tiny]: model_path Qwen/Qwen2.5-1.5B-Instruct: not in the Hugging Face \
-             cache: no {}; HF_HUB_OFFLINE is set",
+            "[judges.tiny]: model_path Qwen/Qwen2.5-1.5B-Instruct: no such file or folder, and \
+             not in the Hugging Face cache: no {}; HF_HUB_OFFLINE is set",
             refs.display()
         )),
         "{}",
@@ -249,8 +249,9 @@ async fn the_trainer_takes_its_model_by_id() {
     let out = run(gavel(&missing)).await;
     assert_ne!(out.code, Some(0));
     assert!(
-        out.stderr
-            .contains("model_path tiny-org/Absent: not in the Hugging Face cache"),
+        out.stderr.contains(
+            "model_path tiny-org/Absent: no such file or folder, and not in the Hugging Face cache"
+        ),
         "{}",
         out.stderr
     );
