@@ -9,7 +9,7 @@
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
 #   PROMPTS_DIR=dir OUT=target/jq-variant ...   # templates to try (a prompts_dir), own OUT
 #
-# Models come from the shared fetch script (cached after the first run). Results: one JSON report
+# Models come from tools/fetch-model.sh (cached after the first run). Results: one JSON report
 # and one text summary per model, set and mode under $OUT (default target/judge-quality), a
 # verdict store there too (a rerun, or a larger LIMIT, judges only what is new), and
 # $OUT/summary.md, the table of every report there.
@@ -19,7 +19,7 @@ models=${MODELS:-"0.5b 1.5b"}
 sets=${SETS:-"halueval_qa halueval_summarization gavel_answers"}
 modes=${MODES:-listwise}
 out=${OUT:-target/judge-quality}
-fetch=${FETCH:-tools/fetch-test-model.sh}
+fetch=${FETCH:-tools/fetch-model.sh}
 mkdir -p "$out"
 bin=${GAVEL_BIN:-}
 if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi

@@ -41,7 +41,7 @@ fn best(times: &[Duration]) -> Duration {
 
 fn main() {
     let Some(model_path) = std::env::var_os("GAVEL_TEST_MODEL").map(PathBuf::from) else {
-        eprintln!("skipped: set GAVEL_TEST_MODEL to a Qwen GGUF (tools/fetch-test-model.sh)");
+        eprintln!("skipped: set GAVEL_TEST_MODEL to a Qwen GGUF (tools/fetch-model.sh 0.5b)");
         return;
     };
     let device = std::env::var("GAVEL_BENCH_DEVICE").unwrap_or_else(|_| "cpu".into());

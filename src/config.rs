@@ -260,9 +260,25 @@ mod tests {
             cfg.store.url.as_ref().map(Secret::expose),
             Some("postgres://gavel@postgres:5432/gavel")
         );
+        // The local judge is commented out (its model does not ship); uncommented, it is valid.
+        assert!(!cfg.judges.contains_key("local"));
+        let mut in_table = false;
+        let on: Vec<&str> = text
+            .lines()
+            .map(|l| {
+                in_table = l == "# [judges.local]" || (in_table && l.starts_with("# "));
+                if in_table {
+                    &l[2..]
+                } else {
+                    l
+                }
+            })
+            .collect();
+        let cfg = Config::from_toml(&on.join("\n"), "examples/gavel.toml", &|_| None).unwrap();
         let local = &cfg.judges["local"];
         assert_eq!(local.backend, Backend::Local);
         assert_eq!((local.device.as_str(), local.max_queue), ("cpu", 64));
+        assert_eq!(local.prefix_cache_entries, 4);
         assert!(local.model_path.is_some() && local.structured_output);
     }
 

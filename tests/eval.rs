@@ -660,7 +660,9 @@ async fn real_model_eval_produces_a_complete_report() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_1_5b_model_ranks_the_qa_set() {
     let Some(model) = std::env::var_os("GAVEL_TEST_MODEL_1_5B") else {
-        eprintln!("skipped: set GAVEL_TEST_MODEL_1_5B to the 1.5B test model (tools/fetch-test-model.sh 1.5b)");
+        eprintln!(
+            "skipped: set GAVEL_TEST_MODEL_1_5B to the 1.5B test model (tools/fetch-model.sh 1.5b)"
+        );
         return;
     };
     let s = CliSetup::new(&real_model_config(&model, ""));

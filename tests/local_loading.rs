@@ -4,9 +4,11 @@
 #![cfg(feature = "local")]
 
 mod common;
-/// The judge served by the daemon (a module here, not a test binary of its own: each binary
-/// links candle, which CI pays for).
+/// The judge served by the daemon, models by Hugging Face id, and the shipped configs (modules
+/// here, not test binaries of their own: each binary links candle, which CI pays for).
 mod local {
+    mod examples;
+    mod hub;
     mod modes;
     mod serving;
 }

@@ -442,9 +442,7 @@ fn merged_weights_give_the_adapted_logits() {
 #[test]
 fn real_model_lora_steps_change_only_adapters() {
     let Some(path) = std::env::var_os("GAVEL_TEST_MODEL") else {
-        eprintln!(
-            "skipped: set GAVEL_TEST_MODEL to a Qwen GGUF (/work/shared/tools/fetch-test-model.sh)"
-        );
+        eprintln!("skipped: set GAVEL_TEST_MODEL to a Qwen GGUF (tools/fetch-model.sh 0.5b)");
         return;
     };
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -78,7 +78,8 @@ pub struct JudgeConfig {
     /// Price per million completion tokens.
     #[serde(default)]
     pub completion_price_per_million: Option<f64>,
-    /// local: a GGUF file or a Hugging Face model folder.
+    /// local: a GGUF file, a Hugging Face model folder, or a Hugging Face model id
+    /// (`ORG/NAME`, `ORG/NAME-GGUF:FILE.gguf`) resolved through the Hugging Face cache.
     #[serde(default)]
     pub model_path: Option<PathBuf>,
     /// local: `cpu` or `cuda:N` (`cuda:N` needs a build with the `cuda` feature).
@@ -241,8 +242,8 @@ impl JudgeConfig {
             }
             Backend::Local if self.model_path.is_none() => {
                 return Err(
-                    "backend \"local\" needs model_path (a GGUF file or a Hugging Face \
-                            model folder)"
+                    "backend \"local\" needs model_path (a GGUF file, a Hugging Face model \
+                     folder or a Hugging Face model id)"
                         .into(),
                 );
             }

@@ -6,9 +6,15 @@ use std::path::{Path, PathBuf};
 /// Why a local model could not be loaded, prompted or run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LocalError {
-    /// `model_path` does not exist.
-    #[error("model_path {0}: no such file or folder (a GGUF file or a Hugging Face model folder)")]
+    /// `model_path` does not exist and is not a Hugging Face model id.
+    #[error(
+        "model_path {0}: no such file or folder (a GGUF file, a Hugging Face model folder, or a \
+         model id such as Qwen/Qwen2.5-1.5B-Instruct)"
+    )]
     NotFound(PathBuf),
+    /// `model_path` is a Hugging Face model id that could not be resolved (`model::hub`).
+    #[error("model_path {id}: {message}")]
+    Hub { id: String, message: String },
     /// A model folder lacks a file it needs.
     #[error("model_path {dir}: not a model folder: no {file}")]
     MissingFile { dir: PathBuf, file: String },

@@ -81,11 +81,11 @@ pub struct ModelFiles {
 }
 
 impl ModelFiles {
-    /// Opens `path`: a GGUF file or a model folder.
+    /// Opens `path`: a GGUF file or a model folder, or a Hugging Face model id resolved to one
+    /// through the Hugging Face cache ([`super::hub::resolve`]: a path that exists wins).
     pub fn open(path: &Path) -> Result<ModelFiles, LocalError> {
-        if !path.exists() {
-            return Err(LocalError::NotFound(path.to_path_buf()));
-        }
+        let resolved = super::hub::resolve(path)?;
+        let path = resolved.as_path();
         if path.is_dir() {
             return open_folder(path);
         }

@@ -10,6 +10,9 @@
 //! - [`tokenizer`]: Qwen's byte-level BPE from `tokenizer.json` or GGUF metadata, with the raw
 //!   bytes of every token; [`chat_template`]: the model's own template, rendered as
 //!   `transformers` does.
+//! - [`hub`]: a `model_path` that is a Hugging Face model id (`Qwen/Qwen2.5-1.5B-Instruct`,
+//!   `ORG/NAME-GGUF:FILE.gguf`), resolved through the Hugging Face cache and downloaded into it
+//!   where the network allows; [`ModelFiles::open`] resolves every path through it.
 //! - [`random`]: weights of any Qwen shape from a fixed generator (the toy run's model, the
 //!   tests' tiny models, the device benchmark's real-shape models).
 //! - [`DeviceSpec`]: the `device` setting (`cpu`, `cuda:N`); [`LocalError`] and `one_line`:
@@ -29,10 +32,14 @@ pub mod config;
 pub mod dense;
 mod device;
 pub mod error;
+pub mod hub;
+mod hub_download;
 pub mod loader;
 pub mod random;
 pub mod tokenizer;
 
+#[cfg(test)]
+mod hub_tests;
 #[cfg(test)]
 pub(crate) mod testkit;
 #[cfg(test)]

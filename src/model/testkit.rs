@@ -246,3 +246,62 @@ pub fn write_gguf(
     gguf_file::write(&mut f, &md_refs, &t_refs)?;
     Ok(())
 }
+
+/// The commit [`hub_cache_entry`] files models under.
+#[allow(dead_code)]
+pub const HUB_COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// Lays out `files` (name in the repository → a file on disk) in the Hugging Face cache folder
+/// `cache` as the hub does for the model repository `repo` at [`HUB_COMMIT`], with `refs/main`
+/// naming it: each file a blob named by its SHA-256, linked from `snapshots/HUB_COMMIT/NAME` by a
+/// relative symlink (`symlinks`), or copied there as a plain file. Returns the snapshot folder.
+#[allow(dead_code)]
+pub fn hub_cache_entry(
+    cache: &Path,
+    repo: &str,
+    files: &[(&str, &Path)],
+    symlinks: bool,
+) -> std::io::Result<std::path::PathBuf> {
+    use sha2::Digest;
+    let dir = cache.join(format!("models--{}", repo.replace('/', "--")));
+    let snapshot = dir.join("snapshots").join(HUB_COMMIT);
+    std::fs::create_dir_all(dir.join("blobs"))?;
+    std::fs::create_dir_all(dir.join("refs"))?;
+    std::fs::create_dir_all(&snapshot)?;
+    std::fs::write(dir.join("refs").join("main"), HUB_COMMIT)?;
+    for (name, src) in files {
+        let pointer = snapshot.join(name);
+        std::fs::create_dir_all(pointer.parent().expect("in the snapshot"))?;
+        let bytes = std::fs::read(src)?;
+        if symlinks {
+            let blob = hex::encode(sha2::Sha256::digest(&bytes));
+            std::fs::write(dir.join("blobs").join(&blob), &bytes)?;
+            let up = "../".repeat(2 + name.matches('/').count());
+            std::os::unix::fs::symlink(format!("{up}blobs/{blob}"), &pointer)?;
+        } else {
+            std::fs::write(&pointer, &bytes)?;
+        }
+    }
+    Ok(snapshot)
+}
+
+/// Every file of the folder `dir` (not recursive) as (name, path), sorted: the files of a model
+/// folder for [`hub_cache_entry`].
+#[allow(dead_code)]
+pub fn folder_files(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_file() {
+            files.push((
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned(),
+                p,
+            ));
+        }
+    }
+    files.sort();
+    Ok(files)
+}

@@ -110,7 +110,7 @@ pub struct SampleArgs {
     /// [default: none, the built-in values].
     #[arg(long, env = "GAVEL_TRAIN_CONFIG")]
     pub config: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_MODEL", help = h_unset("Base model: a model folder or a GGUF file.", "model"))]
+    #[arg(long, env = "GAVEL_TRAIN_MODEL", help = h_unset("Base model: a model folder, a GGUF file, or a Hugging Face model id (ORG/NAME, or ORG/NAME-GGUF:FILE.gguf) found in the Hugging Face cache or downloaded into it.", "model"))]
     pub model: Option<PathBuf>,
     #[arg(long, env = "GAVEL_TRAIN_DEVICE", help = h("`cpu` or `cuda:N`.", "device", d().device))]
     pub device: Option<String>,
@@ -214,7 +214,7 @@ pub struct TrainArgs {
     /// No progress bar (metrics still go to metrics.jsonl).
     #[arg(long, env = "GAVEL_TRAIN_QUIET", default_value_t = false)]
     pub quiet: bool,
-    #[arg(long, env = "GAVEL_TRAIN_MODEL", help = h_unset("Base model: a model folder or a GGUF file.", "model"))]
+    #[arg(long, env = "GAVEL_TRAIN_MODEL", help = h_unset("Base model: a model folder, a GGUF file, or a Hugging Face model id (ORG/NAME, or ORG/NAME-GGUF:FILE.gguf) found in the Hugging Face cache or downloaded into it.", "model"))]
     pub model: Option<PathBuf>,
     #[arg(long, env = "GAVEL_TRAIN_DEVICE", help = h("`cpu` or `cuda:N`.", "device", d().device))]
     pub device: Option<String>,

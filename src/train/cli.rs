@@ -156,16 +156,19 @@ fn sft(cfg: TrainConfig, args: &TrainArgs) -> Result<u8, TrainError> {
     Ok(0)
 }
 
-/// Folds the adapters of `adapter` into the base model folder `cfg.model`, written to `out`.
+/// Folds the adapters of `adapter` into the base model folder `cfg.model` (a folder, or a
+/// Hugging Face id resolved to its snapshot folder), written to `out`.
 pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainError> {
-    if !cfg.model.is_dir() {
+    let base =
+        crate::model::hub::resolve(&cfg.model).map_err(|e| TrainError::Model(e.to_string()))?;
+    if !base.is_dir() {
         return Err(TrainError::Config(format!(
             "{}: merge needs the base model as a folder (config.json + safetensors)",
             cfg.model.display()
         )));
     }
     let lora = checkpoint::read_adapter_config(adapter)?;
-    let policy = Policy::load(&cfg.model, &cfg.device, &lora, &mut Rng::new(0))?;
+    let policy = Policy::load(&base, &cfg.device, &lora, &mut Rng::new(0))?;
     checkpoint::load_adapters(adapter, &policy.model.lora_vars())?;
     std::fs::create_dir_all(out).map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
     let tensors: std::collections::HashMap<String, candle_core::Tensor> =
@@ -180,7 +183,7 @@ pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainE
         "generation_config.json",
         "chat_template.jinja",
     ] {
-        let src = cfg.model.join(name);
+        let src = base.join(name);
         if src.is_file() {
             std::fs::copy(&src, out.join(name))
                 .map_err(|e| TrainError::Io(format!("{}: {e}", src.display())))?;

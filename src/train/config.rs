@@ -14,7 +14,7 @@ use super::TrainError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainConfig {
-    /// The policy's base weights: a model folder or a GGUF file.
+    /// The policy's base weights: a model folder, a GGUF file, or a Hugging Face model id.
     pub model: PathBuf,
     /// `cpu` or `cuda:N`.
     pub device: String,
@@ -116,7 +116,10 @@ impl TrainConfig {
     pub fn validate(&self) -> Result<(), TrainError> {
         let err = |m: String| Err(TrainError::Config(m));
         if self.model.as_os_str().is_empty() {
-            return err("no model: set `model` (a model folder or a GGUF file)".into());
+            return err(
+                "no model: set `model` (a model folder, a GGUF file or a Hugging Face model id)"
+                    .into(),
+            );
         }
         match (&self.tasks, &self.offline, &self.sft) {
             (None, None, None) => {

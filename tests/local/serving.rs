@@ -244,7 +244,7 @@ fn bad_local_judges_fail_at_start() {
 }
 
 /// A real model, when `GAVEL_TEST_MODEL` names one (CI: Qwen2.5-Coder-0.5B-Instruct GGUF from
-/// tools/fetch-test-model.sh): the shipped RAG example, judged in four orders, gets valid
+/// tools/fetch-model.sh 0.5b): the shipped RAG example, judged in four orders, gets valid
 /// verdicts (the ranking of faithful answers over the guess is checked on the 1.5B model, in
 /// [`real_1_5b_judge_ranks_faithful_answers_above_the_guess`]).
 /// One group only: in a debug build this takes ~3 CPU-minutes, both cores busy in the matmuls
@@ -259,7 +259,8 @@ fn bad_local_judges_fail_at_start() {
 async fn real_local_judge_scores_the_examples() {
     let Some(path) = std::env::var_os("GAVEL_TEST_MODEL") else {
         eprintln!(
-            "skipped: set GAVEL_TEST_MODEL to a Qwen2.5 0.5B GGUF file or model folder to run"
+            "skipped: set GAVEL_TEST_MODEL to a Qwen2.5 0.5B GGUF file or model folder to run \
+             (tools/fetch-model.sh 0.5b)"
         );
         return;
     };
@@ -303,7 +304,7 @@ async fn real_local_judge_scores_the_examples() {
 }
 
 /// The 1.5B test model, when `GAVEL_TEST_MODEL_1_5B` names it (CI: Qwen2.5-Coder-1.5B-Instruct
-/// Q4_K_M from `tools/fetch-test-model.sh 1.5b`), judging pairwise: the RAG example's two
+/// Q4_K_M from `tools/fetch-model.sh 1.5b`), judging pairwise: the RAG example's two
 /// answers that come from the documents (1 and 4) outscore the one that ignores them (3), in
 /// the order given and reversed. Pairwise, not the default (pointwise): judged alone, this model
 /// scores the two answers that say "yes" above the two that say "no" (the right ones), with
@@ -314,7 +315,9 @@ async fn real_local_judge_scores_the_examples() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
     let Some(path) = std::env::var_os("GAVEL_TEST_MODEL_1_5B") else {
-        eprintln!("skipped: set GAVEL_TEST_MODEL_1_5B to the 1.5B test model (tools/fetch-test-model.sh 1.5b)");
+        eprintln!(
+            "skipped: set GAVEL_TEST_MODEL_1_5B to the 1.5B test model (tools/fetch-model.sh 1.5b)"
+        );
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
