@@ -214,16 +214,19 @@ impl Scorer {
     /// error on its field (`rubric`, `judge`). What passes can still fail at the judge, or on a
     /// prompt over `max_prompt_bytes`, but not on anything the request says.
     pub fn check(&self, req: &ScoreRequest) -> Result<(), ScoreError> {
-        let on =
-            |field: &str, e: ScoreError| ScoreError::Input(InputError::new(field, e.to_string()));
-        let rubric = self.rubric(&req.rubric).map_err(|e| match e {
-            ScoreError::Rubric(RubricError::Unknown { .. }) => on("rubric", e),
+        // `rubric` and `judge_names` already refuse unknown names on their fields; what is left
+        // is a request that names no judge where none is the default.
+        let on_judge = |e: ScoreError| match e {
+            ScoreError::NoDefaultJudge(_) | ScoreError::UnknownJudge { .. } => {
+                ScoreError::Input(InputError::new("judge", e.to_string()))
+            }
             other => other,
-        })?;
+        };
+        let rubric = self.rubric(&req.rubric)?;
         let plan = reward_plan::plan_rewards(&rubric, req)?;
         if plan.policy.needs_judge() {
-            for name in self.judge_names(req).map_err(|e| on("judge", e))? {
-                let judge = self.judge(Some(&name)).map_err(|e| on("judge", e))?;
+            for name in self.judge_names(req).map_err(on_judge)? {
+                let judge = self.judge(Some(&name)).map_err(on_judge)?;
                 judging::check_mode(judge, &rubric, req.judge_mode.unwrap_or(judge.mode()))?;
             }
         }
