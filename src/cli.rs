@@ -115,3 +115,8 @@ pub async fn attach_store(scorer: Scorer, cfg: &Config) -> Result<Arc<Scorer>, C
     let store = crate::store::open(&cfg.store).await?;
     Ok(Arc::new(scorer.with_store(store)))
 }
+
+/// "1 group", "2 groups": a count and the noun that agrees with it, for report lines.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

@@ -256,6 +256,37 @@ async fn score_jsonl_prints_one_line_per_group() {
     assert_eq!(mock.calls(), 3);
 }
 
+/// The README's batch example: `examples/groups.jsonl` holds the example groups, one a line,
+/// each scored (and rendered) exactly as its own file is.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shipped_batch_file_scores_like_its_groups() {
+    let mock = MockJudge::start().await;
+    let s = Setup::new(&mock);
+    let batch = format!("{EXAMPLES}/../groups.jsonl");
+    let render = |file: &str| {
+        let mut c = gavel(s.dir.path());
+        c.args(["render", file, "--format", "json"]);
+        run(c)
+    };
+    let lines = render(&batch).await.ok_json();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (i, name) in ["rag_answer", "retrieval_qa", "agent_tool_use"]
+        .iter()
+        .enumerate()
+    {
+        let own = render(&format!("{EXAMPLES}/{name}.json")).await.ok_json();
+        assert_eq!(lines[i]["line"], i + 1);
+        assert_eq!(lines[i]["messages"], own[0]["messages"], "{name}");
+        assert_eq!(lines[i]["cache_key"], own[0]["cache_key"], "{name}");
+    }
+    assert_eq!(mock.calls(), 0, "render calls no judge");
+    let scored = run(s.cmd(&["score", &batch])).await.ok_json();
+    assert_eq!(scored.len(), 3, "{scored:?}");
+    assert!(scored
+        .iter()
+        .all(|l| l["rewards"].as_array().is_some_and(|r| r.len() >= 2)));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_files_are_reported_by_file_and_line_and_nothing_is_judged() {
     let mock = MockJudge::start().await;

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::{Compare, GroupReport, Report};
+use crate::cli::plural;
 use crate::html::clip;
 
 /// Widest line written.
@@ -39,10 +40,6 @@ pub fn rank(x: Option<f64>) -> String {
 /// `τ-b 0.548`, or `τ-b undefined`.
 pub fn tau(x: Option<f64>) -> String {
     x.map_or_else(|| "τ-b undefined".into(), |t| format!("τ-b {t:.3}"))
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Right-aligns `s` in `w` columns (by characters).

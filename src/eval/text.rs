@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::report::{EvalReport, SetResult};
+use crate::cli::plural;
 use crate::html::clip;
 
 /// `0.700`, or `—`.
@@ -34,13 +35,12 @@ fn block(out: &mut String, r: &SetResult, orders: usize) {
     };
     let _ = writeln!(
         out,
-        "  {} groups, {} valid, {} pairs, {orders} order{} · {} invalid verdict{}{errors}",
-        r.groups,
+        "  {}, {} valid, {}, {} · {}{errors}",
+        plural(r.groups, "group", "groups"),
         r.valid_groups,
-        r.pairs,
-        if orders == 1 { "" } else { "s" },
-        r.invalid,
-        if r.invalid == 1 { "" } else { "s" },
+        plural(r.pairs, "pair", "pairs"),
+        plural(orders, "order", "orders"),
+        plural(r.invalid, "invalid verdict", "invalid verdicts"),
     );
     for (kind, message) in &r.error_messages {
         let _ = writeln!(out, "  {kind}: {message}");
@@ -64,12 +64,12 @@ fn block(out: &mut String, r: &SetResult, orders: usize) {
     let l = &r.length;
     let _ = writeln!(
         out,
-        "  length: accuracy better longer {} ({} pairs) · better shorter {} ({} pairs) · \
+        "  length: accuracy better longer {} ({}) · better shorter {} ({}) · \
          prefer-longer rule {} · prefer-shorter rule {}",
         num(l.accuracy_better_longer),
-        l.pairs_better_longer,
+        plural(l.pairs_better_longer, "pair", "pairs"),
         num(l.accuracy_better_shorter),
-        l.pairs_better_shorter,
+        plural(l.pairs_better_shorter, "pair", "pairs"),
         num(l.prefer_longer),
         num(l.prefer_shorter)
     );
@@ -140,7 +140,7 @@ pub fn render(report: &EvalReport) -> String {
             let verdict = c.verdict_text();
             let _ = writeln!(
                 out,
-                "  {}: A {} {} vs B {} {} · Δ {}{} over {} groups: {verdict}",
+                "  {}: A {} {} vs B {} {} · Δ {}{} over {}: {verdict}",
                 clip(&c.set, 30),
                 clip(&c.a.label(), 60),
                 num(c.accuracy_a),
@@ -149,7 +149,7 @@ pub fn render(report: &EvalReport) -> String {
                 c.difference
                     .map_or_else(|| "—".into(), |d| format!("{d:+.3}")),
                 interval(c.ci95),
-                c.groups
+                plural(c.groups, "group", "groups")
             );
         }
     }
