@@ -267,7 +267,8 @@ pub fn is_stdin(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-fn read_stdin() -> Result<String, String> {
+/// All of standard input as text; the problem is one `<stdin>: cannot read: ...` line.
+pub fn read_stdin() -> Result<String, String> {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
         .map_err(|e| format!("{STDIN_NAME}: cannot read: {e}"))?;

@@ -434,6 +434,49 @@ async fn a_job_with_a_relative_output_resumes_as_itself() {
     );
 }
 
+/// `-` reads the groups from standard input; the job is named by what was read, so the same
+/// lines piped again resume it, and other lines are refused as another job's output.
+#[tokio::test(flavor = "multi_thread")]
+async fn groups_on_standard_input_resume_by_their_content() {
+    use tokio::io::AsyncWriteExt;
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    let piped = |lines: Vec<Value>| {
+        let mut c = job.cmd(Path::new("-"), &["--progress", "none"]);
+        c.stdin(Stdio::piped());
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        async move {
+            let mut child = c.spawn().unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(text.as_bytes()).await.unwrap();
+            drop(stdin);
+            let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+                .await
+                .unwrap()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let (code, stderr) = piped(groups(2)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(job.lines("out.jsonl").len(), 2);
+    let calls = mock.calls();
+    let (code, stderr) = piped(groups(2)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("\"skipped_already_done\":2"), "{stderr}");
+    assert_eq!(mock.calls(), calls);
+    let (code, stderr) = piped(groups(3)).await;
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("exists and is not the output of this job"),
+        "{stderr}"
+    );
+    assert_eq!(job.lines("out.jsonl").len(), 2, "left as it was");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn log_filters_without_from_log_are_refused() {
     let mock = MockJudge::start().await;

@@ -62,7 +62,7 @@ impl std::str::FromStr for Shard {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RescoreArgs {
-    /// Logged groups, one JSON object per line (or `--from-log`).
+    /// Logged groups, one JSON object per line (`-`: standard input), or `--from-log`.
     #[arg(required_unless_present = "from_log", conflicts_with = "from_log")]
     pub input: Option<PathBuf>,
     /// Read the groups from the scoring log of this Postgres store (`postgres://...`) instead
@@ -120,11 +120,13 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
         PathBuf::from(p)
     });
     let units = read_units(&text, cfg.server.max_group_size, args)?;
-    drop(text);
     let scorer = open_scorer(&cfg).await?;
     let job = content_hash(&(
         "rescore",
         match &args.input {
+            // Standard input has no name that outlives the run: the job is named by what it
+            // read, so piping the same lines again resumes, and other lines are another job.
+            Some(p) if crate::groupfile::is_stdin(p) => format!("stdin {}", content_hash(&text)),
             Some(p) => job_path(p),
             None => format!(
                 "log {file} {:?}",
@@ -141,6 +143,7 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
         &args.judge,
         args.shard.map(|s| (s.index, s.count)),
     ));
+    drop(text);
     let (mut ledger, done) = Ledger::open(
         scorer.store().clone(),
         job,

@@ -7,7 +7,9 @@ use serde_json::{json, Map, Value};
 
 use super::{RescoreArgs, Shard};
 use crate::cli::CliError;
-use crate::groupfile::{nonblank_lines, override_request, read_text};
+use crate::groupfile::{
+    is_stdin, nonblank_lines, override_request, read_stdin, read_text, STDIN_NAME,
+};
 use crate::score::request::REQUEST_FIELDS;
 use crate::score::{ScoreError, ScoreRequest, Scorer, Usage};
 use crate::store::{LogFilter, PgOptions, PgStore, ScoringLog};
@@ -76,6 +78,9 @@ pub(super) async fn read_input(args: &RescoreArgs) -> Result<(String, String), C
         .input
         .as_deref()
         .expect("clap requires INPUT without --from-log");
+    if is_stdin(path) {
+        return Ok((read_stdin().map_err(CliError::Io)?, STDIN_NAME.to_string()));
+    }
     let text = read_text(path).map_err(CliError::Io)?;
     Ok((text, path.display().to_string()))
 }

@@ -93,19 +93,9 @@ pub struct ToyArgs {
     pub quiet: bool,
 }
 
-/// `gavel train sample`: what sampling reads (the model, its adapter, the tasks, sampling and
-/// scoring).
+/// The training config, the base model and its device: what every action but `toy` reads.
 #[derive(Args, Debug, Clone, Default)]
-pub struct SampleArgs {
-    /// Where the scored groups go (JSONL, one group per line).
-    #[arg(
-        short = 'o',
-        long = "output",
-        alias = "out",
-        env = "GAVEL_TRAIN_SAMPLE_OUT",
-        value_name = "SCORED.jsonl"
-    )]
-    pub output: PathBuf,
+pub struct BaseFlags {
     /// The training config (TOML; see examples/train.toml); each flag overrides its key
     /// [default: none, the built-in values].
     #[arg(long, env = "GAVEL_TRAIN_CONFIG")]
@@ -114,11 +104,11 @@ pub struct SampleArgs {
     pub model: Option<PathBuf>,
     #[arg(long, env = "GAVEL_TRAIN_DEVICE", help = h("`cpu` or `cuda:N`.", "device", d().device))]
     pub device: Option<String>,
-    #[arg(long, env = "GAVEL_TRAIN_TASKS", help = h_unset("Prompts JSONL (messages + scoring fields per line).", "tasks"))]
-    pub tasks: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_INIT_ADAPTER", value_name = "CHECKPOINT",
-          help = h_unset("Sample with this adapter (a checkpoint folder).", "init_adapter"))]
-    pub init_adapter: Option<PathBuf>,
+}
+
+/// Where a sampling run's rewards come from.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ScorerFlags {
     /// The scorer's gavel.toml (judges, rubrics, store), for in-process scoring [default: a
     /// judge from OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL, as `gavel score`].
     #[arg(long, env = "GAVEL_CONFIG")]
@@ -130,11 +120,25 @@ pub struct SampleArgs {
     #[arg(long, env = "GAVEL_SCORER_URL",
           help = h_unset("Score against a running daemon (its base URL) instead of in-process.", "scorer_url"))]
     pub scorer_url: Option<String>,
+}
+
+/// What sampling reads: the tasks, the adapter to start from, and how completions are drawn.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SamplingFlags {
+    #[arg(long, env = "GAVEL_TRAIN_TASKS", help = h_unset("Prompts JSONL (messages + scoring fields per line).", "tasks"))]
+    pub tasks: Option<PathBuf>,
+    #[arg(long, env = "GAVEL_TRAIN_INIT_ADAPTER", value_name = "CHECKPOINT",
+          help = h_unset("Start from this adapter (a checkpoint folder with \
+                          adapter_model.safetensors and adapter_config.json): training takes its \
+                          LoRA weights with a fresh optimizer at step 0, `train sample` samples \
+                          with it. Rank, alpha and target modules must match the run's.",
+                         "init_adapter"))]
+    pub init_adapter: Option<PathBuf>,
     #[arg(long, env = "GAVEL_TRAIN_SEED",
           help = h("Seed of everything random (adapter init, sampling, data order).", "seed", d().seed))]
     pub seed: Option<u64>,
     #[arg(long, env = "GAVEL_TRAIN_PROMPTS_PER_STEP",
-          help = h("Tasks sampled at a time.", "prompts_per_step", d().prompts_per_step))]
+          help = h("Prompts (groups) sampled at a time: one optimizer step's when training.", "prompts_per_step", d().prompts_per_step))]
     pub prompts_per_step: Option<usize>,
     #[arg(long, env = "GAVEL_TRAIN_GROUP_SIZE",
           help = h("Completions per prompt.", "group_size", d().group_size))]
@@ -151,6 +155,11 @@ pub struct SampleArgs {
     #[arg(long, env = "GAVEL_TRAIN_STOP",
           help = h("A stop string (repeatable).", "sampling.stop", "none"))]
     pub stop: Vec<String>,
+}
+
+/// The LoRA adapters' shape.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LoraFlags {
     #[arg(long, env = "GAVEL_TRAIN_LORA_R", help = h("LoRA rank r.", "lora.r", d().lora.r))]
     pub lora_r: Option<usize>,
     #[arg(long, env = "GAVEL_TRAIN_LORA_ALPHA",
@@ -166,7 +175,31 @@ pub struct SampleArgs {
     pub use_rslora: Option<bool>,
 }
 
-/// `gavel train merge`.
+/// `gavel train sample`: what sampling reads (the model, its adapter, the tasks, sampling and
+/// scoring).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SampleArgs {
+    /// Where the scored groups go (JSONL, one group per line).
+    #[arg(
+        short = 'o',
+        long = "output",
+        alias = "out",
+        env = "GAVEL_TRAIN_SAMPLE_OUT",
+        value_name = "SCORED.jsonl"
+    )]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub base: BaseFlags,
+    #[command(flatten)]
+    pub scorer: ScorerFlags,
+    #[command(flatten)]
+    pub sampling: SamplingFlags,
+    #[command(flatten)]
+    pub lora: LoraFlags,
+}
+
+/// `gavel train merge`: the adapters of `--adapter` folded into the base model (a model folder,
+/// config.json + safetensors).
 #[derive(Args, Debug, Clone, Default)]
 pub struct MergeArgs {
     /// The checkpoint directory (adapter_model.safetensors, adapter_config.json).
@@ -180,14 +213,8 @@ pub struct MergeArgs {
         env = "GAVEL_TRAIN_MERGED"
     )]
     pub output: PathBuf,
-    /// The training config (TOML), for its `model` and `device` [default: none].
-    #[arg(long, env = "GAVEL_TRAIN_CONFIG")]
-    pub config: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_MODEL",
-          help = h_unset("Base model folder (config.json + safetensors).", "model"))]
-    pub model: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_DEVICE", help = h("`cpu` or `cuda:N`.", "device", d().device))]
-    pub device: Option<String>,
+    #[command(flatten)]
+    pub base: BaseFlags,
 }
 
 /// Options of `gavel train`; each overrides the same key of `--config train.toml`. Given before
@@ -196,30 +223,20 @@ pub struct MergeArgs {
 pub struct TrainArgs {
     #[command(subcommand)]
     pub action: Option<TrainAction>,
-    /// The training config (TOML; see examples/train.toml); each flag overrides its key
-    /// [default: none, the built-in values].
-    #[arg(long, env = "GAVEL_TRAIN_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// The scorer's gavel.toml (judges, rubrics, store), for in-process scoring [default: a
-    /// judge from OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL, as `gavel score`].
-    #[arg(long, env = "GAVEL_CONFIG")]
-    pub scorer_config: Option<PathBuf>,
-    /// Verdict store directory for in-process scoring [default: the scorer config's, else
-    /// ./gavel-store].
-    #[arg(long, env = "GAVEL_STORE")]
-    pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub base: BaseFlags,
+    #[command(flatten)]
+    pub scorer: ScorerFlags,
+    #[command(flatten)]
+    pub sampling: SamplingFlags,
+    #[command(flatten)]
+    pub lora: LoraFlags,
     /// Continue from this checkpoint directory [default: start at step 0].
     #[arg(long, env = "GAVEL_TRAIN_RESUME")]
     pub resume: Option<PathBuf>,
     /// No progress bar (metrics still go to metrics.jsonl).
     #[arg(long, env = "GAVEL_TRAIN_QUIET", default_value_t = false)]
     pub quiet: bool,
-    #[arg(long, env = "GAVEL_TRAIN_MODEL", help = h_unset("Base model: a model folder, a GGUF file, or a Hugging Face model id (ORG/NAME, or ORG/NAME-GGUF:FILE.gguf) found in the Hugging Face cache or downloaded into it.", "model"))]
-    pub model: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_DEVICE", help = h("`cpu` or `cuda:N`.", "device", d().device))]
-    pub device: Option<String>,
-    #[arg(long, env = "GAVEL_TRAIN_TASKS", help = h_unset("Prompts JSONL (messages + scoring fields per line).", "tasks"))]
-    pub tasks: Option<PathBuf>,
     #[arg(long, env = "GAVEL_TRAIN_OFFLINE", value_name = "SCORED.jsonl",
           help = h_unset("Train on these scored groups (`gavel rescore` output, or request bodies \
                           with their `rewards`) instead of sampling: no tasks, no scorer.", "offline"))]
@@ -230,12 +247,6 @@ pub struct TrainArgs {
                           GRPO: the loss is the mean NLL of the assistant tokens. Excludes --tasks \
                           and --offline.", "sft"))]
     pub sft: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_INIT_ADAPTER", value_name = "CHECKPOINT",
-          help = h_unset("Start from this adapter (a checkpoint folder with \
-                          adapter_model.safetensors and adapter_config.json): its LoRA weights, a \
-                          fresh optimizer and step 0. Rank, alpha and target modules must match \
-                          the run's.", "init_adapter"))]
-    pub init_adapter: Option<PathBuf>,
     #[arg(long, env = "GAVEL_TRAIN_SFT_BATCH_SIZE",
           help = h("SFT: examples per optimizer step.", "sft_batch_size", d().sft_batch_size))]
     pub sft_batch_size: Option<usize>,
@@ -243,20 +254,11 @@ pub struct TrainArgs {
           help = h("SFT: padded tokens per forward/backward pass (examples of similar length \
                     share one).", "sft_micro_batch_tokens", d().sft_micro_batch_tokens))]
     pub sft_micro_batch_tokens: Option<usize>,
-    #[arg(long, env = "GAVEL_SCORER_URL",
-          help = h_unset("Score against a running daemon (its base URL) instead of in-process.", "scorer_url"))]
-    pub scorer_url: Option<String>,
     #[arg(long, env = "GAVEL_TRAIN_OUTPUT_DIR",
           help = h("Checkpoints and metrics.jsonl go here.", "output_dir", d().output_dir.display()))]
     pub output_dir: Option<PathBuf>,
     #[arg(long, env = "GAVEL_TRAIN_STEPS", help = h("Optimizer steps in all.", "steps", d().steps))]
     pub steps: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_PROMPTS_PER_STEP",
-          help = h("Prompts (groups) per step.", "prompts_per_step", d().prompts_per_step))]
-    pub prompts_per_step: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_GROUP_SIZE",
-          help = h("Completions per prompt.", "group_size", d().group_size))]
-    pub group_size: Option<usize>,
     #[arg(long, env = "GAVEL_TRAIN_MICRO_BATCH_GROUPS",
           help = h("Groups per forward/backward pass.", "micro_batch_groups", d().micro_batch_groups))]
     pub micro_batch_groups: Option<usize>,
@@ -272,37 +274,9 @@ pub struct TrainArgs {
     #[arg(long, env = "GAVEL_TRAIN_MAX_GRAD_NORM",
           help = h("Clip the global gradient norm (0 = off).", "max_grad_norm", d().max_grad_norm))]
     pub max_grad_norm: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_SEED",
-          help = h("Seed of everything random (adapter init, sampling, data order).", "seed", d().seed))]
-    pub seed: Option<u64>,
     #[arg(long, env = "GAVEL_TRAIN_SAVE_EVERY",
           help = h("Checkpoint every N steps (0 = at the end only).", "save_every", d().save_every))]
     pub save_every: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_TEMPERATURE",
-          help = h("Sampling temperature (0 = greedy).", "sampling.temperature", d().sampling.temperature))]
-    pub temperature: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_TOP_P",
-          help = h("Nucleus sampling: keep the most likely tokens up to this probability.", "sampling.top_p", d().sampling.top_p))]
-    pub top_p: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_MAX_TOKENS",
-          help = h("Most tokens of one completion.", "sampling.max_tokens", d().sampling.max_tokens))]
-    pub max_tokens: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_STOP",
-          help = h("A stop string (repeatable).", "sampling.stop", "none"))]
-    pub stop: Vec<String>,
-    #[arg(long, env = "GAVEL_TRAIN_LORA_R", help = h("LoRA rank r.", "lora.r", d().lora.r))]
-    pub lora_r: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_LORA_ALPHA",
-          help = h("LoRA α: adapters are scaled by α/r (α/√r with --use-rslora).", "lora.alpha", d().lora.alpha))]
-    pub lora_alpha: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_LORA_TARGETS", value_delimiter = ',',
-          help = h("The projections that get adapters, comma-separated.", "lora.target_modules", targets()))]
-    pub lora_targets: Option<Vec<String>>,
-    #[arg(long, env = "GAVEL_TRAIN_USE_RSLORA", num_args = 0..=1, default_missing_value = "true",
-          value_name = "BOOL",
-          help = h("Scale adapters by α/√r (rank-stabilised LoRA); `--use-rslora false` turns off a train.toml `true`.",
-                   "lora.use_rslora", d().lora.use_rslora))]
-    pub use_rslora: Option<bool>,
     #[arg(long, env = "GAVEL_TRAIN_LOSS_TYPE", value_enum,
           help = h("How per-token losses are normalised (TRL's loss_type).", "grpo.loss_type", name(d().grpo.loss_type)))]
     pub loss_type: Option<LossType>,
@@ -365,28 +339,53 @@ fn set<T: Clone>(slot: &mut T, v: &Option<T>) {
     }
 }
 
+impl BaseFlags {
+    fn overlay(&mut self, from: &BaseFlags) {
+        overlay!(from => self; config, model, device);
+    }
+}
+
+impl ScorerFlags {
+    fn overlay(&mut self, from: &ScorerFlags) {
+        overlay!(from => self; scorer_config, store, scorer_url);
+    }
+}
+
+impl SamplingFlags {
+    fn overlay(&mut self, from: &SamplingFlags) {
+        overlay!(from => self; tasks, init_adapter, seed, prompts_per_step, group_size,
+            temperature, top_p, max_tokens);
+        if !from.stop.is_empty() {
+            self.stop = from.stop.clone();
+        }
+    }
+}
+
+impl LoraFlags {
+    fn overlay(&mut self, from: &LoraFlags) {
+        overlay!(from => self; lora_r, lora_alpha, lora_targets, use_rslora);
+    }
+}
+
 impl TrainArgs {
     /// The run's flags with the action's own applied over them (an action's flag wins over the
     /// same flag given to `gavel train` before it).
     pub fn effective(&self) -> TrainArgs {
         let mut a = self.clone();
         match &self.action {
-            None | Some(TrainAction::Toy(_)) => {}
+            None => {}
             Some(TrainAction::Sample(s)) => {
-                overlay!(s => a; config, model, device, tasks, init_adapter, scorer_config, store,
-                    scorer_url, seed, prompts_per_step, group_size, temperature, top_p,
-                    max_tokens, lora_r, lora_alpha, lora_targets, use_rslora);
-                if !s.stop.is_empty() {
-                    a.stop = s.stop.clone();
-                }
+                a.base.overlay(&s.base);
+                a.scorer.overlay(&s.scorer);
+                a.sampling.overlay(&s.sampling);
+                a.lora.overlay(&s.lora);
             }
-            Some(TrainAction::Merge(m)) => {
-                overlay!(m => a; config, model, device);
+            Some(TrainAction::Merge(m)) => a.base.overlay(&m.base),
+            Some(TrainAction::Toy(t)) => {
+                overlay!(t => a; output_dir, steps);
+                overlay!(t => a.sampling; seed);
+                a.quiet |= t.quiet;
             }
-        }
-        if let Some(TrainAction::Toy(t)) = &self.action {
-            overlay!(t => a; output_dir, steps, seed);
-            a.quiet |= t.quiet;
         }
         a
     }
@@ -394,14 +393,14 @@ impl TrainArgs {
     /// The config file (or defaults) with every given flag applied.
     pub fn config(&self) -> Result<TrainConfig, TrainError> {
         let a = self.effective();
-        let mut c = match &a.config {
+        let mut c = match &a.base.config {
             Some(p) => TrainConfig::from_file(p)?,
             None => TrainConfig::default(),
         };
-        set(&mut c.model, &a.model);
-        set(&mut c.device, &a.device);
-        if a.tasks.is_some() {
-            c.tasks = a.tasks.clone();
+        set(&mut c.model, &a.base.model);
+        set(&mut c.device, &a.base.device);
+        if a.sampling.tasks.is_some() {
+            c.tasks = a.sampling.tasks.clone();
         }
         if a.offline.is_some() {
             c.offline = a.offline.clone();
@@ -409,7 +408,7 @@ impl TrainArgs {
             c.sft = None;
         }
         if a.sft.is_some() {
-            if a.tasks.is_some() || a.offline.is_some() {
+            if a.sampling.tasks.is_some() || a.offline.is_some() {
                 return Err(TrainError::Config(
                     "--sft excludes --tasks and --offline: SFT trains on chat examples, GRPO on \
                      prompts or scored groups; give one"
@@ -420,35 +419,35 @@ impl TrainArgs {
             c.tasks = None;
             c.offline = None;
         }
-        if a.init_adapter.is_some() {
-            c.init_adapter = a.init_adapter.clone();
+        if a.sampling.init_adapter.is_some() {
+            c.init_adapter = a.sampling.init_adapter.clone();
         }
         set(&mut c.sft_batch_size, &a.sft_batch_size);
         set(&mut c.sft_micro_batch_tokens, &a.sft_micro_batch_tokens);
-        if a.scorer_url.is_some() {
-            c.scorer_url = a.scorer_url.clone();
+        if a.scorer.scorer_url.is_some() {
+            c.scorer_url = a.scorer.scorer_url.clone();
         }
         set(&mut c.output_dir, &a.output_dir);
         set(&mut c.steps, &a.steps);
-        set(&mut c.prompts_per_step, &a.prompts_per_step);
-        set(&mut c.group_size, &a.group_size);
+        set(&mut c.prompts_per_step, &a.sampling.prompts_per_step);
+        set(&mut c.group_size, &a.sampling.group_size);
         set(&mut c.micro_batch_groups, &a.micro_batch_groups);
         set(&mut c.learning_rate, &a.learning_rate);
         set(&mut c.schedule, &a.schedule);
         set(&mut c.warmup_steps, &a.warmup_steps);
         set(&mut c.max_grad_norm, &a.max_grad_norm);
-        set(&mut c.seed, &a.seed);
+        set(&mut c.seed, &a.sampling.seed);
         set(&mut c.save_every, &a.save_every);
-        set(&mut c.sampling.temperature, &a.temperature);
-        set(&mut c.sampling.top_p, &a.top_p);
-        set(&mut c.sampling.max_tokens, &a.max_tokens);
-        if !a.stop.is_empty() {
-            c.sampling.stop = a.stop.clone();
+        set(&mut c.sampling.temperature, &a.sampling.temperature);
+        set(&mut c.sampling.top_p, &a.sampling.top_p);
+        set(&mut c.sampling.max_tokens, &a.sampling.max_tokens);
+        if !a.sampling.stop.is_empty() {
+            c.sampling.stop = a.sampling.stop.clone();
         }
-        set(&mut c.lora.r, &a.lora_r);
-        set(&mut c.lora.alpha, &a.lora_alpha);
-        set(&mut c.lora.target_modules, &a.lora_targets);
-        set(&mut c.lora.use_rslora, &a.use_rslora);
+        set(&mut c.lora.r, &a.lora.lora_r);
+        set(&mut c.lora.alpha, &a.lora.lora_alpha);
+        set(&mut c.lora.target_modules, &a.lora.lora_targets);
+        set(&mut c.lora.use_rslora, &a.lora.use_rslora);
         set(&mut c.grpo.loss_type, &a.loss_type);
         set(
             &mut c.grpo.importance_sampling_level,

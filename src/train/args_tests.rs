@@ -33,8 +33,11 @@ fn flags_before_an_action_apply_to_it_and_the_action_s_own_win() {
     ])
     .unwrap();
     let e = a.effective();
-    assert_eq!(e.config.as_deref(), Some(std::path::Path::new("c.toml")));
-    assert_eq!(e.group_size, Some(8));
+    assert_eq!(
+        e.base.config.as_deref(),
+        Some(std::path::Path::new("c.toml"))
+    );
+    assert_eq!(e.sampling.group_size, Some(8));
     let Some(TrainAction::Sample(s)) = &a.action else {
         panic!("{a:?}")
     };
@@ -50,7 +53,7 @@ fn flags_before_an_action_apply_to_it_and_the_action_s_own_win() {
         "merged",
     ])
     .unwrap();
-    assert_eq!(a.effective().model, Some(PathBuf::from("base")));
+    assert_eq!(a.effective().base.model, Some(PathBuf::from("base")));
     let a = parse(&[
         "toy",
         "--output-dir",
@@ -63,7 +66,7 @@ fn flags_before_an_action_apply_to_it_and_the_action_s_own_win() {
     .unwrap();
     let e = a.effective();
     assert_eq!(
-        (e.output_dir, e.seed, e.quiet),
+        (e.output_dir, e.sampling.seed, e.quiet),
         (Some("d".into()), Some(3), true)
     );
     // An action refuses the flags it would ignore.
@@ -118,15 +121,9 @@ fn every_train_flag_has_help_with_its_default() {
                 assert!(h.contains("[default: "), "{} --{id}: {h}", c.get_name());
             }
             if c.get_name() != top.get_name() {
-                // Toy's flags describe the toy run, and these say what they mean to
-                // their action; every other shared flag says what the run's says.
-                let own = [
-                    ("merge", "config"),
-                    ("merge", "model"),
-                    ("sample", "init_adapter"),
-                    ("sample", "prompts_per_step"),
-                ];
-                let differs = c.get_name() == "toy" || own.contains(&(c.get_name(), id));
+                // Toy's flags describe the toy run; every other shared flag is declared once
+                // and says what the run's says.
+                let differs = c.get_name() == "toy";
                 if let (Some(run), false) = (help_of(&top, id), differs) {
                     assert_eq!(h, run, "{} --{id}", c.get_name());
                 }

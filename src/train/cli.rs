@@ -40,7 +40,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             if args.steps.is_some() {
                 t.steps = cfg.steps;
             }
-            if args.seed.is_some() {
+            if args.sampling.seed.is_some() {
                 t.seed = cfg.seed;
             }
             let toml = cfg.output_dir.join("train.toml");
@@ -80,8 +80,8 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
         Some(url) => Rewarder::http(url),
         None => {
             let common = Common {
-                config: args.scorer_config.clone(),
-                store: args.store.clone(),
+                config: args.scorer.scorer_config.clone(),
+                store: args.scorer.store.clone(),
                 store_url: None,
                 log_json: false,
             };

@@ -329,7 +329,7 @@ fn mismatched_adapters_and_options_are_refused() {
             ..TrainArgs::default()
         };
         match other {
-            "tasks" => a.tasks = Some("t.jsonl".into()),
+            "tasks" => a.sampling.tasks = Some("t.jsonl".into()),
             _ => a.offline = Some("o.jsonl".into()),
         }
         let e = a.config().unwrap_err().to_string();
@@ -351,11 +351,11 @@ fn mismatched_adapters_and_options_are_refused() {
         "{e}"
     );
     // A flag --sft replaces the file's tasks (as --offline does).
-    let a = TrainArgs {
-        config: Some(toml),
+    let mut a = TrainArgs {
         sft: Some("s2.jsonl".into()),
         ..TrainArgs::default()
     };
+    a.base.config = Some(toml);
     let c = a.config().unwrap();
     assert_eq!((c.tasks, c.sft), (None, Some("s2.jsonl".into())));
 }
