@@ -9,6 +9,7 @@ mod common;
 mod local {
     mod examples;
     mod hub;
+    mod hub_download;
     mod modes;
     mod serving;
 }
