@@ -10,6 +10,8 @@ mod local {
     mod examples;
     mod hub;
     mod hub_download;
+    #[cfg(feature = "train")]
+    mod judge_training;
     mod modes;
     mod serving;
 }

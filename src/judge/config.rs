@@ -82,6 +82,11 @@ pub struct JudgeConfig {
     /// (`ORG/NAME`, `ORG/NAME-GGUF:FILE.gguf`) resolved through the Hugging Face cache.
     #[serde(default)]
     pub model_path: Option<PathBuf>,
+    /// local: a LoRA adapter folder (PEFT's layout, as `gavel train judge` writes it) run over
+    /// the model's weights as a low-rank side path; several judges can share one base model
+    /// file with different adapters.
+    #[serde(default)]
+    pub adapter: Option<PathBuf>,
     /// local: `cpu` or `cuda:N` (`cuda:N` needs a build with the `cuda` feature).
     #[serde(default = "default_device")]
     pub device: String,
@@ -186,6 +191,7 @@ impl JudgeConfig {
             prompt_price_per_million: None,
             completion_price_per_million: None,
             model_path: None,
+            adapter: None,
             device: default_device(),
             max_queue: default_max_queue(),
             max_explanation_bytes: default_max_explanation_bytes(),
@@ -252,6 +258,9 @@ impl JudgeConfig {
             }
             Backend::Local if self.pairwise_opponents == 0 => {
                 return Err("pairwise_opponents must be > 0".into());
+            }
+            Backend::Openai if self.adapter.is_some() => {
+                return Err("adapter needs backend \"local\"".into());
             }
             Backend::Openai if self.mode.is_some_and(|m| m.reads_probabilities()) => {
                 return Err(format!(

@@ -19,13 +19,24 @@ pub struct DenseWeights {
 impl ModelFiles {
     /// Reads every tensor as `dtype` on `device` (see the module docs).
     pub fn dense(&self, device: &Device, dtype: DType) -> Result<DenseWeights, LocalError> {
+        self.dense_where(device, dtype, |_| true)
+    }
+
+    /// [`ModelFiles::dense`] of the tensors whose Hugging Face name `keep` accepts (the judge
+    /// trainer reads only the layers it adapts and the output head).
+    pub fn dense_where(
+        &self,
+        device: &Device,
+        dtype: DType,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<DenseWeights, LocalError> {
         let mut tensors = HashMap::new();
         match &self.weights {
             WeightFiles::Safetensors(files) => {
                 for file in files {
                     let bad = |e: candle_core::Error| LocalError::invalid(file, e);
                     let part = candle_core::safetensors::load(file, device).map_err(bad)?;
-                    for (name, t) in part {
+                    for (name, t) in part.into_iter().filter(|(n, _)| keep(n)) {
                         tensors.insert(name, t.to_dtype(dtype).map_err(bad)?);
                     }
                 }
@@ -36,7 +47,9 @@ impl ModelFiles {
                 let mut names: Vec<&String> = content.tensor_infos.keys().collect();
                 names.sort();
                 for name in names {
-                    let Some(hf) = hf_name(name) else { continue };
+                    let Some(hf) = hf_name(name).filter(|h| keep(h)) else {
+                        continue;
+                    };
                     let q = content.tensor(&mut reader, name, device).map_err(bad)?;
                     let t = q
                         .dequantize(device)

@@ -13,20 +13,23 @@
 //! - [`hub`]: a `model_path` that is a Hugging Face model id (`Qwen/Qwen2.5-1.5B-Instruct`,
 //!   `ORG/NAME-GGUF:FILE.gguf`), resolved through the Hugging Face cache and downloaded into it
 //!   where the network allows; [`ModelFiles::open`] resolves every path through it.
+//! - [`adapter`]: LoRA adapters in PEFT's layout (the trainer writes them, the judge reads them),
+//!   with the record of the base model a judge adapter was made on.
 //! - [`random`]: weights of any Qwen shape from a fixed generator (the toy run's model, the
 //!   tests' tiny models, the device benchmark's real-shape models).
 //! - [`DeviceSpec`]: the `device` setting (`cpu`, `cuda:N`); [`LocalError`] and `one_line`:
 //!   errors as one line naming the file or setting at fault.
 //!
-//! The inference network (`judge/local/qwen.rs`, with its quantized kernels `layer.rs`,
-//! `gemv.rs`, `fused.rs` and its reusable KV cache) stays in `judge::local`: only the judge runs
-//! it — the trainer has its own differentiable model (`train::model`), because candle's fused
-//! ops have no backward pass — so here it would be code one user's needs shape for everyone.
+//! - [`infer`]: the inference network (quantized kernels, a KV cache that can be snapshotted and
+//!   cut): the local judge serves it, the judge trainer reads the frozen base model through it.
+//!   The trainer's policy model (`train::model`) is a differentiable network of its own, because
+//!   candle's fused ops have no backward pass.
 //!
 //! Built with the `local` feature (which `train` turns on). `testkit` (tiny random-weight models
 //! written to disk) is compiled for tests only: here under `cfg(test)`, and into the integration
 //! tests (and benches) that include `tests/common/`, through `tests/common/model.rs`.
 
+pub mod adapter;
 pub mod chat_template;
 pub mod config;
 pub mod dense;
@@ -34,6 +37,7 @@ mod device;
 pub mod error;
 pub mod hub;
 mod hub_download;
+pub mod infer;
 pub mod loader;
 pub mod random;
 pub mod tokenizer;
@@ -45,7 +49,7 @@ pub(crate) mod testkit;
 #[cfg(test)]
 mod testkit_tests;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use chat_template::{ChatTemplate, RenderOptions, TemplateOrigin};
 pub use config::QwenConfig;
@@ -56,7 +60,7 @@ pub use loader::{ModelFiles, ModelFormat, ModelInfo, WeightFiles};
 pub use tokenizer::LoadedTokenizer;
 
 /// The model families gavel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arch {
     /// Qwen2 and Qwen2.5.

@@ -127,6 +127,38 @@ pub struct LoadedTokenizer {
 impl LoadedTokenizer {
     /// Token ids of `text`. Special-token text in it (`<|im_start|>`) becomes the special
     /// token, as a rendered chat prompt needs; no BOS is added (Qwen has none).
+    /// The tokens whose probabilities stand for each choice of a probe: the first token of each
+    /// of its spellings (`["yes", "Yes", " yes"]`), each token counted for the first choice that
+    /// names it. An error names a choice none of whose spellings has a token below `vocab`.
+    pub fn choice_tokens(
+        &self,
+        choices: &[Vec<String>],
+        vocab: usize,
+    ) -> Result<Vec<Vec<u32>>, LocalError> {
+        let mut counted = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(choices.len());
+        for spellings in choices {
+            let mut ids = Vec::new();
+            let mut any = false;
+            for s in spellings {
+                let first = self.encode(s)?.first().copied();
+                if let Some(id) = first.filter(|id| (*id as usize) < vocab) {
+                    any = true;
+                    if counted.insert(id) {
+                        ids.push(id);
+                    }
+                }
+            }
+            if !any {
+                return Err(LocalError::Tokenizer(format!(
+                    "no token of the answer {spellings:?} in the model's vocabulary"
+                )));
+            }
+            out.push(ids);
+        }
+        Ok(out)
+    }
+
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
         self.tokenizer
             .encode(text, false)

@@ -33,6 +33,7 @@ use crate::store::{StoreError, VerdictStore};
 use crate::trajectory::InputError;
 
 pub use judging::cache_key;
+pub use probes::{bradley_terry, verdict_choices, ProbePrompts};
 
 /// Bumped whenever what a cached verdict means changes, so old entries are never reused.
 pub const CACHE_SCHEMA: u32 = 1;

@@ -37,6 +37,26 @@ fn one_two() -> Vec<Vec<String>> {
     ]
 }
 
+/// The answers whose probabilities a probability mode reads, first the one that favours the
+/// (first) trajectory shown: yes/no in pointwise mode, 1/2 in pairwise mode.
+pub fn verdict_choices(mode: JudgeMode) -> Vec<Vec<String>> {
+    match mode {
+        JudgeMode::Pairwise => one_two(),
+        _ => yes_no(),
+    }
+}
+
+/// A group's probe prompts as a local judge is asked them (see [`Scorer::probe_prompts`]).
+#[derive(Debug, Clone)]
+pub struct ProbePrompts {
+    /// Each prompt's messages.
+    pub prompts: Vec<Vec<crate::prompt::ChatMessage>>,
+    /// The candidates each prompt shows: pointwise one, pairwise (first, second).
+    pub shows: Vec<Vec<usize>>,
+    /// For each trajectory of the request, its candidate (identical trajectories share one).
+    pub candidate_of: Vec<usize>,
+}
+
 /// What a probability-mode sample asks.
 #[derive(Debug)]
 pub(super) struct ProbePlan {
@@ -249,6 +269,40 @@ fn explanation_prompt(
 }
 
 impl Scorer {
+    /// The prompts a local judge is asked for `req` in `mode` (pointwise or pairwise), rendered
+    /// exactly as scoring renders them (dedup, rubric, templates), without asking anyone: what
+    /// the judge trainer trains on, so training and serving see byte-identical prompts.
+    pub fn probe_prompts(
+        &self,
+        req: &super::ScoreRequest,
+        mode: JudgeMode,
+        opponents: usize,
+    ) -> Result<ProbePrompts, super::ScoreError> {
+        let rubric = self.rubric(&req.rubric)?;
+        let input = JudgeInput::build(&req.trajectories, &self.dedup);
+        let extras = GroupExtras {
+            tools: req.tools.as_ref(),
+            reference: req.reference.as_deref(),
+            reply_schema: false,
+        };
+        let plan = plan_probes(&self.prompts, mode, &input, &rubric, extras, opponents)?;
+        let shows = match mode {
+            JudgeMode::Pairwise => plan.pairs.iter().map(|&(a, b)| vec![a, b]).collect(),
+            _ => (0..plan.prompts.len()).map(|c| vec![c]).collect(),
+        };
+        let mut candidate_of = vec![0; req.trajectories.len()];
+        for (c, cand) in input.candidates.iter().enumerate() {
+            for &i in &cand.members {
+                candidate_of[i] = c;
+            }
+        }
+        Ok(ProbePrompts {
+            prompts: plan.prompts.into_iter().map(|p| p.messages).collect(),
+            shows,
+            candidate_of,
+        })
+    }
+
     /// Asks a probability-mode sample: every prompt in turn (the engine runs one sequence at a
     /// time anyway, and in turn each reuses the prefix the last one left), bounded by the
     /// judge's verdict deadline.
@@ -261,10 +315,7 @@ impl Scorer {
     ) -> Result<StoredVerdict, JudgeError> {
         let name = judge.info().name;
         let deadline = judge.deadline();
-        let choices = match probe.mode {
-            JudgeMode::Pairwise => one_two(),
-            _ => yes_no(),
-        };
+        let choices = verdict_choices(probe.mode);
         let asking = async {
             let mut t = Tally::default();
             let mut firsts = Vec::with_capacity(probe.prompts.len());

@@ -63,6 +63,10 @@ pub enum TrainAction {
     Sample(SampleArgs),
     /// Write the base weights with the adapters of a checkpoint merged in (model folders only).
     Merge(MergeArgs),
+    /// Train a local judge: LoRA on its verdict token (pointwise P(yes), pairwise P(1)) from
+    /// labelled groups or a teacher judge's scores; writes an adapter for `[judges.NAME]
+    /// adapter`.
+    Judge(super::judge::JudgeArgs),
 }
 
 /// `gavel train toy`.
@@ -373,7 +377,7 @@ impl TrainArgs {
     pub fn effective(&self) -> TrainArgs {
         let mut a = self.clone();
         match &self.action {
-            None => {}
+            None | Some(TrainAction::Judge(_)) => {}
             Some(TrainAction::Sample(s)) => {
                 a.base.overlay(&s.base);
                 a.scorer.overlay(&s.scorer);

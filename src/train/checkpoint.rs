@@ -13,8 +13,7 @@ use serde_json::json;
 use super::lora::LoraConfig;
 use super::TrainError;
 
-pub const ADAPTER_FILE: &str = "adapter_model.safetensors";
-pub const ADAPTER_CONFIG: &str = "adapter_config.json";
+pub use crate::model::adapter::{ADAPTER_CONFIG, ADAPTER_FILE};
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 pub const STATE_FILE: &str = "trainer_state.json";
 
@@ -110,22 +109,9 @@ pub fn load_adapters(dir: &Path, vars: &[(String, Var)]) -> Result<(), TrainErro
 
 /// The LoRA settings of a checkpoint's (or PEFT's) `adapter_config.json`.
 pub fn read_adapter_config(dir: &Path) -> Result<LoraConfig, TrainError> {
-    let path = dir.join(ADAPTER_CONFIG);
-    if !path.is_file() {
-        return Err(io(&path, "missing (not an adapter directory?)"));
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| io(&path, e))?;
-    let target_modules = serde_json::from_value(v["target_modules"].clone())
-        .map_err(|_| io(&path, "target_modules: expected a list of module names"))?;
-    let lora = LoraConfig {
-        r: v["r"].as_u64().unwrap_or(0) as usize,
-        alpha: v["lora_alpha"].as_f64().unwrap_or(f64::NAN),
-        target_modules,
-        use_rslora: v["use_rslora"].as_bool().unwrap_or(false),
-    };
-    lora.validate().map_err(|m| io(&path, m))?;
-    Ok(lora)
+    crate::model::adapter::read_lora_config(dir)
+        .map(|(lora, _)| lora)
+        .map_err(|e| TrainError::Checkpoint(e.to_string()))
 }
 
 /// `--init-adapter`: loads the adapter in `dir` into `vars`, after checking that its

@@ -28,6 +28,9 @@ pub async fn run(args: TrainArgs) -> Result<u8, TrainError> {
 }
 
 fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, TrainError> {
+    if let Some(TrainAction::Judge(j)) = &args.action {
+        return super::judge::run(j, &rt);
+    }
     let mut cfg = args.config()?;
     let args = args.effective();
     match &args.action {
@@ -64,6 +67,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             ));
         }
         Some(TrainAction::Sample(_)) | None => {}
+        Some(TrainAction::Judge(j)) => return super::judge::run(j, &rt),
     }
     cfg.validate()?;
     if cfg.sft.is_some() {

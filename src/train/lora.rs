@@ -5,81 +5,11 @@
 //! [`matmul_frozen_t`], so the backward pass does not compute W's gradient either.
 
 use candle_core::{Result, Tensor, Var};
-use serde::{Deserialize, Serialize};
 
 use super::frozen::matmul_frozen_t;
 use crate::rng::Rng;
 
-/// The projections LoRA can adapt, by their Hugging Face module name.
-pub const TARGETS: &[&str] = &[
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-];
-
-/// Which projections get adapters and how big they are.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LoraConfig {
-    /// Rank r.
-    pub r: usize,
-    /// α: adapters are scaled by α/r (α/√r with `use_rslora`).
-    pub alpha: f64,
-    /// Subset of [`TARGETS`].
-    pub target_modules: Vec<String>,
-    pub use_rslora: bool,
-}
-
-impl Default for LoraConfig {
-    fn default() -> Self {
-        LoraConfig {
-            r: 8,
-            alpha: 16.0,
-            target_modules: TARGETS.iter().map(|s| s.to_string()).collect(),
-            use_rslora: false,
-        }
-    }
-}
-
-impl LoraConfig {
-    pub fn scale(&self) -> f64 {
-        if self.use_rslora {
-            self.alpha / (self.r as f64).sqrt()
-        } else {
-            self.alpha / self.r as f64
-        }
-    }
-
-    /// Checks rank and target names; the message names the bad value.
-    pub fn validate(&self) -> std::result::Result<(), String> {
-        if self.r == 0 {
-            return Err("lora rank r must be at least 1".into());
-        }
-        if !self.alpha.is_finite() {
-            return Err("lora alpha must be a finite number".into());
-        }
-        if self.target_modules.is_empty() {
-            return Err("lora target_modules is empty".into());
-        }
-        for t in &self.target_modules {
-            if !TARGETS.contains(&t.as_str()) {
-                return Err(format!(
-                    "unknown lora target module {t:?} (expected some of {})",
-                    TARGETS.join(", ")
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    pub fn targets(&self, module: &str) -> bool {
-        self.target_modules.iter().any(|t| t == module)
-    }
-}
+pub use crate::model::adapter::{LoraConfig, TARGETS};
 
 /// One adapter: A is `[r, in]`, B is `[out, r]` (PEFT's layout).
 #[derive(Debug, Clone)]
@@ -236,15 +166,5 @@ mod tests {
             .unwrap();
         let d = (off - base).unwrap().abs().unwrap().max_all().unwrap();
         assert_eq!(d.to_scalar::<f32>().unwrap(), 0.0);
-    }
-
-    #[test]
-    fn config_checks_name_the_problem() {
-        let mut c = LoraConfig::default();
-        assert!(c.validate().is_ok());
-        c.target_modules = vec!["qproj".into()];
-        assert!(c.validate().unwrap_err().contains("\"qproj\""));
-        c.r = 0;
-        assert!(c.validate().unwrap_err().contains("rank"));
     }
 }

@@ -10,6 +10,8 @@
 //! - [`grpo`]: TRL's GRPO loss variants; [`optim`]: AdamW, clipping and LR schedules;
 //!   [`checkpoint`]: PEFT adapter files and optimizer state.
 //! - [`filter`]: the difficulty filter (tasks kept by their pass rate under the policy).
+//! - [`judge`]: `gavel train judge`, LoRA on a local judge's verdict token (its own model: the
+//!   inference network's features, a differentiable head over the top layers).
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
 //! - [`cli`], [`args`], [`config`]: `gavel train`, its flags and the TOML config.
 //! - [`crate::rng`]: the one seeded generator everything random draws from.
@@ -24,6 +26,7 @@ pub mod config;
 pub mod filter;
 mod frozen;
 pub mod grpo;
+pub mod judge;
 pub mod lora;
 pub mod model;
 pub mod offline;
@@ -67,6 +70,12 @@ pub enum TrainError {
     Checkpoint(String),
     #[error("{0}")]
     Io(String),
+}
+
+impl From<crate::model::LocalError> for TrainError {
+    fn from(e: crate::model::LocalError) -> Self {
+        TrainError::Model(e.to_string())
+    }
 }
 
 impl From<candle_core::Error> for TrainError {

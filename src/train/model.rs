@@ -69,15 +69,7 @@ pub struct Qwen {
     device: Device,
 }
 
-/// The PEFT name of a projection's adapter tensor (`lora_A` / `lora_B`).
-pub fn peft_name(layer: usize, module: &str, ab: &str) -> String {
-    let group = if module.ends_with("_proj") && ["q", "k", "v", "o"].contains(&&module[..1]) {
-        "self_attn"
-    } else {
-        "mlp"
-    };
-    format!("base_model.model.model.layers.{layer}.{group}.{module}.lora_{ab}.weight")
-}
+pub use crate::model::adapter::peft_name;
 
 impl Qwen {
     /// Builds the model from base weights, with no adapters.

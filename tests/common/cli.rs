@@ -66,6 +66,14 @@ impl CliSetup {
     /// `gavel SUBCOMMAND ARGS... --config CFG`, for a command that keeps no store (`render`,
     /// `lint`).
     pub fn config_command(&self, subcommand: &str, args: &[&str]) -> Command {
+        let mut c = self.plain_command(subcommand, args);
+        c.args([OsStr::new("--config"), self.cfg.as_os_str()]);
+        c
+    }
+
+    /// `gavel SUBCOMMAND ARGS...` in the temp dir, with no leaking environment (for commands
+    /// that name their files themselves, such as `train judge`).
+    pub fn plain_command(&self, subcommand: &str, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
         for k in LEAKY_ENV.split_whitespace() {
             c.env_remove(k);
@@ -74,7 +82,6 @@ impl CliSetup {
             .env("GAVEL_TEST_MOCK_KEY", MOCK_KEY);
         c.stdin(Stdio::null()).kill_on_drop(true);
         c.arg(subcommand).args(args);
-        c.args([OsStr::new("--config"), self.cfg.as_os_str()]);
         c
     }
 }

@@ -12,8 +12,8 @@ use std::time::Instant;
 use super::constrain::{Cursor, TokenMask, VerdictGrammar};
 use super::model::LoadedModel;
 use super::prefix_cache::PrefixCache;
-use super::qwen::KvState;
 use super::request::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
+use crate::model::infer::KvState;
 use crate::model::LocalError;
 
 /// Fewest prompt tokens a probe runs, however much of its prompt the prefix cache holds (see
@@ -198,34 +198,25 @@ impl Worker {
         // dequantized Q5_0/Q8_0 path takes another for two rows; each rounds differently. From
         // three rows on, a position's logits were bit-identical however the prompt was split
         // (measured on both test models, suffixes of 3 to 64 tokens).
+        // A verdict adapter changes the last position alone (the one whose next token is
+        // read); everything before it is the base model's, shared with every other probe.
         self.model.set_dense_always(true);
+        self.model.set_verdict_adapter(true);
         let prefilled = self.prefill(&prompt, PROBE_MIN_RUN);
+        self.model.set_verdict_adapter(false);
         self.model.set_dense_always(false);
         let (reused, logits) = prefilled?;
         let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let total: f64 = logits.iter().map(|&l| f64::from(l - top).exp()).sum();
-        let mut counted = std::collections::HashSet::new();
-        let mut mass = Vec::with_capacity(req.choices.len());
-        for spellings in &req.choices {
-            let mut m = 0.0;
-            let mut any = false;
-            for s in spellings {
-                let first = self.model.encode(s)?.first().copied();
-                if let Some(id) = first.filter(|id| (*id as usize) < logits.len()) {
-                    any = true;
-                    if counted.insert(id) {
-                        m += f64::from(logits[id as usize] - top).exp() / total;
-                    }
-                }
-            }
-            if !any {
-                return Err(LocalError::Tokenizer(format!(
-                    "no token of the answer {spellings:?} in the model's vocabulary"
-                ))
-                .into());
-            }
-            mass.push(m);
-        }
+        let tokens = self.model.choice_tokens(&req.choices)?;
+        let mass: Vec<f64> = tokens
+            .iter()
+            .map(|ids| {
+                ids.iter()
+                    .map(|&id| f64::from(logits[id as usize] - top).exp() / total)
+                    .sum()
+            })
+            .collect();
         // A judge failure is never a score: with no mass on any answer there is no verdict.
         let coverage: f64 = mass.iter().sum();
         if !(coverage > 0.0 && coverage.is_finite()) {
@@ -261,7 +252,15 @@ impl Worker {
             None => 0,
         };
         let logits = self.model.forward_logits(&seq[reused..], reused)?;
-        self.prefixes.insert(seq.to_vec(), self.model.kv_state());
+        // After a forward whose last position ran a verdict adapter, that position's keys and
+        // values are not the base model's: later prompts reuse the positions before it only.
+        let keep = if self.model.verdict_adapter_on() {
+            seq.len() - 1
+        } else {
+            seq.len()
+        };
+        self.prefixes
+            .insert(seq[..keep].to_vec(), self.model.kv_state());
         Ok((reused, logits))
     }
 

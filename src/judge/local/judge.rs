@@ -36,10 +36,24 @@ impl LocalJudge {
     /// Loads the model `cfg.model_path` names on `cfg.device` and starts its thread.
     pub fn new(name: &str, cfg: &JudgeConfig) -> Result<LocalJudge, LocalError> {
         let path = cfg.model_path.clone().unwrap_or_default();
-        let spec = LocalModelSpec::new(path, cfg.device.clone());
+        let spec = LocalModelSpec::new(path, cfg.device.clone()).with_adapter(cfg.adapter.clone());
         let started = std::time::Instant::now();
         let model = LoadedModel::load(&spec)?;
         let info = model.info().clone();
+        let mode = cfg.effective_mode();
+        if let Some(a) = info.adapter.as_ref().filter(|a| !a.modes.is_empty()) {
+            if !a.modes.iter().any(|m| m == mode.name()) {
+                return Err(LocalError::invalid(
+                    &a.path,
+                    format!(
+                        "this adapter was trained for mode {}, and [judges.{name}] judges in \
+                         mode {}: set mode to one it was trained for",
+                        a.modes.join(", "),
+                        mode.name()
+                    ),
+                ));
+            }
+        }
         tracing::info!(judge = name, model = ?info.name, arch = ?info.arch, format = ?info.format,
             dtype = %info.dtype, device = %info.device, template = ?model.chat_template().origin(),
             load_s = started.elapsed().as_secs_f64(), "local judge model loaded");
@@ -70,7 +84,7 @@ impl LocalJudge {
                 .context_tokens
                 .map_or(info.context_length, |c| c.min(info.context_length)),
             max_tokens: cfg.max_tokens,
-            mode: cfg.effective_mode(),
+            mode,
             pairwise_opponents: cfg.pairwise_opponents,
             explain: cfg.explain && cfg.max_explanation_bytes > 0,
         })
@@ -86,15 +100,15 @@ impl LocalJudge {
     }
 
     /// What decides this judge's verdicts: the weights (by file name, size, format, type), the
-    /// device, and the sampling and constraint settings. The path's folder is not in it, so a
-    /// moved model keeps its cached verdicts.
+    /// device, the sampling and constraint settings, and the adapter's files (by their hash).
+    /// The path's folder is not in it, so a moved model keeps its cached verdicts.
     pub fn identity(&self) -> Value {
         let info = self.engine.info();
         let file = info
             .path
             .file_name()
             .map(|f| f.to_string_lossy().into_owned());
-        json!({
+        let mut id = json!({
             "backend": "local",
             "model": self.model,
             "file": file,
@@ -109,7 +123,12 @@ impl LocalJudge {
             "expected_score": self.settings.expected_score,
             "temperature": self.settings.temperature,
             "seed": self.settings.seed,
-        })
+        });
+        // Only when there is one: a judge without an adapter keeps the keys it always had.
+        if let Some(a) = &info.adapter {
+            id["adapter"] = json!(a.sha256);
+        }
+        id
     }
 
     /// One completion. `schema` is [`crate::verdict::verdict_schema`]'s: the trajectory ids and

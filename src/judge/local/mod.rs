@@ -5,10 +5,7 @@
 //! - [`model`]: [`model::LocalModelSpec`] → [`model::LoadedModel`] (the opened model files'
 //!   tokenizer, byte vocabulary, EOS ids and chat template, and the network built from their
 //!   weights) and its forward pass.
-//! - `qwen`: the inference network (Qwen2/Qwen3, GGUF or safetensors) with a KV cache that can
-//!   be snapshotted and cut, for prefix reuse; `layer`, `gemv` and `fused` are its decoder layer
-//!   and CPU kernels. Only the judge runs them (the trainer has its own differentiable model),
-//!   so they live here rather than in `model/`.
+//!   The network itself ([`crate::model::infer`]) is shared with the judge trainer.
 //! - [`request`]: what the engine is asked and answers; [`engine`]: the owner thread, its
 //!   bounded queue, its health (a watch channel) and the cloneable handle; `generate` (prefill
 //!   from the best cached prefix, constrained decoding) and `prefix_cache` run on the thread.
@@ -22,21 +19,13 @@ pub mod constrain;
 #[cfg(feature = "local")]
 pub mod engine;
 #[cfg(feature = "local")]
-mod fused;
-#[cfg(feature = "local")]
-mod gemv;
-#[cfg(feature = "local")]
 mod generate;
 #[cfg(feature = "local")]
 mod judge;
 #[cfg(feature = "local")]
-mod layer;
-#[cfg(feature = "local")]
 pub mod model;
 #[cfg(feature = "local")]
 mod prefix_cache;
-#[cfg(feature = "local")]
-mod qwen;
 #[cfg(feature = "local")]
 pub mod request;
 

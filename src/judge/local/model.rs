@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use candle_core::DType;
 use tokenizers::Tokenizer;
 
-use super::qwen::{KvState, Qwen};
+use crate::model::adapter::{Adapter, Reach};
 use crate::model::error::one_line;
+use crate::model::infer::{AdapterRows, KvState, Qwen};
 use crate::model::{
     Arch, ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, ModelInfo,
     RenderOptions,
@@ -24,6 +25,8 @@ pub struct LocalModelSpec {
     pub model_path: PathBuf,
     /// `cpu` or `cuda:N` (`cuda` is `cuda:0`).
     pub device: String,
+    /// A LoRA adapter folder (PEFT's layout) run over the weights as a side path.
+    pub adapter: Option<PathBuf>,
 }
 
 impl LocalModelSpec {
@@ -31,7 +34,13 @@ impl LocalModelSpec {
         LocalModelSpec {
             model_path: model_path.into(),
             device: device.into(),
+            adapter: None,
         }
+    }
+
+    pub fn with_adapter(mut self, adapter: Option<PathBuf>) -> LocalModelSpec {
+        self.adapter = adapter;
+        self
     }
 }
 
@@ -69,8 +78,19 @@ impl LoadedModel {
         let device = DeviceSpec::parse(&spec.device)?.open()?;
         let files = ModelFiles::open(&spec.model_path)?;
         let dtype = files.compute_dtype(&device, dtype);
-        let weights = Qwen::from_files(&files, dtype, &device)?;
-        let info = files.info(&device, dtype);
+        let mut weights = Qwen::from_files(&files, dtype, &device)?;
+        let mut info = files.info(&device, dtype);
+        if let Some(dir) = &spec.adapter {
+            let adapter = Adapter::read(dir)?;
+            adapter.check_base(&files)?;
+            weights
+                .attach_adapter(&adapter)
+                .map_err(|e| LocalError::invalid(dir, e))?;
+            if adapter.reach() == Reach::All {
+                weights.set_adapter_rows(AdapterRows::All);
+            }
+            info.adapter = Some(adapter.info());
+        }
         Ok(LoadedModel {
             weights,
             tok: files.tokenizer,
@@ -123,6 +143,11 @@ impl LoadedModel {
         self.tok.encode(text)
     }
 
+    /// See [`LoadedTokenizer::choice_tokens`].
+    pub fn choice_tokens(&self, choices: &[Vec<String>]) -> Result<Vec<Vec<u32>>, LocalError> {
+        self.tok.choice_tokens(choices, self.info.vocab_size)
+    }
+
     /// The text of `ids`, special tokens included.
     pub fn decode(&self, ids: &[u32]) -> Result<String, LocalError> {
         self.tok.decode(ids, false)
@@ -170,7 +195,7 @@ impl LoadedModel {
     /// last one ([`LoadedModel::vocab_size`] values, f32). `pos` 0 starts a new sequence (the
     /// KV cache is emptied); any other `pos` must equal [`LoadedModel::cached_len`], i.e.
     /// continue the cached sequence. After an error the cache is emptied.
-    /// See [`super::qwen::Qwen::set_dense_always`]: every forward on the same arithmetic, so a
+    /// See [`crate::model::infer::Qwen::set_dense_always`]: every forward on the same arithmetic, so a
     /// prompt's logits do not depend on how much of it the prefix cache supplied.
     pub fn set_dense_always(&mut self, on: bool) {
         self.weights.set_dense_always(on);
@@ -178,6 +203,30 @@ impl LoadedModel {
 
     /// Forward passes run since the model was loaded: the engine reports, per request, how many
     /// it took (a prefill is one pass however many tokens it has).
+    /// A verdict adapter (see [`Reach::Verdict`]) on the last position of the next forwards, or
+    /// off; an adapter for every position is always on.
+    pub fn set_verdict_adapter(&mut self, on: bool) {
+        let verdict = self
+            .info
+            .adapter
+            .as_ref()
+            .is_some_and(|a| a.reach == Reach::Verdict);
+        if verdict {
+            let rows = if on {
+                AdapterRows::Last
+            } else {
+                AdapterRows::Off
+            };
+            self.weights.set_adapter_rows(rows);
+        }
+    }
+
+    /// Whether the next forwards run a verdict adapter on their last position: its keys and
+    /// values are then not the base model's, and must not be reused as context.
+    pub fn verdict_adapter_on(&self) -> bool {
+        self.weights.adapter_rows() == AdapterRows::Last
+    }
+
     pub fn forward_passes(&self) -> u64 {
         self.forwards
     }

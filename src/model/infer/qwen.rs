@@ -13,7 +13,8 @@ use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::layer::{Geometry, Layer, Proj, Weight};
+use super::layer::{AdapterRows, Geometry, Layer, Proj, SidePath, Weight};
+use crate::model::adapter::Adapter;
 use crate::model::{Arch, LocalError, ModelFiles, QwenConfig, WeightFiles};
 
 /// Most positions one attention call handles during prefill: bounds the score matrix
@@ -25,7 +26,7 @@ const GEMM_ROWS: usize = 32;
 
 /// The KV cache at some length: per layer, keys and values `[1, kv_heads, len, head_dim]`.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct KvState {
+pub struct KvState {
     kv: Vec<Option<(Tensor, Tensor)>>,
     len: usize,
 }
@@ -48,7 +49,7 @@ enum Source<'a, R> {
     },
 }
 
-pub(crate) struct Qwen {
+pub struct Qwen {
     cfg: QwenConfig,
     embed: Tensor,
     layers: Vec<Layer>,
@@ -59,6 +60,8 @@ pub(crate) struct Qwen {
     /// Forwards of at least this many tokens run dense f32 GEMMs ([`GEMM_ROWS`] by default;
     /// 1 makes every forward take the same arithmetic, see [`Qwen::set_dense_always`]).
     dense_from: usize,
+    /// The positions the attached adapter's side paths apply to in the next forwards.
+    adapter_rows: AdapterRows,
 }
 
 impl<R: std::io::Read + std::io::Seek> Source<'_, R> {
@@ -123,7 +126,7 @@ impl<R: std::io::Read + std::io::Seek> Source<'_, R> {
         } else {
             None
         };
-        Ok(Proj { w, b })
+        Ok(Proj { w, b, lora: None })
     }
 }
 
@@ -262,7 +265,9 @@ impl Qwen {
             lm_head: Proj {
                 w: lm_head,
                 b: None,
+                lora: None,
             },
+            adapter_rows: AdapterRows::Off,
             geo: Geometry {
                 heads,
                 kv_heads,
@@ -328,7 +333,64 @@ impl Qwen {
         self.dense_from = if on { 1 } else { GEMM_ROWS };
     }
 
+    /// Puts `adapter`'s matrices beside the projections they adapt (checked against the model's
+    /// shapes first: see [`Adapter::check_base`]). They apply to the positions
+    /// [`Qwen::set_adapter_rows`] says (none until then).
+    pub fn attach_adapter(&mut self, adapter: &Adapter) -> Result<()> {
+        let scale = adapter.lora.scale();
+        let (dtype, device) = (self.geo.dtype, self.geo.device.clone());
+        for ((i, module), pair) in &adapter.weights {
+            let Some(layer) = self.layers.get_mut(*i) else {
+                candle_core::bail!(
+                    "the adapter has layer {i}, the model {}",
+                    self.cfg.num_hidden_layers
+                )
+            };
+            let proj = match module.as_str() {
+                "q_proj" => &mut layer.q,
+                "k_proj" => &mut layer.k,
+                "v_proj" => &mut layer.v,
+                "o_proj" => &mut layer.o,
+                "gate_proj" => &mut layer.gate,
+                "up_proj" => &mut layer.up,
+                "down_proj" => &mut layer.down,
+                other => candle_core::bail!("unknown adapter module {other}"),
+            };
+            proj.lora = Some(SidePath {
+                a_t: pair
+                    .a
+                    .t()?
+                    .contiguous()?
+                    .to_dtype(dtype)?
+                    .to_device(&device)?,
+                b_t: (pair.b.t()?.contiguous()? * scale)?
+                    .to_dtype(dtype)?
+                    .to_device(&device)?,
+            });
+        }
+        Ok(())
+    }
+
+    /// Which positions of the next forwards the attached adapter changes.
+    pub fn set_adapter_rows(&mut self, rows: AdapterRows) {
+        self.adapter_rows = rows;
+    }
+
+    pub fn adapter_rows(&self) -> AdapterRows {
+        self.adapter_rows
+    }
+
     pub fn forward(&mut self, tokens: &[u32]) -> Result<Tensor> {
+        Ok(self.forward_capturing(tokens, None)?.0)
+    }
+
+    /// [`Qwen::forward`], also returning the hidden state of the last position as it enters
+    /// layer `capture` (`[hidden]`, f32): what the judge trainer adapts from.
+    pub fn forward_capturing(
+        &mut self,
+        tokens: &[u32],
+        capture: Option<usize>,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         if tokens.is_empty() {
             candle_core::bail!("no tokens");
         }
@@ -341,7 +403,11 @@ impl Qwen {
             .index_select(&ids, 0)?
             .to_dtype(self.geo.dtype)?
             .unsqueeze(0)?;
+        let mut captured = None;
         for i in 0..self.layers.len() {
+            if capture == Some(i) {
+                captured = Some(x.narrow(1, s - 1, 1)?.flatten_all()?.to_dtype(DType::F32)?);
+            }
             let dense_layer;
             let layer = if dense {
                 dense_layer = self.layers[i].dense(device)?;
@@ -354,7 +420,12 @@ impl Qwen {
                 let n = PREFILL_CHUNK.min(s - start);
                 let xc = x.narrow(1, start, n)?;
                 let cache = &mut self.cache.kv[i];
-                out.push(self.geo.layer(layer, cache, &xc, pos + start)?);
+                // The last position of a forward run in chunks is in its last chunk.
+                let rows = match self.adapter_rows {
+                    AdapterRows::Last if start + n < s => AdapterRows::Off,
+                    r => r,
+                };
+                out.push(self.geo.layer(layer, cache, &xc, pos + start, rows)?);
             }
             x = if out.len() == 1 {
                 out.pop().expect("one chunk")
@@ -362,13 +433,28 @@ impl Qwen {
                 Tensor::cat(&out, 1)?
             };
         }
+        if capture.is_some() && captured.is_none() {
+            candle_core::bail!(
+                "no layer {capture:?} to capture (the model has {})",
+                self.layers.len()
+            );
+        }
         self.cache.len = pos + s;
         let last = x.narrow(1, s - 1, 1)?;
         let last = candle_nn::ops::rms_norm(&last, &self.norm, self.geo.eps)?;
-        self.lm_head
+        let logits = self
+            .lm_head
             .forward(&last)?
             .flatten_all()?
-            .to_dtype(DType::F32)
+            .to_dtype(DType::F32)?;
+        Ok((logits, captured))
+    }
+
+    /// Keys and values the cache holds for `layer`: `[kv_heads, len, head_dim]` each (keys
+    /// after RoPE), or None when it holds nothing.
+    pub fn cached_kv(&self, layer: usize) -> Option<(Tensor, Tensor)> {
+        let (k, v) = self.cache.kv.get(layer)?.as_ref()?;
+        Some((k.squeeze(0).ok()?, v.squeeze(0).ok()?))
     }
 }
 

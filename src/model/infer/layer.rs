@@ -47,14 +47,65 @@ fn fast_on_cpu(q: QTensor, device: &Device) -> Result<QTensor> {
     }
 }
 
-/// A projection: a (quantized or dense) weight and an optional bias.
+/// Which positions of a forward get the adapters' side paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdapterRows {
+    /// None: the base model.
+    Off,
+    /// The last position of the forward only (a verdict adapter, see
+    /// [`crate::model::adapter::Reach::Verdict`]).
+    Last,
+    /// Every position.
+    All,
+}
+
+/// A LoRA adapter as a side path beside a quantized weight: `y += x·Aᵀ·(s·B)ᵀ`, never merged
+/// into the weight (so the quantized weight is not re-quantized, and several adapters can
+/// share one base). Stored transposed and pre-scaled, in the activations' dtype.
+#[derive(Debug, Clone)]
+pub(crate) struct SidePath {
+    /// Aᵀ `[in, r]`.
+    pub(crate) a_t: Tensor,
+    /// s·Bᵀ `[r, out]`.
+    pub(crate) b_t: Tensor,
+}
+
+/// A projection: a (quantized or dense) weight, an optional bias and an optional adapter.
 #[derive(Debug, Clone)]
 pub(crate) struct Proj {
     pub(crate) w: Weight,
     pub(crate) b: Option<Tensor>,
+    pub(crate) lora: Option<SidePath>,
 }
 
 impl Proj {
+    /// `x` `[1, s, in]` → `[1, s, out]`, with the adapter on the positions `rows` says.
+    pub(crate) fn forward_with(&self, x: &Tensor, rows: AdapterRows) -> Result<Tensor> {
+        let y = self.forward(x)?;
+        let Some(l) = self.lora.as_ref().filter(|_| rows != AdapterRows::Off) else {
+            return Ok(y);
+        };
+        let s = x.dim(1)?;
+        let side = |x: &Tensor| -> Result<Tensor> {
+            let (b, t, k) = x.dims3()?;
+            x.reshape((b * t, k))?
+                .matmul(&l.a_t)?
+                .matmul(&l.b_t)?
+                .reshape((b, t, ()))
+        };
+        match rows {
+            AdapterRows::All => y + side(x)?,
+            _ => {
+                let last = (y.narrow(1, s - 1, 1)? + side(&x.narrow(1, s - 1, 1)?)?)?;
+                if s == 1 {
+                    Ok(last)
+                } else {
+                    Tensor::cat(&[&y.narrow(1, 0, s - 1)?, &last], 1)
+                }
+            }
+        }
+    }
+
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = match &self.w {
             Weight::Candle(w) => w.forward(x)?,
@@ -96,6 +147,7 @@ impl Proj {
         Ok(Proj {
             w,
             b: self.b.clone(),
+            lora: self.lora.clone(),
         })
     }
 }
@@ -169,13 +221,15 @@ pub(crate) struct Geometry {
 }
 
 impl Geometry {
-    /// One layer over `x` (`[1, s, hidden]`, positions `pos..pos + s`), appending to its KV cache.
+    /// One layer over `x` (`[1, s, hidden]`, positions `pos..pos + s`), appending to its KV cache,
+    /// with its adapters on the positions `rows` says.
     pub(crate) fn layer(
         &self,
         layer: &Layer,
         cache: &mut Option<(Tensor, Tensor)>,
         x: &Tensor,
         pos: usize,
+        rows: AdapterRows,
     ) -> Result<Tensor> {
         let s = x.dim(1)?;
         let (nh, nkv, d, eps) = (self.heads, self.kv_heads, self.head_dim, self.eps);
@@ -185,7 +239,7 @@ impl Geometry {
         let scale = 1.0 / (d as f64).sqrt();
         let h = candle_nn::ops::rms_norm(x, &layer.attn_norm, eps)?;
         let heads = |p: &Proj, n: usize, norm: &Option<Tensor>| -> Result<Tensor> {
-            let t = p.forward(&h)?.reshape((1, s, n, d))?;
+            let t = p.forward_with(&h, rows)?.reshape((1, s, n, d))?;
             let t = match norm {
                 Some(w) => candle_nn::ops::rms_norm(&t, w, eps)?,
                 None => t,
@@ -216,9 +270,12 @@ impl Geometry {
             .reshape((1, nh, s, d))?
             .transpose(1, 2)?
             .reshape((1, s, nh * d))?;
-        let x = (x + layer.o.forward(&y)?)?;
+        let x = (x + layer.o.forward_with(&y, rows)?)?;
         let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-        let ff = fused::silu_mul(&layer.gate.forward(&h)?, &layer.up.forward(&h)?)?;
-        x + layer.down.forward(&ff)?
+        let ff = fused::silu_mul(
+            &layer.gate.forward_with(&h, rows)?,
+            &layer.up.forward_with(&h, rows)?,
+        )?;
+        x + layer.down.forward_with(&ff, rows)?
     }
 }

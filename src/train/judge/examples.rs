@@ -1,0 +1,207 @@
+//! Training examples for the judge: each a probe prompt exactly as the local judge is asked it
+//! (rendered by the scorer's own [`Scorer::probe_prompts`]: dedup, rubric, templates, then the
+//! model's chat template) and the probability its first answer (yes; 1) should get.
+//!
+//! - **Labels** (`gavel eval`'s files): pointwise, a trajectory's label scaled over its group
+//!   (best 1, worst 0); pairwise, 1 when the first shown is labelled higher, 0 when lower, ½ on
+//!   a tie. Every ordered pair is asked (both orders: swap augmentation against position bias).
+//! - **A teacher** (another judge's scores, soft targets): pointwise its score; pairwise
+//!   ½ + (first − second)/2.
+
+use crate::prompt::{ChatMessage, JudgeMode};
+use crate::score::{ScoreRequest, Scorer};
+
+use crate::train::TrainError;
+
+/// One probe and what its first answer's probability should be.
+#[derive(Debug, Clone)]
+pub struct Example {
+    pub messages: Vec<ChatMessage>,
+    pub mode: JudgeMode,
+    /// Target probability of the first answer (yes; the first trajectory shown).
+    pub target: f64,
+    /// The group it came from (index in its split) and the candidates it shows.
+    pub group: usize,
+    pub shows: Vec<usize>,
+}
+
+/// A group's truth per candidate (distinct trajectory): what its examples are made from and
+/// what ranking accuracy is measured against.
+#[derive(Debug, Clone)]
+pub struct GroupTruth {
+    /// Per candidate: its label or the teacher's score.
+    pub scores: Vec<f64>,
+    /// Whether `scores` are a teacher's (soft) rather than labels.
+    pub soft: bool,
+}
+
+/// A group to learn from: its request and each trajectory's label or teacher score.
+pub struct Source {
+    pub at: String,
+    pub request: ScoreRequest,
+    pub per_trajectory: Vec<f64>,
+    pub soft: bool,
+}
+
+/// The examples of `sources` in `modes`, with each group's truth by candidate.
+pub fn build(
+    scorer: &Scorer,
+    sources: &[Source],
+    modes: &[JudgeMode],
+    opponents: usize,
+) -> Result<(Vec<Example>, Vec<GroupTruth>), TrainError> {
+    let mut examples = Vec::new();
+    let mut truths = Vec::with_capacity(sources.len());
+    let mut problems = Vec::new();
+    for (g, src) in sources.iter().enumerate() {
+        let mut truth: Option<GroupTruth> = None;
+        for &mode in modes {
+            let probes = match scorer.probe_prompts(&src.request, mode, opponents) {
+                Ok(p) => p,
+                Err(e) => {
+                    problems.push(format!("{}: {e}", src.at));
+                    break;
+                }
+            };
+            let scores = candidate_scores(&probes.candidate_of, &src.per_trajectory);
+            for (messages, shows) in probes.prompts.into_iter().zip(probes.shows) {
+                let target = target(mode, &scores, &shows, src.soft);
+                examples.push(Example {
+                    messages,
+                    mode,
+                    target,
+                    group: g,
+                    shows,
+                });
+            }
+            truth.get_or_insert(GroupTruth {
+                scores,
+                soft: src.soft,
+            });
+        }
+        truths.push(truth.unwrap_or(GroupTruth {
+            scores: Vec::new(),
+            soft: src.soft,
+        }));
+    }
+    if !problems.is_empty() {
+        return Err(TrainError::Input(problems.join("\n")));
+    }
+    Ok((examples, truths))
+}
+
+/// Each candidate's score: the mean over the trajectories it stands for.
+fn candidate_scores(candidate_of: &[usize], per_trajectory: &[f64]) -> Vec<f64> {
+    let m = candidate_of.iter().max().map_or(0, |c| c + 1);
+    let mut sum = vec![0.0; m];
+    let mut n = vec![0usize; m];
+    for (&c, &s) in candidate_of.iter().zip(per_trajectory) {
+        sum[c] += s;
+        n[c] += 1;
+    }
+    sum.iter()
+        .zip(&n)
+        .map(|(s, &k)| s / k.max(1) as f64)
+        .collect()
+}
+
+/// The target of a probe showing `shows` (see the module docs).
+fn target(mode: JudgeMode, scores: &[f64], shows: &[usize], soft: bool) -> f64 {
+    match (mode, soft) {
+        (JudgeMode::Pairwise, false) => {
+            let (a, b) = (scores[shows[0]], scores[shows[1]]);
+            if a > b {
+                1.0
+            } else if a < b {
+                0.0
+            } else {
+                0.5
+            }
+        }
+        (JudgeMode::Pairwise, true) => {
+            (0.5 + (scores[shows[0]] - scores[shows[1]]) / 2.0).clamp(0.0, 1.0)
+        }
+        (_, true) => scores[shows[0]].clamp(0.0, 1.0),
+        (_, false) => {
+            let lo = scores.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if hi > lo {
+                (scores[shows[0]] - lo) / (hi - lo)
+            } else {
+                0.5
+            }
+        }
+    }
+}
+
+/// Weights that balance the classes: the examples' targets, per mode, count as much towards
+/// the first answer as towards the second (`(w_first, w_second)` per mode, in `modes` order).
+pub fn class_weights(examples: &[Example], modes: &[JudgeMode]) -> Vec<(f64, f64)> {
+    modes
+        .iter()
+        .map(|&m| {
+            let t: Vec<f64> = examples
+                .iter()
+                .filter(|e| e.mode == m)
+                .map(|e| e.target)
+                .collect();
+            let mean = t.iter().sum::<f64>() / t.len().max(1) as f64;
+            if mean <= 0.0 || mean >= 1.0 {
+                (1.0, 1.0)
+            } else {
+                (0.5 / mean, 0.5 / (1.0 - mean))
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_follow_labels_and_teachers() {
+        let s = [1.0, 0.0, 0.5];
+        assert_eq!(target(JudgeMode::Pointwise, &s, &[0], false), 1.0);
+        assert_eq!(target(JudgeMode::Pointwise, &s, &[2], false), 0.5);
+        assert_eq!(target(JudgeMode::Pairwise, &s, &[1, 0], false), 0.0);
+        assert_eq!(target(JudgeMode::Pairwise, &s, &[0, 1], false), 1.0);
+        assert_eq!(
+            target(JudgeMode::Pairwise, &[0.3, 0.3], &[0, 1], false),
+            0.5
+        );
+        let t = [0.9, 0.2];
+        assert_eq!(target(JudgeMode::Pointwise, &t, &[1], true), 0.2);
+        assert!((target(JudgeMode::Pairwise, &t, &[0, 1], true) - 0.85).abs() < 1e-12);
+        assert!((target(JudgeMode::Pairwise, &t, &[1, 0], true) - 0.15).abs() < 1e-12);
+    }
+
+    #[test]
+    fn identical_trajectories_share_a_candidate_score() {
+        assert_eq!(
+            candidate_scores(&[0, 1, 0], &[1.0, 0.0, 0.0]),
+            vec![0.5, 0.0]
+        );
+    }
+
+    #[test]
+    fn classes_are_balanced_per_mode() {
+        let ex = |mode, target| Example {
+            messages: Vec::new(),
+            mode,
+            target,
+            group: 0,
+            shows: vec![0],
+        };
+        let examples = vec![
+            ex(JudgeMode::Pointwise, 1.0),
+            ex(JudgeMode::Pointwise, 0.0),
+            ex(JudgeMode::Pointwise, 0.0),
+            ex(JudgeMode::Pointwise, 0.0),
+        ];
+        let w = class_weights(&examples, &[JudgeMode::Pointwise, JudgeMode::Pairwise]);
+        // One yes, three no: the yes counts 2, each no 2/3, so both sides weigh 2.
+        assert!((w[0].0 - 2.0).abs() < 1e-12 && (w[0].1 - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(w[1], (1.0, 1.0));
+    }
+}

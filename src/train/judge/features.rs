@@ -1,0 +1,209 @@
+//! The frozen part of the judge, run once per example: the base model's inference network
+//! ([`crate::model::infer`], the arithmetic the local judge serves with) over each probe prompt,
+//! keeping what a verdict adapter on the top K layers needs — the hidden state entering the
+//! first adapted layer at the verdict position, and the adapted layers' keys and values of every
+//! position before it (which the adapter never changes). A group's examples share the group's
+//! common token prefix, prefilled and kept once for them all.
+
+use std::sync::Arc;
+
+use candle_core::{Device, Tensor};
+
+use crate::model::infer::{KvState, Qwen};
+use crate::model::ModelFiles;
+use crate::prompt::ChatMessage;
+
+use crate::train::TrainError;
+
+/// Positions a probe's final forward runs at least, as the local judge's probes do (its logits
+/// then do not depend on how the prompt was split).
+const MIN_RUN: usize = 3;
+
+/// What training needs of one example.
+#[derive(Debug, Clone)]
+pub struct Features {
+    /// Entering the first adapted layer at the verdict position: `[hidden]`, f32.
+    pub hidden: Tensor,
+    /// Per adapted layer, keys and values `[kv_heads, len, head_dim]` of the positions before
+    /// the verdict position: the group's shared part, then the example's own.
+    pub shared: Arc<Vec<(Tensor, Tensor)>>,
+    pub own: Vec<(Tensor, Tensor)>,
+    /// The verdict position (the prompt's length − 1).
+    pub pos: usize,
+    /// The base model's probability of the first answer, as the local judge reads it.
+    pub base_first: f64,
+}
+
+impl Features {
+    /// Keys and values of adapted layer `i` before the verdict position.
+    pub fn context(&self, i: usize) -> candle_core::Result<(Tensor, Tensor)> {
+        let (sk, sv) = &self.shared[i];
+        let (ok, ov) = &self.own[i];
+        match (sk.dim(1)?, ok.dim(1)?) {
+            (0, _) => Ok((ok.clone(), ov.clone())),
+            (_, 0) => Ok((sk.clone(), sv.clone())),
+            _ => Ok((Tensor::cat(&[sk, ok], 1)?, Tensor::cat(&[sv, ov], 1)?)),
+        }
+    }
+}
+
+/// The base model and the prompt's tokenization.
+pub struct BaseModel {
+    files: ModelFiles,
+    net: Qwen,
+    /// The first adapted layer.
+    pub first: usize,
+    /// Per mode, each answer's tokens (see [`crate::model::LoadedTokenizer::choice_tokens`]).
+    pub choices: Vec<Vec<Vec<u32>>>,
+}
+
+fn tensor_err(e: candle_core::Error) -> TrainError {
+    TrainError::Model(crate::model::error::one_line(&e.to_string()))
+}
+
+impl BaseModel {
+    pub fn new(
+        files: ModelFiles,
+        device: &Device,
+        first: usize,
+        choices: &[Vec<Vec<String>>],
+    ) -> Result<BaseModel, TrainError> {
+        let dtype = files.compute_dtype(device, None);
+        let mut net = Qwen::from_files(&files, dtype, device)?;
+        net.set_dense_always(true);
+        let choices = choices
+            .iter()
+            .map(|c| files.tokenizer.choice_tokens(c, files.config.vocab_size))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(BaseModel {
+            files,
+            net,
+            first,
+            choices,
+        })
+    }
+
+    pub fn files(&self) -> &ModelFiles {
+        &self.files
+    }
+
+    /// The probe prompt's tokens: the chat template (assistant turn opened), then the tokenizer.
+    pub fn tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, TrainError> {
+        let text = self
+            .files
+            .template
+            .render_with(messages, &Default::default())?;
+        Ok(self.files.tokenizer.encode(&text)?)
+    }
+
+    /// The features of a group's prompts (token ids, and the index of the mode each is asked
+    /// in), sharing their common prefix.
+    pub fn group(&mut self, asked: &[(Vec<u32>, usize)]) -> Result<Vec<Features>, TrainError> {
+        let prompts: Vec<&Vec<u32>> = asked.iter().map(|(p, _)| p).collect();
+        let shortest = prompts.iter().map(|p| p.len()).min().unwrap_or(0);
+        if shortest < 2 {
+            return Err(TrainError::Input(
+                "a probe prompt of fewer than 2 tokens".into(),
+            ));
+        }
+        let context = self.files.config.context_length();
+        if let Some(p) = prompts.iter().find(|p| p.len() >= context) {
+            return Err(TrainError::Input(format!(
+                "a probe prompt of {} tokens leaves no room in the model's context of {context}",
+                p.len()
+            )));
+        }
+        let common = prompts
+            .iter()
+            .skip(1)
+            .fold(shortest, |n, p| n.min(common_prefix(prompts[0], p)));
+        let shared_len = common.min(shortest - MIN_RUN.min(shortest));
+        self.net.clear_kv_cache();
+        let (shared, state) = if shared_len > 0 {
+            self.net
+                .forward(&prompts[0][..shared_len])
+                .map_err(tensor_err)?;
+            (self.kv_of_adapted(0, shared_len)?, self.net.kv_state())
+        } else {
+            (self.empty_kv()?, KvState::default())
+        };
+        let shared = Arc::new(shared);
+        let mut out = Vec::with_capacity(prompts.len());
+        for (p, mode) in asked {
+            if shared_len > 0 {
+                self.net.restore(&state, shared_len).map_err(tensor_err)?;
+            } else {
+                self.net.clear_kv_cache();
+            }
+            let (logits, hidden) = self
+                .net
+                .forward_capturing(&p[shared_len..], Some(self.first))
+                .map_err(tensor_err)?;
+            let logits = logits.to_vec1::<f32>().map_err(tensor_err)?;
+            out.push(Features {
+                hidden: hidden.expect("captured"),
+                shared: shared.clone(),
+                own: self.kv_of_adapted(shared_len, p.len() - 1 - shared_len)?,
+                pos: p.len() - 1,
+                base_first: first_share(&logits, &self.choices[*mode]),
+            });
+        }
+        self.net.clear_kv_cache();
+        Ok(out)
+    }
+
+    /// The adapted layers' cached keys and values at positions `start..start + len`, copied
+    /// out of the cache (so they outlive it).
+    fn kv_of_adapted(&self, start: usize, len: usize) -> Result<Vec<(Tensor, Tensor)>, TrainError> {
+        (self.first..self.files.config.num_hidden_layers)
+            .map(|l| {
+                let (k, v) = self
+                    .net
+                    .cached_kv(l)
+                    .ok_or_else(|| TrainError::Model(format!("no keys cached at layer {l}")))?;
+                let cut = |t: Tensor| -> candle_core::Result<Tensor> {
+                    t.narrow(1, start, len)?
+                        .to_dtype(candle_core::DType::F32)?
+                        .contiguous()?
+                        .copy()
+                };
+                Ok((cut(k).map_err(tensor_err)?, cut(v).map_err(tensor_err)?))
+            })
+            .collect()
+    }
+
+    fn empty_kv(&self) -> Result<Vec<(Tensor, Tensor)>, TrainError> {
+        let c = &self.files.config;
+        let shape = (c.num_kv_heads(), 0, c.head_dim());
+        let dev = Device::Cpu;
+        (self.first..c.num_hidden_layers)
+            .map(|_| {
+                let z = Tensor::zeros(shape, candle_core::DType::F32, &dev).map_err(tensor_err)?;
+                Ok((z.clone(), z))
+            })
+            .collect()
+    }
+}
+
+/// The first answer's share of the answers' probability, as the local judge computes it.
+pub fn first_share(logits: &[f32], choices: &[Vec<u32>]) -> f64 {
+    let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mass: Vec<f64> = choices
+        .iter()
+        .map(|ids| {
+            ids.iter()
+                .map(|&i| f64::from(logits[i as usize] - top).exp())
+                .sum()
+        })
+        .collect();
+    let total: f64 = mass.iter().sum();
+    if total > 0.0 {
+        mass[0] / total
+    } else {
+        0.5
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

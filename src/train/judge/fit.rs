@@ -1,0 +1,294 @@
+//! The training loop of `gavel train judge`: steps over the examples' features in an order
+//! that is a function of the step (so `--resume` continues exactly), class-balanced
+//! cross-entropy on the verdict, AdamW, dev-split figures every `eval_every` steps with the
+//! best checkpoint kept.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::Tensor;
+use serde::Serialize;
+
+use super::examples::{Example, GroupTruth};
+use super::features::Features;
+use super::head::VerdictHead;
+use crate::prompt::JudgeMode;
+use crate::rng::Rng;
+use crate::train::optim::{clip_grad_norm, named_grads, AdamW, AdamWConfig, Schedule};
+use crate::train::TrainError;
+
+/// One split: its examples, their features and its groups' truth.
+pub struct Split {
+    pub examples: Vec<Example>,
+    pub features: Vec<Features>,
+    pub truths: Vec<GroupTruth>,
+}
+
+/// What the loop needs besides the data.
+pub struct FitSettings {
+    pub modes: Vec<JudgeMode>,
+    pub epochs: u64,
+    pub batch_size: usize,
+    pub learning_rate: f64,
+    pub eval_every: u64,
+    pub seed: u64,
+    /// Per mode (in `modes` order): the weights of the first and the second answer.
+    pub class_weights: Vec<(f64, f64)>,
+}
+
+/// Dev-split figures.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DevFigures {
+    /// Per mode: the share of a group's differently-ranked trajectory pairs the judge's scores
+    /// order as the truth does (ties count half): `gavel eval`'s pairwise accuracy.
+    pub ranking: Vec<(String, f64)>,
+    /// Mean over the modes: what the best checkpoint is chosen by.
+    pub mean_ranking: f64,
+    /// Mean cross-entropy of the dev examples (unweighted).
+    pub loss: f64,
+}
+
+#[derive(Serialize)]
+struct MetricsLine<'a> {
+    step: u64,
+    loss: f64,
+    lr: f64,
+    grad_norm: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dev: Option<&'a DevFigures>,
+    elapsed_s: f64,
+}
+
+fn mode_index(modes: &[JudgeMode], m: JudgeMode) -> usize {
+    modes.iter().position(|&x| x == m).unwrap_or(0)
+}
+
+/// Steps in all.
+pub fn total_steps(n: usize, s: &FitSettings) -> u64 {
+    (s.epochs * n as u64).div_ceil(s.batch_size.max(1) as u64)
+}
+
+/// The examples of step `step`: positions `step·B..(step+1)·B` of the endless stream in which
+/// each pass over the data has its own order, drawn from the seed and the pass.
+pub fn batch(n: usize, step: u64, s: &FitSettings) -> Vec<usize> {
+    let b = s.batch_size as u64;
+    let mut order: Option<(u64, Vec<usize>)> = None;
+    (step * b..(step + 1) * b)
+        .filter(|&pos| pos < s.epochs * n as u64)
+        .map(|pos| {
+            let pass = pos / n as u64;
+            if order.as_ref().is_none_or(|(p, _)| *p != pass) {
+                let mut idx: Vec<usize> = (0..n).collect();
+                Rng::new(s.seed ^ 0x3D6E_0000_0000 ^ pass).shuffle(&mut idx);
+                order = Some((pass, idx));
+            }
+            order.as_ref().expect("set").1[(pos % n as u64) as usize]
+        })
+        .collect()
+}
+
+/// The weighted cross-entropy of example `e` (and its probability of the first answer).
+fn example_loss(
+    head: &VerdictHead,
+    e: &Example,
+    f: &Features,
+    s: &FitSettings,
+    adapters: bool,
+) -> Result<(Tensor, f64), TrainError> {
+    let mi = mode_index(&s.modes, e.mode);
+    let logits = head.logits(f, mi, adapters)?;
+    let (first, second) = head.log_shares(&logits, mi)?;
+    let p = first.to_scalar::<f32>()?.exp() as f64;
+    let (w1, w0) = s.class_weights[mi];
+    let loss = ((first * (-w1 * e.target))? + (second * (-w0 * (1.0 - e.target)))?)?;
+    Ok((loss, p))
+}
+
+/// One optimizer step on `idx`: returns the mean loss and the gradient norm before clipping.
+pub fn step(
+    head: &VerdictHead,
+    opt: &mut AdamW,
+    split: &Split,
+    idx: &[usize],
+    s: &FitSettings,
+    lr: f64,
+) -> Result<(f64, f64), TrainError> {
+    let mut total: Option<Tensor> = None;
+    for &i in idx {
+        let (l, _) = example_loss(head, &split.examples[i], &split.features[i], s, true)?;
+        total = Some(match total {
+            Some(t) => (t + l)?,
+            None => l,
+        });
+    }
+    let Some(total) = total else {
+        return Ok((0.0, 0.0));
+    };
+    let mean = (total / idx.len() as f64)?;
+    let grads = mean.backward()?;
+    let mut named = named_grads(opt.vars(), &grads)?;
+    let norm = clip_grad_norm(&mut named, 1.0)?;
+    opt.step(&named, lr)?;
+    Ok((f64::from(mean.to_scalar::<f32>()?), norm))
+}
+
+/// Each example's probability of the first answer under the head (or, without adapters, the
+/// base model's as the features recorded it).
+pub fn first_shares(
+    head: &VerdictHead,
+    split: &Split,
+    s: &FitSettings,
+    adapters: bool,
+) -> Result<Vec<f64>, TrainError> {
+    if !adapters {
+        return Ok(split.features.iter().map(|f| f.base_first).collect());
+    }
+    split
+        .examples
+        .iter()
+        .zip(&split.features)
+        .map(|(e, f)| Ok(example_loss(head, e, f, s, true)?.1))
+        .collect()
+}
+
+/// The dev figures of probabilities `p` (one per example of `split`).
+pub fn dev_figures(split: &Split, p: &[f64], modes: &[JudgeMode]) -> DevFigures {
+    let mut ranking = Vec::new();
+    for &mode in modes {
+        let (mut right, mut pairs) = (0.0, 0.0);
+        for (g, truth) in split.truths.iter().enumerate() {
+            let m = truth.scores.len();
+            let mine: Vec<(usize, &Example)> = split
+                .examples
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.group == g && e.mode == mode)
+                .collect();
+            let scores = match mode {
+                JudgeMode::Pairwise => {
+                    let pairs: Vec<(usize, usize)> =
+                        mine.iter().map(|(_, e)| (e.shows[0], e.shows[1])).collect();
+                    let prefs: Vec<f64> = mine.iter().map(|(i, _)| p[*i]).collect();
+                    crate::score::bradley_terry(m, &pairs, &prefs)
+                }
+                _ => {
+                    let mut s = vec![0.5; m];
+                    for (i, e) in &mine {
+                        s[e.shows[0]] = p[*i];
+                    }
+                    s
+                }
+            };
+            for a in 0..m {
+                for b in a + 1..m {
+                    let (ta, tb) = (truth.scores[a], truth.scores[b]);
+                    if ta == tb {
+                        continue;
+                    }
+                    pairs += 1.0;
+                    let (sa, sb) = (scores[a], scores[b]);
+                    right += if sa == sb {
+                        0.5
+                    } else if (sa > sb) == (ta > tb) {
+                        1.0
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+        ranking.push((
+            mode.name().to_string(),
+            if pairs > 0.0 { right / pairs } else { 0.0 },
+        ));
+    }
+    let mean_ranking = ranking.iter().map(|r| r.1).sum::<f64>() / ranking.len().max(1) as f64;
+    let loss = split
+        .examples
+        .iter()
+        .zip(p)
+        .map(|(e, &q)| {
+            let q = q.clamp(1e-7, 1.0 - 1e-7);
+            -(e.target * q.ln() + (1.0 - e.target) * (1.0 - q).ln())
+        })
+        .sum::<f64>()
+        / split.examples.len().max(1) as f64;
+    DevFigures {
+        ranking,
+        mean_ranking,
+        loss,
+    }
+}
+
+/// Runs steps `start..` of the loop; `save(step, is_best, figures)` writes checkpoints.
+#[allow(clippy::too_many_arguments)]
+pub fn fit(
+    head: &VerdictHead,
+    opt: &mut AdamW,
+    train: &Split,
+    dev: &Split,
+    s: &FitSettings,
+    start: u64,
+    mut best: f64,
+    metrics: &mut crate::train::run_log::MetricsFile,
+    progress: &indicatif::ProgressBar,
+    mut save: impl FnMut(u64, bool, &DevFigures, f64, &AdamW) -> Result<(), TrainError>,
+) -> Result<(), TrainError> {
+    let n = train.examples.len();
+    let total = total_steps(n, s);
+    let warmup = (total / 20).max(1);
+    let t0 = std::time::Instant::now();
+    for step_no in start..total {
+        let idx = batch(n, step_no, s);
+        let lr = Schedule::Cosine.lr(s.learning_rate, step_no, warmup, total);
+        let (loss, grad_norm) = step(head, opt, train, &idx, s, lr)?;
+        let done = step_no + 1;
+        progress.inc(1);
+        progress.set_message(format!("loss {loss:.4}"));
+        let figures = if done % s.eval_every.max(1) == 0 || done == total {
+            let p = first_shares(head, dev, s, true)?;
+            Some(dev_figures(dev, &p, &s.modes))
+        } else {
+            None
+        };
+        metrics.write(&MetricsLine {
+            step: done,
+            loss,
+            lr,
+            grad_norm,
+            dev: figures.as_ref(),
+            elapsed_s: t0.elapsed().as_secs_f64(),
+        })?;
+        if let Some(f) = figures {
+            let is_best = f.mean_ranking > best;
+            if is_best {
+                best = f.mean_ranking;
+            }
+            save(done, is_best, &f, best, opt)?;
+        }
+    }
+    Ok(())
+}
+
+/// `dir/checkpoint-STEP` of the highest step in `dir`, if any.
+pub fn last_checkpoint(dir: &Path) -> Option<(u64, PathBuf)> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let step = name.strip_prefix("checkpoint-")?.parse::<u64>().ok()?;
+            Some((step, e.path()))
+        })
+        .max_by_key(|(s, _)| *s)
+}
+
+/// AdamW as the loop uses it: no weight decay on the adapters.
+pub fn optimizer(vars: Vec<(String, candle_core::Var)>) -> Result<AdamW, TrainError> {
+    Ok(AdamW::new(
+        vars,
+        AdamWConfig {
+            weight_decay: 0.0,
+            ..AdamWConfig::default()
+        },
+    )?)
+}

@@ -1,0 +1,399 @@
+//! `gavel train judge` from flags to a trained adapter: the data, the features, the loop, the
+//! checkpoints (`checkpoint-STEP/`, with optimizer state for `--resume`) and `best/` (the
+//! adapter with the best dev figure, with its `gavel_judge.json`).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::args::JudgeArgs;
+use super::examples::{self, Source};
+use super::features::BaseModel;
+use super::fit::{self, FitSettings, Split};
+use super::head::VerdictHead;
+use crate::eval::Labels;
+use crate::groupfile::read_groups;
+use crate::model::adapter::{
+    base_record, JudgeRecord, LoraConfig, Reach, ADAPTER_CONFIG, JUDGE_RECORD,
+};
+use crate::model::{DeviceSpec, ModelFiles};
+use crate::prompt::JudgeMode;
+use crate::rng::Rng;
+use crate::score::{verdict_choices, Scorer};
+use crate::train::checkpoint::{self, TrainerState};
+use crate::train::run_log::{progress_bar, MetricsFile};
+use crate::train::TrainError;
+
+fn cfg_err(m: impl Into<String>) -> TrainError {
+    TrainError::Config(m.into())
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> TrainError {
+    TrainError::Io(format!("{}: {e}", path.display()))
+}
+
+/// Runs `gavel train judge` (on a blocking thread; `rt` runs the teacher's scoring).
+pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainError> {
+    if args.train.is_empty() && args.teacher.is_none() {
+        return Err(cfg_err(
+            "train judge needs --train FILE (labelled groups) or --teacher NAME",
+        ));
+    }
+    if args.teacher.is_some() != !args.teacher_groups.is_empty() {
+        return Err(cfg_err("--teacher and --teacher-groups go together"));
+    }
+    if args.dev.is_empty() && args.teacher.is_none() {
+        return Err(cfg_err(
+            "train judge needs --dev FILE: the best checkpoint is chosen on it",
+        ));
+    }
+    if args.layers == 0 || args.batch_size == 0 || args.epochs == 0 {
+        return Err(cfg_err(
+            "--layers, --batch-size and --epochs must be at least 1",
+        ));
+    }
+    let lora = LoraConfig {
+        r: args.rank,
+        alpha: args.alpha,
+        ..LoraConfig::default()
+    };
+    lora.validate().map_err(cfg_err)?;
+    let common = crate::cli::Common {
+        config: args.scorer_config.clone(),
+        store: args.store.clone(),
+        store_url: None,
+        log_json: false,
+    };
+    let mut cfg = common.load_config().map_err(|e| cfg_err(e.to_string()))?;
+    // Only the teacher is asked anything: the other judges (a local one, a tuned one whose
+    // adapter this run writes) are not built.
+    cfg.judges
+        .retain(|name, _| args.teacher.as_deref() == Some(name.as_str()));
+    cfg.default_judge = args.teacher.clone();
+    let scorer = if args.teacher.is_some() {
+        rt.block_on(crate::cli::open_scorer(&cfg))
+    } else {
+        crate::cli::build_scorer(&cfg).map(std::sync::Arc::new)
+    }
+    .map_err(|e| cfg_err(e.to_string()))?;
+
+    let (mut train_src, mut dev_src) = (
+        labelled(&args.train, &scorer)?,
+        labelled(&args.dev, &scorer)?,
+    );
+    if let Some(teacher) = &args.teacher {
+        let (t, d) = rt.block_on(taught(&args.teacher_groups, teacher, &scorer))?;
+        train_src.extend(t);
+        dev_src.extend(d);
+    }
+    if let Some(max) = args.max_groups {
+        train_src.truncate(max);
+    }
+    let modes = args.modes.clone();
+    let (train_ex, train_truth) =
+        examples::build(&scorer, &train_src, &modes, args.pairwise_opponents)?;
+    let (dev_ex, dev_truth) = examples::build(&scorer, &dev_src, &modes, args.pairwise_opponents)?;
+    if train_ex.is_empty() || dev_ex.is_empty() {
+        return Err(cfg_err("no training or no dev examples"));
+    }
+
+    let device = DeviceSpec::parse(&args.device)?.open()?;
+    let files = ModelFiles::open(&args.model)?;
+    let layers = files.config.num_hidden_layers;
+    let first = layers - args.layers.min(layers);
+    let base = base_record(&files)?;
+    let choices: Vec<Vec<Vec<String>>> = modes.iter().map(|&m| verdict_choices(m)).collect();
+    let mut rng = Rng::new(args.seed);
+    let head = VerdictHead::new(
+        &files,
+        first,
+        &choices_tokens(&files, &choices)?,
+        &lora,
+        &mut rng,
+        &device,
+    )?;
+    let mut model = BaseModel::new(files, &device, first, &choices)?;
+
+    let started = std::time::Instant::now();
+    let train = featurize(
+        &mut model,
+        train_ex,
+        train_truth,
+        &modes,
+        args.quiet,
+        "train",
+    )?;
+    let dev = featurize(&mut model, dev_ex, dev_truth, &modes, args.quiet, "dev")?;
+    let features_s = started.elapsed().as_secs_f64();
+    drop(model);
+
+    let settings = FitSettings {
+        class_weights: examples::class_weights(&train.examples, &modes),
+        modes: modes.clone(),
+        epochs: args.epochs,
+        batch_size: args.batch_size,
+        learning_rate: args.learning_rate,
+        eval_every: args.eval_every,
+        seed: args.seed,
+    };
+    let vars = head.lora_vars();
+    let mut opt = fit::optimizer(vars.clone())?;
+    std::fs::create_dir_all(&args.output).map_err(|e| io(&args.output, e))?;
+    let base_p = fit::first_shares(&head, &dev, &settings, false)?;
+    let base_dev = fit::dev_figures(&dev, &base_p, &modes);
+    // The head with fresh adapters (B = 0) is the base model at the verdict position: where it
+    // is not, training would optimise another model than the one served.
+    let head_p = fit::first_shares(&head, &dev, &settings, true)?;
+    let drift = base_p
+        .iter()
+        .zip(&head_p)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    eprintln!("train judge: head vs served base model on dev, max |ΔP| = {drift:.2e}");
+    let mut start = 0;
+    let mut best = f64::NEG_INFINITY;
+    if args.resume {
+        if let Some((step, dir)) = fit::last_checkpoint(&args.output) {
+            checkpoint::load_adapters(&dir, &vars)?;
+            let (state, moments) = checkpoint::load_state(&dir)?;
+            opt.load_state(&moments, state.adam_t)
+                .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", dir.display())))?;
+            start = step;
+            best = read_best(&args.output);
+        }
+    }
+    let total = fit::total_steps(train.examples.len(), &settings);
+    eprintln!(
+        "train judge: {} training and {} dev examples ({}), layers {first}..{layers}, {total} steps; \
+         features {features_s:.0}s; base model on dev: {}",
+        train.examples.len(),
+        dev.examples.len(),
+        modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+        figures_line(&base_dev)
+    );
+    let mut metrics = MetricsFile::open(&args.output)?;
+    let progress = progress_bar(total, start, !args.quiet);
+    let adapted: Vec<usize> = (first..layers).collect();
+    let mode_names: Vec<String> = modes.iter().map(|m| m.name().to_string()).collect();
+    let record = |figures: &fit::DevFigures, step: u64| JudgeRecord {
+        reach: Reach::Verdict,
+        modes: mode_names.clone(),
+        base: base.clone(),
+        training: json!({
+            "command": "gavel train judge",
+            "train": args.train, "dev": args.dev, "teacher": args.teacher,
+            "teacher_groups": args.teacher_groups,
+            "train_groups": train.truths.len(), "train_examples": train.examples.len(),
+            "dev_examples": dev.examples.len(), "layers": args.layers, "rank": args.rank,
+            "alpha": args.alpha, "epochs": args.epochs, "batch_size": args.batch_size,
+            "learning_rate": args.learning_rate, "seed": args.seed, "step": step,
+            "dev_base": base_dev, "dev": figures,
+        }),
+    };
+    fit::fit(
+        &head,
+        &mut opt,
+        &train,
+        &dev,
+        &settings,
+        start,
+        best,
+        &mut metrics,
+        &progress,
+        |step, is_best, figures, best, opt| {
+            let dir = checkpoint::checkpoint_dir(&args.output, step);
+            write_adapter(
+                &dir,
+                &vars,
+                &lora,
+                &args.model,
+                &adapted,
+                &record(figures, step),
+            )?;
+            let state = TrainerState {
+                step,
+                adam_t: opt.t,
+                rng_state: 0,
+                seed: args.seed,
+            };
+            checkpoint::save_state(&dir, &state, opt.state_tensors())?;
+            if is_best {
+                write_adapter(
+                    &args.output.join("best"),
+                    &vars,
+                    &lora,
+                    &args.model,
+                    &adapted,
+                    &record(figures, step),
+                )?;
+            }
+            write_best(&args.output, best)
+        },
+    )?;
+    progress.finish_and_clear();
+    eprintln!(
+        "train judge: best dev {:.4} (base {:.4}); adapter in {}",
+        read_best(&args.output),
+        base_dev.mean_ranking,
+        args.output.join("best").display()
+    );
+    Ok(0)
+}
+
+fn figures_line(f: &fit::DevFigures) -> String {
+    f.ranking
+        .iter()
+        .map(|(m, a)| format!("{m} {a:.4}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The labelled groups of `files`, every line checked before anything runs.
+fn labelled(files: &[PathBuf], scorer: &Scorer) -> Result<Vec<Source>, TrainError> {
+    let mut out = Vec::new();
+    for path in files {
+        let groups = read_groups::<Labels>(path, scorer.max_group_size())
+            .map_err(|problems| TrainError::Input(problems.join("\n")))?;
+        out.extend(groups.into_iter().map(|g| Source {
+            at: g.at,
+            per_trajectory: g.extra.labels,
+            request: g.request,
+            soft: false,
+        }));
+    }
+    Ok(out)
+}
+
+/// The teacher's scores of the groups of `files` (from the verdict store where cached): the
+/// first tenth of each file (at least one group) for dev, the rest for training.
+async fn taught(
+    files: &[PathBuf],
+    teacher: &str,
+    scorer: &Scorer,
+) -> Result<(Vec<Source>, Vec<Source>), TrainError> {
+    let (mut train, mut dev) = (Vec::new(), Vec::new());
+    for path in files {
+        let groups = read_groups::<()>(path, scorer.max_group_size())
+            .map_err(|problems| TrainError::Input(problems.join("\n")))?;
+        let n_dev = groups.len().div_ceil(10);
+        for (k, g) in groups.into_iter().enumerate() {
+            let mut request = g.request.clone();
+            request.judges = vec![teacher.to_string()];
+            let resp = scorer
+                .score_group(&request)
+                .await
+                .map_err(|e| TrainError::Score(format!("{}: teacher {teacher:?}: {e}", g.at)))?;
+            let scores = resp
+                .scores
+                .iter()
+                .map(|s| s.components.get("judge").copied().flatten())
+                .collect::<Option<Vec<f64>>>()
+                .ok_or_else(|| {
+                    TrainError::Score(format!(
+                        "{}: teacher {teacher:?} gave no score to a trajectory",
+                        g.at
+                    ))
+                })?;
+            let src = Source {
+                at: g.at,
+                request: g.request,
+                per_trajectory: scores,
+                soft: true,
+            };
+            if k < n_dev {
+                dev.push(src);
+            } else {
+                train.push(src);
+            }
+        }
+    }
+    Ok((train, dev))
+}
+
+fn choices_tokens(
+    files: &ModelFiles,
+    choices: &[Vec<Vec<String>>],
+) -> Result<Vec<Vec<Vec<u32>>>, TrainError> {
+    choices
+        .iter()
+        .map(|c| Ok(files.tokenizer.choice_tokens(c, files.config.vocab_size)?))
+        .collect()
+}
+
+/// The features of every example, group by group (a group's prompts share their prefix).
+fn featurize(
+    model: &mut BaseModel,
+    examples: Vec<examples::Example>,
+    truths: Vec<examples::GroupTruth>,
+    modes: &[JudgeMode],
+    quiet: bool,
+    what: &str,
+) -> Result<Split, TrainError> {
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        crate::cli::progress_bar(truths.len() as u64, &format!("{what} groups"))
+    };
+    let mut features = Vec::with_capacity(examples.len());
+    let mut start = 0;
+    while start < examples.len() {
+        let g = examples[start].group;
+        let end = start
+            + examples[start..]
+                .iter()
+                .take_while(|e| e.group == g)
+                .count();
+        let asked = examples[start..end]
+            .iter()
+            .map(|e| {
+                let mi = modes.iter().position(|&m| m == e.mode).unwrap_or(0);
+                Ok((model.tokens(&e.messages)?, mi))
+            })
+            .collect::<Result<Vec<_>, TrainError>>()?;
+        features.extend(model.group(&asked)?);
+        bar.inc(1);
+        start = end;
+    }
+    bar.finish_and_clear();
+    Ok(Split {
+        examples,
+        features,
+        truths,
+    })
+}
+
+/// Writes the adapters of `vars` as a PEFT adapter for the layers `layers`, with `record`.
+fn write_adapter(
+    dir: &Path,
+    vars: &[(String, candle_core::Var)],
+    lora: &LoraConfig,
+    base: &Path,
+    layers: &[usize],
+    record: &JudgeRecord,
+) -> Result<(), TrainError> {
+    checkpoint::save_adapters(dir, vars, lora, base)?;
+    let mut cfg = checkpoint::adapter_config(lora, base);
+    cfg["layers_to_transform"] = json!(layers);
+    let path = dir.join(ADAPTER_CONFIG);
+    std::fs::write(&path, serde_json::to_string_pretty(&cfg).expect("json"))
+        .map_err(|e| io(&path, e))?;
+    let path = dir.join(JUDGE_RECORD);
+    std::fs::write(&path, serde_json::to_string_pretty(record).expect("json"))
+        .map_err(|e| io(&path, e))
+}
+
+const BEST_FILE: &str = "best_dev.json";
+
+fn write_best(out: &Path, best: f64) -> Result<(), TrainError> {
+    let path = out.join(BEST_FILE);
+    std::fs::write(&path, json!({ "mean_ranking": best }).to_string()).map_err(|e| io(&path, e))
+}
+
+/// The best dev figure so far (−∞ before the first).
+fn read_best(out: &Path) -> f64 {
+    std::fs::read_to_string(out.join(BEST_FILE))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["mean_ranking"].as_f64())
+        .unwrap_or(f64::NEG_INFINITY)
+}

@@ -1,0 +1,196 @@
+//! `gavel train judge` on the tiny random model: it learns a planted rule (the label follows a
+//! marker word) from labelled groups, the adapter it writes is served by a local judge that
+//! then ranks the dev groups as training measured, a resumed run writes the identical adapter,
+//! and a teacher judge's scores are distilled.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::hub::tiny_gguf;
+use crate::common::cli::{run_within, CliSetup, Out};
+
+const LIMIT: Duration = Duration::from_secs(600);
+
+/// A small deterministic generator (the test's data only).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+const WORDS: [&str; 12] = [
+    "red", "blue", "stone", "river", "cloud", "seven", "lamp", "green", "road", "tree", "box",
+    "wind",
+];
+
+/// `n` groups of two answers; the one with `good` in it is labelled better, the other has
+/// `bad`. Which comes first is drawn.
+fn groups(n: usize, seed: u64, good: &str, bad: &str) -> String {
+    let mut r = Lcg(seed);
+    let mut out = String::new();
+    for i in 0..n {
+        let mut words = |k: usize| -> String {
+            (0..k)
+                .map(|_| WORDS[(r.next() % WORDS.len() as u64) as usize])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let (a, b) = (words(3), words(3));
+        let answer = |w: &str, tail: &str| {
+            json!({"messages": [
+                {"role": "system", "content": "Answer in a few words."},
+                {"role": "user", "content": format!("Question {i}: name a thing.")},
+                {"role": "assistant", "content": format!("{w} {tail} {w} {w}")}]})
+        };
+        let (right, wrong) = (answer(good, &a), answer(bad, &b));
+        let line = if r.next() % 2 == 0 {
+            json!({"id": i, "trajectories": [right, wrong], "labels": [1, 0]})
+        } else {
+            json!({"id": i, "trajectories": [wrong, right], "labels": [0, 1]})
+        };
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+struct Run {
+    s: CliSetup,
+    model: PathBuf,
+}
+
+/// A short pointwise template: a tiny random model attends over few positions, so the marker
+/// is a large share of what the verdict position sees.
+const SYSTEM: &str = "Judge the answer.";
+const USER: &str =
+    "{% for t in trajectories %}{% for line in t.messages %}{{ line }}\n{% endfor %}{% endfor %}yes or no?";
+
+impl Run {
+    fn new(config_judges: &str) -> Run {
+        let s = CliSetup::new(config_judges);
+        let prompts = s.dir.path().join("prompts");
+        std::fs::create_dir_all(&prompts).unwrap();
+        std::fs::write(prompts.join("pointwise.system.jinja"), SYSTEM).unwrap();
+        std::fs::write(prompts.join("pointwise.user.jinja"), USER).unwrap();
+        let cfg = format!("prompts_dir = \"{}\"\n{config_judges}", prompts.display());
+        std::fs::write(&s.cfg, cfg).unwrap();
+        let model = tiny_gguf(&s.dir.path().join("tiny.gguf"));
+        s.write("train.jsonl", &groups(48, 1, "zebra", "apple"));
+        s.write("dev.jsonl", &groups(24, 2, "zebra", "apple"));
+        Run { s, model }
+    }
+
+    async fn train(&self, out: &str, extra: &[&str]) -> Out {
+        let model = self.model.display().to_string();
+        let cfg = self.s.cfg.display().to_string();
+        let mut args = vec![
+            "judge",
+            "--model",
+            &model,
+            "--scorer-config",
+            &cfg,
+            "--mode",
+            "pointwise",
+            "--layers",
+            "2",
+            "--epochs",
+            "20",
+            "--batch-size",
+            "8",
+            "--learning-rate",
+            "0.03",
+            "--eval-every",
+            "24",
+            "-o",
+            out,
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let out = run_within(self.s.plain_command("train", &args), LIMIT).await;
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        out
+    }
+}
+
+fn metrics(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn dev_rankings(lines: &[Value]) -> Vec<f64> {
+    lines
+        .iter()
+        .filter_map(|l| l["dev"]["mean_ranking"].as_f64())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_rule_is_learned_and_the_adapter_serves_it() {
+    let r = Run::new("");
+    let out = r
+        .train("out", &["--train", "train.jsonl", "--dev", "dev.jsonl"])
+        .await;
+    // The random base model does not know the rule (it may rank by chance either way).
+    let base = out
+        .stderr
+        .split("base model on dev: pointwise ")
+        .nth(1)
+        .unwrap();
+    let base: f64 = base.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(base < 0.9, "base {base}: {}", out.stderr);
+    let dev = dev_rankings(&metrics(&r.s.dir.path().join("out")));
+    assert!(dev.len() >= 2, "{dev:?}");
+    let best = dev.iter().copied().fold(0.0, f64::max);
+    assert!(best >= 0.95, "dev ranking {dev:?}");
+
+    // The adapter, served: a local judge with it ranks the dev groups as training measured.
+    let best_dir = r.s.dir.path().join("out/best");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(best_dir.join("gavel_judge.json")).unwrap())
+            .unwrap();
+    assert_eq!(record["reach"], "verdict");
+    assert_eq!(record["modes"], json!(["pointwise"]));
+    let cfg = format!(
+        "prompts_dir = \"{p}\"\ndefault_judge = \"tuned\"\n[judges.base]\nbackend = \"local\"\nmodel_path = \"{m}\"\n\
+         [judges.tuned]\nbackend = \"local\"\nmodel_path = \"{m}\"\nadapter = \"{a}\"\n",
+        m = r.model.display(),
+        a = best_dir.display(),
+        p = r.s.dir.path().join("prompts").display()
+    );
+    let cfg_path = r.s.write("served.toml", &cfg);
+    let mut c = r.s.plain_command(
+        "eval",
+        &["dev.jsonl", "--judge", "base", "--judge", "tuned"],
+    );
+    c.args(["--config", &cfg_path, "--format", "json"]);
+    c.args([
+        "--store",
+        &r.s.dir.path().join("eval-store").display().to_string(),
+    ]);
+    let eval = run_within(c, LIMIT).await;
+    assert_eq!(eval.code, Some(0), "{}", eval.stderr);
+    let report = eval.json();
+    let acc = |judge: &str| -> f64 {
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["judge"] == judge && row["set"] == "dev")
+            .unwrap_or_else(|| panic!("no row for {judge}: {report}"))["pairwise_accuracy"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(acc("tuned") >= 0.95, "{report}");
+    assert!(acc("tuned") > acc("base") + 0.1, "{report}");
+}
