@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds gavel's labelled evaluation sets (evals/*.jsonl) for `gavel eval`.
+"""Builds gavel's labelled sets (evals/*.jsonl, evals/dev/, evals/train/) for `gavel eval`.
 
 Run by hand, never at test time:
 
@@ -13,10 +13,19 @@ Writes, next to this script (or under --out):
   halueval_qa.jsonl             240 groups: right vs hallucinated answer, length-balanced
   halueval_summarization.jsonl  100 groups: right vs hallucinated summary of a cut document
   gavel_answers.jsonl            60 groups: synthetic tool-using agents, answer_line verifier
+  halueval_dialogue.jsonl       100 groups: right vs hallucinated reply in a knowledge-grounded
+                                chat; eval only, the out-of-domain check (build_splits.py)
+  dev/<set>.jsonl               100 QA, 50 summarization, 40 answers groups: where a judge's
+                                configuration is chosen (build_splits.py)
+  train/<set>.jsonl             156 QA, 250 summarization, 144 answers groups: what the local
+                                judge is trained on (build_splits.py)
   row_ids.json                  the source rows used, the seeds and the measured balance figures
 
-Each line is a /v1/score_group request body plus `id`, `set` and `labels` (one number per
-trajectory, higher = better). See evals/README.md.
+The three sets above dialogue are built first, exactly as before the splits existed; dev and
+train use the same construction with their own seeds on rows (task instances for gavel_answers)
+no earlier file uses, so eval, dev and train are disjoint. Each line is a /v1/score_group request
+body plus `id`, `set` and `labels` (one number per trajectory, higher = better). See
+evals/README.md.
 """
 
 import argparse
@@ -170,19 +179,31 @@ def fraction(n, d):
 # Set 1: HaluEval QA, length-balanced
 
 
-def build_qa(rows):
+def build_qa(rows, label="halueval_qa", seed=SEED_QA, per_kind=QA_PER_KIND,
+             min_total=QA_MIN_TOTAL, exclude=frozenset()):
+    """Length-balanced right-vs-hallucinated answer groups: `per_kind` rows with the right answer
+    longer and as many with it shorter, sampled with `seed` from the rows not in `exclude` (the
+    rows of the sets built before; the train and dev splits pass them, see build_splits.py)."""
     by_kind = {"right_longer": [], "right_shorter": [], "equal": []}
     for i, r in enumerate(rows):
         by_kind[length_kind(r["right_answer"].strip(), r["hallucinated_answer"].strip())].append(i)
     counts = {k: len(v) for k, v in by_kind.items()}
-    print(f"halueval_qa: {len(rows)} rows; by length: {counts}", file=sys.stderr)
-    per_kind = min(QA_PER_KIND, counts["right_longer"], counts["right_shorter"])
-    if per_kind < QA_PER_KIND:
-        print(f"halueval_qa: only {per_kind} per kind available", file=sys.stderr)
-    if 2 * per_kind < QA_MIN_TOTAL:
-        sys.exit(f"halueval_qa: {2 * per_kind} groups, fewer than {QA_MIN_TOTAL}")
+    if exclude:
+        by_kind = {k: [i for i in v if i not in exclude] for k, v in by_kind.items()}
+        available = {k: len(v) for k, v in by_kind.items()}
+        print(f"{label}: {len(exclude)} rows excluded; left by length: {available}",
+              file=sys.stderr)
+    else:
+        print(f"{label}: {len(rows)} rows; by length: {counts}", file=sys.stderr)
+    left = {k: len(v) for k, v in by_kind.items()}
+    per_kind_wanted = per_kind
+    per_kind = min(per_kind, left["right_longer"], left["right_shorter"])
+    if per_kind < per_kind_wanted:
+        print(f"{label}: only {per_kind} per kind available", file=sys.stderr)
+    if 2 * per_kind < min_total:
+        sys.exit(f"{label}: {2 * per_kind} groups, fewer than {min_total}")
 
-    rng = random.Random(SEED_QA)
+    rng = random.Random(seed)
     sample = {
         "right_longer": sorted(rng.sample(by_kind["right_longer"], per_kind)),
         "right_shorter": sorted(rng.sample(by_kind["right_shorter"], per_kind)),
@@ -206,13 +227,19 @@ def build_qa(rows):
             )
         )
     info = {
-        "seed": SEED_QA,
+        "seed": seed,
         "source_rows": len(rows),
         "source_counts_by_length": counts,
+    }
+    if exclude:
+        info["excluded_rows"] = len(exclude)
+        info["available_by_length"] = left
+        info["per_kind_wanted"] = per_kind_wanted
+    info.update({
         "groups": len(groups),
         "row_ids_right_longer": sample["right_longer"],
         "row_ids_right_shorter": sample["right_shorter"],
-    }
+    })
     return groups, info
 
 
@@ -271,15 +298,24 @@ def word_support(text, doc):
     return sum(w in known for w in words) / len(words) if words else 1.0
 
 
-def build_summarization(rows):
+def build_summarization(rows, label="halueval_summarization", seed=SEED_SUMM, n=SUMM_GROUPS,
+                        exclude=frozenset()):
+    """`n` right-vs-hallucinated summary groups sampled with `seed` from the short-document pool,
+    less the rows in `exclude` (the rows of the sets built before: see build_splits.py)."""
     pool = [i for i, r in enumerate(rows) if len(r["document"].strip()) <= SUMM_POOL_MAX_CHARS]
     print(
-        f"halueval_summarization: {len(rows)} rows; {len(pool)} with a document of at most "
+        f"{label}: {len(rows)} rows; {len(pool)} with a document of at most "
         f"{SUMM_POOL_MAX_CHARS} characters",
         file=sys.stderr,
     )
-    rng = random.Random(SEED_SUMM)
-    ids = sorted(rng.sample(pool, SUMM_GROUPS))
+    pool_rows = len(pool)
+    if exclude:
+        pool = [i for i in pool if i not in exclude]
+        print(f"{label}: {len(pool)} of them not in an earlier set", file=sys.stderr)
+    if len(pool) < n:
+        sys.exit(f"{label}: {len(pool)} rows in the pool, fewer than {n}")
+    rng = random.Random(seed)
+    ids = sorted(rng.sample(pool, n))
     kinds = {"right_longer": [], "right_shorter": [], "equal": []}
     for i in ids:
         r = rows[i]
@@ -313,10 +349,10 @@ def build_summarization(rows):
             )
         )
     info = {
-        "seed": SEED_SUMM,
+        "seed": seed,
         "source_rows": len(rows),
         "pool_max_document_chars": SUMM_POOL_MAX_CHARS,
-        "pool_rows": len(pool),
+        "pool_rows": pool_rows,
         "cut_chars": SUMM_CUT_CHARS,
         "groups": len(groups),
         "documents_cut": cut_count,
@@ -324,6 +360,9 @@ def build_summarization(rows):
         "summary_word_support": {k: round(v / len(groups), 4) for k, v in support.items()},
         "row_ids": ids,
     }
+    if exclude:
+        info["excluded_rows"] = len(exclude)
+        info["pool_rows_available"] = len(pool)
     return groups, info
 
 
@@ -572,26 +611,51 @@ TASKS = [("invoice_total", task_invoice), ("count_matching", task_count),
 COMPOSITIONS = [((1, 2), 18), ((2, 1), 18), ((1, 3), 12), ((2, 2), 12)]
 
 
-def build_answers():
-    rng = random.Random(SEED_ANSWERS)
+def answers_key(group):
+    """What makes a gavel_answers task instance: the user message and the right answer."""
+    return (group["trajectories"][0]["messages"][1]["content"], group["verifiers"][0]["expected"])
+
+
+def build_answers(seed=SEED_ANSWERS, compositions=COMPOSITIONS, exclude=None, id_prefix=""):
+    """The gavel_answers groups. With `exclude` (a set of answers_key values: the earlier sets'
+    task instances) this builds a train or dev split: a task instance whose (question, right
+    answer) is in `exclude` or already in this file is drawn again, so is one with too few
+    distinct wrong answers, and the tasks cycle on across compositions instead of restarting at
+    each (even task counts for compositions whose count is not a multiple of 3 x group size)."""
+    split = exclude is not None
+    taken = set(exclude or ())
+    rng = random.Random(seed)
     built = []
-    for (n_right, n_wrong), count in COMPOSITIONS:
+    redrawn = 0
+    blocks_before = 0
+    for (n_right, n_wrong), count in compositions:
         n = n_right + n_wrong
+        assert count % n == 0, (n, count)
         for j in range(count):
             rotation = j % n
             # Half the groups of each composition show the right answers in the longer wordings.
             right_verbose = (j + j // n) % 2 == 0 if n == 4 else j % 2 == 0
-            task_name, task = TASKS[(j // n) % len(TASKS)]
-            question, args, csv, right, wrong_all = task(rng)
-            # Distinct wrong values, none equal to the truth.
-            rng.shuffle(wrong_all)
-            wrong, seen = [], {right.value}
-            for w in wrong_all:
-                if w.value not in seen:
-                    wrong.append(w)
-                    seen.add(w.value)
-            if len(wrong) < n_wrong:
-                raise SystemExit(f"gavel_answers: {task_name}: too few distinct wrong answers")
+            block = j // n + (blocks_before if split else 0)
+            task_name, task = TASKS[block % len(TASKS)]
+            while True:
+                question, args, csv, right, wrong_all = task(rng)
+                if (question, right.value) in taken:
+                    redrawn += 1
+                    continue
+                # Distinct wrong values, none equal to the truth.
+                rng.shuffle(wrong_all)
+                wrong, seen = [], {right.value}
+                for w in wrong_all:
+                    if w.value not in seen:
+                        wrong.append(w)
+                        seen.add(w.value)
+                if len(wrong) >= n_wrong:
+                    break
+                if not split:
+                    raise SystemExit(f"gavel_answers: {task_name}: too few distinct wrong answers")
+                redrawn += 1
+            if split:
+                taken.add((question, right.value))
             wrong = wrong[:n_wrong]
             # Wordings: strictly terse < medium < verbose in length (asserted below), so in a
             # right_verbose group every right answer is longer than every wrong one, and shorter
@@ -638,16 +702,20 @@ def build_answers():
                 "labels": [label for _, label in order],
             }
             built.append((task_name, group))
+        blocks_before += count // n
     rng.shuffle(built)
     groups = []
     for k, (task_name, group) in enumerate(built):
-        groups.append({"id": f"gavel_answers-{k:03d}-{task_name}", **group})
+        groups.append({"id": f"gavel_answers-{id_prefix}{k:03d}-{task_name}", **group})
     info = {
-        "seed": SEED_ANSWERS,
+        "seed": seed,
         "groups": len(groups),
-        "compositions": {f"{r}right_{w}wrong": c for (r, w), c in COMPOSITIONS},
+        "compositions": {f"{r}right_{w}wrong": c for (r, w), c in compositions},
         "tasks": {name: sum(1 for t, _ in built if t == name) for name, _ in TASKS},
     }
+    if split:
+        info["excluded_task_instances"] = len(exclude)
+        info["redrawn"] = redrawn
     return groups, info
 
 
@@ -708,6 +776,11 @@ def main():
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
                     help="output folder (default: the folder of this script)")
     a = ap.parse_args()
+    # The train/dev splits and the dialogue set; build_splits imports this module by name, also
+    # when it runs as a script (as __main__).
+    sys.modules.setdefault("build_sets", sys.modules[__name__])
+    sys.dont_write_bytecode = True  # no __pycache__ next to the data
+    import build_splits
 
     with tempfile.TemporaryDirectory() as tmp:
         wheel_path, data = get_wheel(a.wheel, tmp)
@@ -717,6 +790,7 @@ def main():
         with zipfile.ZipFile(wheel_tmp) as zf:
             qa_rows, qa_sha = read_jsonl(zf, QA_FILE)
             summ_rows, summ_sha = read_jsonl(zf, SUMM_FILE)
+            dial_rows, dial_sha = read_jsonl(zf, build_splits.DIAL_FILE)
 
     qa, qa_info = build_qa(qa_rows)
     summ, summ_info = build_summarization(summ_rows)
@@ -724,20 +798,22 @@ def main():
 
     sets = [("halueval_qa", qa, qa_info), ("halueval_summarization", summ, summ_info),
             ("gavel_answers", answers, answers_info)]
+    sets += build_splits.build_all(qa_rows, summ_rows, dial_rows,
+                                   {name: (groups, info) for name, groups, info in sets})
     report = {
         "source": {
             "package": PACKAGE,
             "wheel": WHEEL_NAME,
             "wheel_sha256": WHEEL_SHA256,
-            "files": {QA_FILE: qa_sha, SUMM_FILE: summ_sha},
+            "files": {QA_FILE: qa_sha, SUMM_FILE: summ_sha, build_splits.DIAL_FILE: dial_sha},
             "row_ids": "0-based line index in the source file",
         }
     }
-    os.makedirs(a.out, exist_ok=True)
     for name, groups, info in sets:
         check(groups)
         info["measured"] = measure(groups)
         path = os.path.join(a.out, f"{name}.jsonl")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         write_jsonl(path, groups)
         with open(path, "rb") as f:
             body = f.read()
@@ -745,6 +821,15 @@ def main():
         report[name] = info
         print(f"{name}: {len(groups)} groups, {len(body)} bytes; {info['measured']}",
               file=sys.stderr)
+    report["splits"] = {
+        "files": {"eval": [n for n, _, _ in sets if "/" not in n],
+                  "dev": [n for n, _, _ in sets if n.startswith("dev/")],
+                  "train": [n for n, _, _ in sets if n.startswith("train/")]},
+        "disjoint": "per source, the eval, dev and train row ids are pairwise disjoint (built "
+                    "in that order, each excluding the rows before it); gavel_answers task "
+                    "instances (user message, right answer) are never reused; halueval_dialogue "
+                    "is eval only",
+    }
     with open(os.path.join(a.out, "row_ids.json"), "w", encoding="utf-8", newline="\n") as f:
         f.write(dump_compact(report) + "\n")
 
