@@ -7,6 +7,7 @@ mod common;
 /// The judge served by the daemon, models by Hugging Face id, and the shipped configs (modules
 /// here, not test binaries of their own: each binary links candle, which CI pays for).
 mod local {
+    mod adapters;
     mod examples;
     mod hub;
     mod hub_download;

@@ -51,7 +51,7 @@ fn groups(n: usize, seed: u64, good: &str, bad: &str) -> String {
                 {"role": "assistant", "content": format!("{w} {tail} {w} {w}")}]})
         };
         let (right, wrong) = (answer(good, &a), answer(bad, &b));
-        let line = if r.next() % 2 == 0 {
+        let line = if r.next().is_multiple_of(2) {
             json!({"id": i, "trajectories": [right, wrong], "labels": [1, 0]})
         } else {
             json!({"id": i, "trajectories": [wrong, right], "labels": [0, 1]})
@@ -101,14 +101,10 @@ impl Run {
             "pointwise",
             "--layers",
             "2",
-            "--epochs",
-            "20",
             "--batch-size",
             "8",
             "--learning-rate",
             "0.03",
-            "--eval-every",
-            "24",
             "-o",
             out,
             "--quiet",
@@ -139,7 +135,19 @@ fn dev_rankings(lines: &[Value]) -> Vec<f64> {
 async fn a_planted_rule_is_learned_and_the_adapter_serves_it() {
     let r = Run::new("");
     let out = r
-        .train("out", &["--train", "train.jsonl", "--dev", "dev.jsonl"])
+        .train(
+            "out",
+            &[
+                "--train",
+                "train.jsonl",
+                "--dev",
+                "dev.jsonl",
+                "--epochs",
+                "20",
+                "--eval-every",
+                "24",
+            ],
+        )
         .await;
     // The random base model does not know the rule (it may rank by chance either way).
     let base = out
@@ -193,4 +201,114 @@ async fn a_planted_rule_is_learned_and_the_adapter_serves_it() {
     };
     assert!(acc("tuned") >= 0.95, "{report}");
     assert!(acc("tuned") > acc("base") + 0.1, "{report}");
+}
+
+/// The adapter files of a checkpoint or of best/.
+fn adapter_bytes(dir: &Path) -> (Vec<u8>, String) {
+    (
+        std::fs::read(dir.join("adapter_model.safetensors")).unwrap(),
+        std::fs::read_to_string(dir.join("adapter_config.json")).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_writes_the_identical_adapter() {
+    let r = Run::new("");
+    let flags = [
+        "--train",
+        "train.jsonl",
+        "--dev",
+        "dev.jsonl",
+        "--epochs",
+        "2",
+        "--eval-every",
+        "12",
+    ];
+    r.train("whole", &flags).await;
+    let whole = r.s.dir.path().join("whole");
+    // 96 examples, batches of 8, 2 epochs: 24 steps, checkpoints every 12.
+    let listing: Vec<_> = std::fs::read_dir(&whole)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        whole.join("checkpoint-12").is_dir() && whole.join("checkpoint-24").is_dir(),
+        "{listing:?}"
+    );
+    // A run stopped after its first checkpoint, resumed.
+    let part = r.s.dir.path().join("part");
+    std::fs::create_dir_all(part.join("checkpoint-12")).unwrap();
+    for f in std::fs::read_dir(whole.join("checkpoint-12")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), part.join("checkpoint-12").join(f.file_name())).unwrap();
+    }
+    let mut resumed = flags.to_vec();
+    resumed.push("--resume");
+    r.train("part", &resumed).await;
+    assert_eq!(
+        adapter_bytes(&part.join("checkpoint-24")),
+        adapter_bytes(&whole.join("checkpoint-24"))
+    );
+    // And a fresh run with another seed does not write it (the comparison can fail).
+    r.train("other", &[&flags[..], &["--seed", "7"]].concat())
+        .await;
+    assert_ne!(
+        adapter_bytes(&r.s.dir.path().join("other/checkpoint-24")).0,
+        adapter_bytes(&whole.join("checkpoint-24")).0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teachers_scores_are_distilled() {
+    use crate::common::cli::judge_toml;
+    use crate::common::MockJudge;
+    let mock = MockJudge::start().await;
+    // The teacher reads `SCORE=` in each trajectory; the marker words follow its scores.
+    let r = Run::new(&judge_toml("teacher", &mock, 0));
+    let text = groups(120, 3, "zebra SCORE=0.9", "apple SCORE=0.1");
+    r.s.write("unlabelled.jsonl", &text);
+    let out = r
+        .train(
+            "taught",
+            &[
+                "--teacher",
+                "teacher",
+                "--teacher-groups",
+                "unlabelled.jsonl",
+                "--epochs",
+                "12",
+                "--eval-every",
+                "24",
+            ],
+        )
+        .await;
+    assert!(
+        mock.calls() >= 120,
+        "the teacher scored every group: {}",
+        mock.calls()
+    );
+    let dev = dev_rankings(&metrics(&r.s.dir.path().join("taught")));
+    let best = dev.iter().copied().fold(0.0, f64::max);
+    assert!(
+        best >= 0.95,
+        "agreement with the teacher on its dev groups {dev:?}: {}",
+        out.stderr
+    );
+    // A second run takes the teacher's verdicts from the store: no new calls.
+    let calls = mock.calls();
+    r.train(
+        "again",
+        &[
+            "--teacher",
+            "teacher",
+            "--teacher-groups",
+            "unlabelled.jsonl",
+            "--epochs",
+            "1",
+            "--eval-every",
+            "24",
+        ],
+    )
+    .await;
+    assert_eq!(mock.calls(), calls);
 }

@@ -33,7 +33,7 @@ pub struct KvState {
 
 impl KvState {
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 }

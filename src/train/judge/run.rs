@@ -39,7 +39,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
             "train judge needs --train FILE (labelled groups) or --teacher NAME",
         ));
     }
-    if args.teacher.is_some() != !args.teacher_groups.is_empty() {
+    if args.teacher.is_some() == args.teacher_groups.is_empty() {
         return Err(cfg_err("--teacher and --teacher-groups go together"));
     }
     if args.dev.is_empty() && args.teacher.is_none() {
@@ -264,6 +264,18 @@ fn labelled(files: &[PathBuf], scorer: &Scorer) -> Result<Vec<Source>, TrainErro
     Ok(out)
 }
 
+/// A teacher's group file may be an eval file: its `labels`, `id` and `set` are not read.
+struct Unlabelled;
+
+impl crate::groupfile::Extra for Unlabelled {
+    fn take(obj: &mut serde_json::Map<String, serde_json::Value>) -> Result<Unlabelled, String> {
+        for k in ["labels", "id", "set"] {
+            obj.remove(k);
+        }
+        Ok(Unlabelled)
+    }
+}
+
 /// The teacher's scores of the groups of `files` (from the verdict store where cached): the
 /// first tenth of each file (at least one group) for dev, the rest for training.
 async fn taught(
@@ -273,7 +285,7 @@ async fn taught(
 ) -> Result<(Vec<Source>, Vec<Source>), TrainError> {
     let (mut train, mut dev) = (Vec::new(), Vec::new());
     for path in files {
-        let groups = read_groups::<()>(path, scorer.max_group_size())
+        let groups = read_groups::<Unlabelled>(path, scorer.max_group_size())
             .map_err(|problems| TrainError::Input(problems.join("\n")))?;
         let n_dev = groups.len().div_ceil(10);
         for (k, g) in groups.into_iter().enumerate() {
