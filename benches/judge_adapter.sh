@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Trains a judge adapter for a local test model with `gavel train judge` on the labelled train
+# split, chooses on the dev split, then measures base and adapter side by side with
+# `gavel eval --judge base --judge tuned` on eval sets never trained or tuned on
+# (BENCHMARKS.md "Judge adapters").
+#
+#   benches/judge_adapter.sh                          # 0.5B, QA + summarization, both modes
+#   MODEL=1.5b benches/judge_adapter.sh
+#   TRAIN="halueval_qa" LAYERS=4 EPOCHS=3 benches/judge_adapter.sh
+#   EVAL_SETS="halueval_qa halueval_dialogue" LIMIT=100 benches/judge_adapter.sh
+#   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
+#
+# Results under $OUT (default target/judge-adapter/$MODEL): the training run (metrics.jsonl,
+# checkpoints, best/), train.log with /usr/bin/time's peak memory, and one eval report per set
+# and mode. A rerun resumes the training run and judges only what is not in the store yet.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=${MODEL:-0.5b}
+train_sets=${TRAIN:-"halueval_qa halueval_summarization"}
+eval_sets=${EVAL_SETS:-"halueval_qa halueval_summarization halueval_dialogue"}
+modes=${MODES:-"pointwise pairwise"}
+out=${OUT:-target/judge-adapter/$model}
+mkdir -p "$out"
+bin=${GAVEL_BIN:-}
+if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
+path=$(tools/fetch-model.sh "$model")
+join() { local IFS=,; echo "$*"; }
+train=(); dev=()
+for s in $train_sets; do train+=("evals/train/$s.jsonl"); dev+=("evals/dev/$s.jsonl"); done
+resume=(); [[ -d $out/run ]] && resume=(--resume)
+/usr/bin/time -v "$bin" train judge --model "$path" --scorer-config examples/gavel.toml \
+  --train "$(join "${train[@]}")" --dev "$(join "${dev[@]}")" \
+  --mode "$(join $modes)" --layers "${LAYERS:-4}" --epochs "${EPOCHS:-3}" \
+  --batch-size "${BATCH:-16}" --learning-rate "${LR:-2e-4}" --eval-every "${EVAL_EVERY:-20}" \
+  -o "$out/run" "${resume[@]}" 2>&1 | tee "$out/train.log"
+cat > "$out/judges.toml" <<TOML
+default_judge = "base"
+[judges.base]
+backend = "local"
+model_path = "$path"
+max_explanation_bytes = 0
+deadline_s = 3600
+[judges.tuned]
+backend = "local"
+model_path = "$path"
+adapter = "$(realpath "$out/run/best")"
+max_explanation_bytes = 0
+deadline_s = 3600
+TOML
+limit=(); [[ -n ${LIMIT:-} ]] && limit=(--limit "$LIMIT")
+for s in $eval_sets; do
+  for mode in $modes; do
+    "$bin" eval --config "$out/judges.toml" --store "$out/store" "${limit[@]}" --orders 2 \
+      --judge base --judge tuned --judge-mode "$mode" --concurrency 1 --format json \
+      -o "$out/$s-$mode.json" "evals/$s.jsonl" || true
+    "$bin" eval --config "$out/judges.toml" --store "$out/store" "${limit[@]}" --orders 2 \
+      --judge base --judge tuned --judge-mode "$mode" --concurrency 1 \
+      "evals/$s.jsonl" | tee "$out/$s-$mode.txt" || true
+  done
+done
