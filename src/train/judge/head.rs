@@ -11,21 +11,14 @@ use candle_nn::ops::{rms_norm_slow, softmax};
 use candle_nn::rotary_emb::rope_slow;
 
 use super::features::Features;
-use crate::model::adapter::{peft_name, LoraConfig};
+use crate::model::adapter::{peft_name, LoraConfig, TARGETS};
 use crate::model::{ModelFiles, QwenConfig};
 use crate::rng::Rng;
 use crate::train::lora::Linear;
 use crate::train::TrainError;
 
-const MODULES: [&str; 7] = [
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-];
+/// The projections of a layer, in the order [`HeadLayer::proj`] holds them.
+const MODULES: &[&str] = TARGETS;
 
 struct HeadLayer {
     index: usize,

@@ -202,14 +202,16 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
         &progress,
         |step, is_best, figures, best, opt| {
             let dir = checkpoint::checkpoint_dir(&args.output, step);
-            write_adapter(
-                &dir,
-                &vars,
-                &lora,
-                &args.model,
-                &adapted,
-                &record(figures, step),
-            )?;
+            let best_dir = args.output.join("best");
+            let targets = if is_best {
+                vec![&dir, &best_dir]
+            } else {
+                vec![&dir]
+            };
+            let rec = record(figures, step);
+            for d in targets {
+                write_adapter(d, &vars, &lora, &args.model, &adapted, &rec)?;
+            }
             let state = TrainerState {
                 step,
                 adam_t: opt.t,
@@ -217,16 +219,6 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
                 seed: args.seed,
             };
             checkpoint::save_state(&dir, &state, opt.state_tensors())?;
-            if is_best {
-                write_adapter(
-                    &args.output.join("best"),
-                    &vars,
-                    &lora,
-                    &args.model,
-                    &adapted,
-                    &record(figures, step),
-                )?;
-            }
             write_best(&args.output, best)
         },
     )?;
