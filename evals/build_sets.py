@@ -776,9 +776,8 @@ def main():
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
                     help="output folder (default: the folder of this script)")
     a = ap.parse_args()
-    # The train/dev splits and the dialogue set; build_splits imports this module by name, also
-    # when it runs as a script (as __main__).
-    sys.modules.setdefault("build_sets", sys.modules[__name__])
+    # The train/dev splits and the dialogue set, built by build_splits with this module's
+    # builders (handed over, not imported back).
     sys.dont_write_bytecode = True  # no __pycache__ next to the data
     import build_splits
 
@@ -798,7 +797,7 @@ def main():
 
     sets = [("halueval_qa", qa, qa_info), ("halueval_summarization", summ, summ_info),
             ("gavel_answers", answers, answers_info)]
-    sets += build_splits.build_all(qa_rows, summ_rows, dial_rows,
+    sets += build_splits.build_all(sys.modules[__name__], qa_rows, summ_rows, dial_rows,
                                    {name: (groups, info) for name, groups, info in sets})
     report = {
         "source": {

