@@ -97,8 +97,6 @@ impl Run {
             &model,
             "--scorer-config",
             &cfg,
-            "--mode",
-            "pointwise",
             "--layers",
             "2",
             "--batch-size",
@@ -146,6 +144,8 @@ async fn a_planted_rule_is_learned_and_the_adapter_serves_it() {
                 "20",
                 "--eval-every",
                 "24",
+                "--mode",
+                "pointwise",
             ],
         )
         .await;
@@ -223,18 +223,30 @@ async fn a_resumed_run_writes_the_identical_adapter() {
         "2",
         "--eval-every",
         "12",
+        "--mode",
+        "pointwise,pairwise",
     ];
     r.train("whole", &flags).await;
     let whole = r.s.dir.path().join("whole");
-    // 96 examples, batches of 8, 2 epochs: 24 steps, checkpoints every 12.
+    // 96 pointwise and 96 pairwise examples, batches of 8, 2 epochs: 48 steps, checkpoints
+    // every 12.
     let listing: Vec<_> = std::fs::read_dir(&whole)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
     assert!(
-        whole.join("checkpoint-12").is_dir() && whole.join("checkpoint-24").is_dir(),
+        whole.join("checkpoint-12").is_dir() && whole.join("checkpoint-48").is_dir(),
         "{listing:?}"
     );
+    // Both modes measured on dev (pairwise by Bradley–Terry over both orders).
+    let last = metrics(&whole).pop().unwrap();
+    let modes: Vec<&str> = last["dev"]["ranking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["pointwise", "pairwise"], "{last}");
     // A run stopped after its first checkpoint, resumed.
     let part = r.s.dir.path().join("part");
     std::fs::create_dir_all(part.join("checkpoint-12")).unwrap();
@@ -246,15 +258,15 @@ async fn a_resumed_run_writes_the_identical_adapter() {
     resumed.push("--resume");
     r.train("part", &resumed).await;
     assert_eq!(
-        adapter_bytes(&part.join("checkpoint-24")),
-        adapter_bytes(&whole.join("checkpoint-24"))
+        adapter_bytes(&part.join("checkpoint-48")),
+        adapter_bytes(&whole.join("checkpoint-48"))
     );
     // And a fresh run with another seed does not write it (the comparison can fail).
     r.train("other", &[&flags[..], &["--seed", "7"]].concat())
         .await;
     assert_ne!(
-        adapter_bytes(&r.s.dir.path().join("other/checkpoint-24")).0,
-        adapter_bytes(&whole.join("checkpoint-24")).0
+        adapter_bytes(&r.s.dir.path().join("other/checkpoint-48")).0,
+        adapter_bytes(&whole.join("checkpoint-48")).0
     );
 }
 
@@ -279,6 +291,8 @@ async fn a_teachers_scores_are_distilled() {
                 "12",
                 "--eval-every",
                 "24",
+                "--mode",
+                "pointwise",
             ],
         )
         .await;
@@ -307,6 +321,8 @@ async fn a_teachers_scores_are_distilled() {
             "1",
             "--eval-every",
             "24",
+            "--mode",
+            "pointwise",
         ],
     )
     .await;

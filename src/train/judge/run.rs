@@ -324,7 +324,7 @@ fn choices_tokens(
         .collect()
 }
 
-/// The features of every example, group by group (a group's prompts share their prefix).
+/// The features of every example, group by group and mode within a group.
 fn featurize(
     model: &mut BaseModel,
     examples: Vec<examples::Example>,
@@ -341,11 +341,14 @@ fn featurize(
     let mut features = Vec::with_capacity(examples.len());
     let mut start = 0;
     while start < examples.len() {
-        let g = examples[start].group;
+        // A group's prompts in one mode share the template and the group's context: their
+        // common prefix is long (prompts of different modes share only the chat template's
+        // start), so it is prefilled and kept once per group and mode.
+        let (g, mode) = (examples[start].group, examples[start].mode);
         let end = start
             + examples[start..]
                 .iter()
-                .take_while(|e| e.group == g)
+                .take_while(|e| e.group == g && e.mode == mode)
                 .count();
         let asked = examples[start..end]
             .iter()
@@ -355,7 +358,9 @@ fn featurize(
             })
             .collect::<Result<Vec<_>, TrainError>>()?;
         features.extend(model.group(&asked)?);
-        bar.inc(1);
+        if examples.get(end).is_none_or(|e| e.group != g) {
+            bar.inc(1);
+        }
         start = end;
     }
     bar.finish_and_clear();
