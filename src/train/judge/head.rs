@@ -84,7 +84,7 @@ impl VerdictHead {
                     "mlp"
                 };
                 let w = take(&format!("{p}.{group}.{m}.weight"))?;
-                let bias = cfg.qkv_bias() && ["q_proj", "k_proj", "v_proj"].contains(&m);
+                let bias = cfg.qkv_bias() && ["q_proj", "k_proj", "v_proj"].contains(m);
                 let b = if bias {
                     Some(take(&format!("{p}.{group}.{m}.bias"))?)
                 } else {
