@@ -375,6 +375,22 @@ pub(crate) fn ids_of(v: &Value) -> Vec<u32> {
     }
 }
 
+/// Each answer's probability mass in next-token `logits` (the softmax over the whole
+/// vocabulary, summed over the answer's tokens from [`LoadedTokenizer::choice_tokens`]): what
+/// the local judge's probes read, and what the judge trainer compares with.
+pub fn answer_masses(logits: &[f32], answers: &[Vec<u32>]) -> Vec<f64> {
+    let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let total: f64 = logits.iter().map(|&l| f64::from(l - top).exp()).sum();
+    answers
+        .iter()
+        .map(|ids| {
+            ids.iter()
+                .map(|&id| f64::from(logits[id as usize] - top).exp() / total)
+                .sum()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

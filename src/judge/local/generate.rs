@@ -206,17 +206,8 @@ impl Worker {
         self.model.set_verdict_adapter(false);
         self.model.set_dense_always(false);
         let (reused, logits) = prefilled?;
-        let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let total: f64 = logits.iter().map(|&l| f64::from(l - top).exp()).sum();
         let tokens = self.model.choice_tokens(&req.choices)?;
-        let mass: Vec<f64> = tokens
-            .iter()
-            .map(|ids| {
-                ids.iter()
-                    .map(|&id| f64::from(logits[id as usize] - top).exp() / total)
-                    .sum()
-            })
-            .collect();
+        let mass = crate::model::tokenizer::answer_masses(&logits, &tokens);
         // A judge failure is never a score: with no mass on any answer there is no verdict.
         let coverage: f64 = mass.iter().sum();
         if !(coverage > 0.0 && coverage.is_finite()) {

@@ -145,7 +145,7 @@ impl BaseModel {
                 shared: shared.clone(),
                 own: self.kv_of_adapted(shared_len, p.len() - 1 - shared_len)?,
                 pos: p.len() - 1,
-                base_first: first_share(&logits, &self.choices[*mode]),
+                base_first: first_share(&logits, &self.choices[*mode])?,
             });
         }
         self.net.clear_kv_cache();
@@ -185,22 +185,17 @@ impl BaseModel {
     }
 }
 
-/// The first answer's share of the answers' probability, as the local judge computes it.
-pub fn first_share(logits: &[f32], choices: &[Vec<u32>]) -> f64 {
-    let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mass: Vec<f64> = choices
-        .iter()
-        .map(|ids| {
-            ids.iter()
-                .map(|&i| f64::from(logits[i as usize] - top).exp())
-                .sum()
-        })
-        .collect();
+/// The first answer's share of the answers' probability, as the local judge computes it; an
+/// error where the model put no mass on any answer (the judge has no verdict there either).
+pub fn first_share(logits: &[f32], choices: &[Vec<u32>]) -> Result<f64, TrainError> {
+    let mass = crate::model::tokenizer::answer_masses(logits, choices);
     let total: f64 = mass.iter().sum();
-    if total > 0.0 {
-        mass[0] / total
+    if total > 0.0 && total.is_finite() {
+        Ok(mass[0] / total)
     } else {
-        0.5
+        Err(TrainError::Model(
+            "the base model gives the answers no probability on a probe prompt".into(),
+        ))
     }
 }
 
