@@ -246,7 +246,12 @@ async fn a_resumed_run_writes_the_identical_adapter() {
         .iter()
         .map(|r| r[0].as_str().unwrap())
         .collect();
-    assert_eq!(modes, ["pointwise", "pairwise"], "{last}");
+    // Then the two modes' scores averaged: the combined mode, measured beside them.
+    assert_eq!(
+        modes,
+        ["pointwise", "pairwise", "pointwise+pairwise"],
+        "{last}"
+    );
     // A run stopped after its first checkpoint, resumed.
     let part = r.s.dir.path().join("part");
     std::fs::create_dir_all(part.join("checkpoint-12")).unwrap();
@@ -254,16 +259,48 @@ async fn a_resumed_run_writes_the_identical_adapter() {
         let f = f.unwrap();
         std::fs::copy(f.path(), part.join("checkpoint-12").join(f.file_name())).unwrap();
     }
+    // It reads the first run's features back from disk instead of running the base model
+    // again: the identical adapter shows they round-trip exactly.
+    let kept = whole.join("features");
+    let kept = kept.to_str().unwrap();
     let mut resumed = flags.to_vec();
-    resumed.push("--resume");
-    r.train("part", &resumed).await;
+    resumed.extend(["--resume", "--features", kept]);
+    let out = r.train("part", &resumed).await;
+    for split in ["train", "dev"] {
+        assert!(
+            out.stderr
+                .contains(&format!("{split} features read from {kept}")),
+            "{}",
+            out.stderr
+        );
+    }
     assert_eq!(
         adapter_bytes(&part.join("checkpoint-48")),
         adapter_bytes(&whole.join("checkpoint-48"))
     );
-    // And a fresh run with another seed does not write it (the comparison can fail).
-    r.train("other", &[&flags[..], &["--seed", "7"]].concat())
+    // And a fresh run with another seed does not write it (the comparison can fail); its
+    // features are computed anew (another output folder), and equal the kept ones.
+    let out = r
+        .train("other", &[&flags[..], &["--seed", "7"]].concat())
         .await;
+    assert!(!out.stderr.contains("features read from"), "{}", out.stderr);
+    let names = |dir: &Path| -> Vec<_> {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let other = r.s.dir.path().join("other/features");
+    assert_eq!(names(&other), names(&whole.join("features")));
+    for name in names(&other) {
+        assert_eq!(
+            std::fs::read(other.join(&name)).unwrap(),
+            std::fs::read(whole.join("features").join(&name)).unwrap(),
+            "{name:?}"
+        );
+    }
     assert_ne!(
         adapter_bytes(&r.s.dir.path().join("other/checkpoint-48")).0,
         adapter_bytes(&whole.join("checkpoint-48")).0

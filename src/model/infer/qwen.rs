@@ -333,6 +333,20 @@ impl Qwen {
         self.dense_from = if on { 1 } else { GEMM_ROWS };
     }
 
+    /// Dequantizes once, and keeps, every layer's weights that a dense forward would
+    /// dequantize on each call (see [`Proj::dense`]): the same arithmetic as
+    /// [`Qwen::set_dense_always`], paid once instead of per forward, for f32 memory (about 4
+    /// bytes a parameter of those layers). For a process that forwards thousands of short
+    /// prompts on one model, as the judge trainer's feature pass does.
+    pub fn keep_dense(&mut self) -> Result<()> {
+        if self.geo.device.is_cpu() {
+            for layer in &mut self.layers {
+                *layer = layer.dense(&self.geo.device)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Puts `adapter`'s matrices beside the projections they adapt (checked against the model's
     /// shapes first: see [`Adapter::check_base`]). They apply to the positions
     /// [`Qwen::set_adapter_rows`] says (none until then).
@@ -662,5 +676,37 @@ mod tests {
         }
         let d = testkit::max_abs_diff(&chunked, &last.unwrap());
         assert!(d < 1e-4, "{d}");
+    }
+}
+
+#[cfg(test)]
+mod keep_dense_tests {
+    use super::*;
+    use crate::model::testkit::{write_gguf, GgmlDType, TinyOptions};
+
+    /// Layers dequantized once and kept give bit-identical logits to the dense path that
+    /// dequantizes on every forward, for a prefill and for a one-token continuation.
+    #[test]
+    fn kept_dense_layers_give_the_same_logits() {
+        let tmp = tempfile::tempdir().unwrap();
+        for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+            let mut o = TinyOptions::new(Arch::Qwen2);
+            o.gguf_dtype = dtype;
+            let path = tmp.path().join(format!("m-{dtype:?}.gguf"));
+            write_gguf(&path, &o, &[]).unwrap();
+            let files = ModelFiles::open(&path).unwrap();
+            let load = || {
+                let mut m = Qwen::from_files(&files, DType::F32, &Device::Cpu).unwrap();
+                m.set_dense_always(true);
+                m
+            };
+            let (mut each, mut kept) = (load(), load());
+            kept.keep_dense().unwrap();
+            for tokens in [&[5u32, 80, 17, 300, 2, 9][..], &[44][..]] {
+                let a = each.forward(tokens).unwrap().to_vec1::<f32>().unwrap();
+                let b = kept.forward(tokens).unwrap().to_vec1::<f32>().unwrap();
+                assert_eq!(a, b, "{dtype:?}");
+            }
+        }
     }
 }

@@ -130,6 +130,11 @@ pub struct JudgeArgs {
         default_value = "judge-adapter"
     )]
     pub output: PathBuf,
+    /// Where the frozen model's features of each split are kept, and read back by a later run
+    /// on the same data and base model (a resume, or other --learning-rate, --epochs, --rank,
+    /// --seed...). [default: OUTPUT/features]
+    #[arg(long, env = "GAVEL_TRAIN_JUDGE_FEATURES")]
+    pub features: Option<PathBuf>,
     /// Continue from the last checkpoint in --output (the same flags).
     #[arg(long, env = "GAVEL_TRAIN_JUDGE_RESUME", default_value_t = false)]
     pub resume: bool,

@@ -71,6 +71,7 @@ impl BaseModel {
         let dtype = files.compute_dtype(device, None);
         let mut net = Qwen::from_files(&files, dtype, device)?;
         net.set_dense_always(true);
+        net.keep_dense().map_err(tensor_err)?;
         let choices = choices
             .iter()
             .map(|c| files.tokenizer.choice_tokens(c, files.config.vocab_size))

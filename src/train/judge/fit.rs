@@ -39,7 +39,8 @@ pub struct FitSettings {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DevFigures {
     /// Per mode: the share of a group's differently-ranked trajectory pairs the judge's scores
-    /// order as the truth does (ties count half): `gavel eval`'s pairwise accuracy.
+    /// order as the truth does (ties count half): `gavel eval`'s pairwise accuracy. With both
+    /// modes, then [`COMBINED`]: the same for the mean of a trajectory's two scores.
     pub ranking: Vec<(String, f64)>,
     /// Mean over the modes: what the best checkpoint is chosen by.
     pub mean_ranking: f64,
@@ -152,56 +153,30 @@ pub fn first_shares(
 
 /// The dev figures of probabilities `p` (one per example of `split`).
 pub fn dev_figures(split: &Split, p: &[f64], modes: &[JudgeMode]) -> DevFigures {
-    let mut ranking = Vec::new();
-    for &mode in modes {
-        let (mut right, mut pairs) = (0.0, 0.0);
-        for (g, truth) in split.truths.iter().enumerate() {
-            let m = truth.scores.len();
-            let mine: Vec<(usize, &Example)> = split
-                .examples
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.group == g && e.mode == mode)
-                .collect();
-            let scores = match mode {
-                JudgeMode::Pairwise => {
-                    let pairs: Vec<(usize, usize)> =
-                        mine.iter().map(|(_, e)| (e.shows[0], e.shows[1])).collect();
-                    let prefs: Vec<f64> = mine.iter().map(|(i, _)| p[*i]).collect();
-                    crate::score::bradley_terry(m, &pairs, &prefs)
-                }
-                _ => {
-                    let mut s = vec![0.5; m];
-                    for (i, e) in &mine {
-                        s[e.shows[0]] = p[*i];
-                    }
-                    s
-                }
-            };
-            for a in 0..m {
-                for b in a + 1..m {
-                    let (ta, tb) = (truth.scores[a], truth.scores[b]);
-                    if ta == tb {
-                        continue;
-                    }
-                    pairs += 1.0;
-                    let (sa, sb) = (scores[a], scores[b]);
-                    right += if sa == sb {
-                        0.5
-                    } else if (sa > sb) == (ta > tb) {
-                        1.0
-                    } else {
-                        0.0
-                    };
-                }
-            }
-        }
-        ranking.push((
-            mode.name().to_string(),
-            if pairs > 0.0 { right / pairs } else { 0.0 },
-        ));
-    }
+    let per_mode: Vec<Vec<Vec<f64>>> = modes
+        .iter()
+        .map(|&mode| {
+            (0..split.truths.len())
+                .map(|g| group_scores(split, p, mode, g))
+                .collect()
+        })
+        .collect();
+    let mut ranking: Vec<(String, f64)> = modes
+        .iter()
+        .zip(&per_mode)
+        .map(|(mode, scores)| (mode.name().to_string(), accuracy(split, scores)))
+        .collect();
     let mean_ranking = ranking.iter().map(|r| r.1).sum::<f64>() / ranking.len().max(1) as f64;
+    // Both modes' scores averaged per trajectory: a combined mode, measured here before any
+    // judge serves it. Reported beside the modes, never chosen on.
+    if let [a, b] = &per_mode[..] {
+        let both: Vec<Vec<f64>> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| x.iter().zip(y).map(|(x, y)| (x + y) / 2.0).collect())
+            .collect();
+        ranking.push((COMBINED.to_string(), accuracy(split, &both)));
+    }
     let loss = split
         .examples
         .iter()
@@ -216,6 +191,67 @@ pub fn dev_figures(split: &Split, p: &[f64], modes: &[JudgeMode]) -> DevFigures 
         ranking,
         mean_ranking,
         loss,
+    }
+}
+
+/// The name of the combined figure in [`DevFigures::ranking`].
+pub const COMBINED: &str = "pointwise+pairwise";
+
+/// Group `g`'s score per trajectory in `mode`, as the judge scores it: pointwise, each
+/// trajectory's probability; pairwise, Bradley–Terry over both orders of each pair.
+fn group_scores(split: &Split, p: &[f64], mode: JudgeMode, g: usize) -> Vec<f64> {
+    let m = split.truths[g].scores.len();
+    let mine: Vec<(usize, &Example)> = split
+        .examples
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.group == g && e.mode == mode)
+        .collect();
+    match mode {
+        JudgeMode::Pairwise => {
+            let pairs: Vec<(usize, usize)> =
+                mine.iter().map(|(_, e)| (e.shows[0], e.shows[1])).collect();
+            let prefs: Vec<f64> = mine.iter().map(|(i, _)| p[*i]).collect();
+            crate::score::bradley_terry(m, &pairs, &prefs)
+        }
+        _ => {
+            let mut s = vec![0.5; m];
+            for (i, e) in &mine {
+                s[e.shows[0]] = p[*i];
+            }
+            s
+        }
+    }
+}
+
+/// Pairwise ranking accuracy of `scores` (per group, per trajectory) against the truth: the
+/// share of differently labelled pairs in the right order, a tie counting half.
+fn accuracy(split: &Split, scores: &[Vec<f64>]) -> f64 {
+    let (mut right, mut pairs) = (0.0, 0.0);
+    for (truth, scores) in split.truths.iter().zip(scores) {
+        let m = truth.scores.len();
+        for a in 0..m {
+            for b in a + 1..m {
+                let (ta, tb) = (truth.scores[a], truth.scores[b]);
+                if ta == tb {
+                    continue;
+                }
+                pairs += 1.0;
+                let (sa, sb) = (scores[a], scores[b]);
+                right += if sa == sb {
+                    0.5
+                } else if (sa > sb) == (ta > tb) {
+                    1.0
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+    if pairs > 0.0 {
+        right / pairs
+    } else {
+        0.0
     }
 }
 
@@ -291,4 +327,58 @@ pub fn optimizer(vars: Vec<(String, candle_core::Var)>) -> Result<AdamW, TrainEr
             ..AdamWConfig::default()
         },
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(mode: JudgeMode, group: usize, shows: Vec<usize>) -> Example {
+        Example {
+            messages: Vec::new(),
+            mode,
+            target: 0.5,
+            group,
+            shows,
+        }
+    }
+
+    /// Each mode is scored as the judge scores it, and the combined figure ranks by the mean
+    /// of a trajectory's two scores: here pointwise ranks both groups right, pairwise both
+    /// wrong, and the mean follows whichever mode is the more decided in each group.
+    #[test]
+    fn dev_figures_per_mode_and_combined() {
+        let modes = [JudgeMode::Pointwise, JudgeMode::Pairwise];
+        let mut examples = Vec::new();
+        let mut p = Vec::new();
+        // Group 0: pointwise barely right (0.55 vs 0.45), pairwise firmly wrong.
+        // Group 1: pointwise firmly right (0.95 vs 0.05), pairwise barely wrong.
+        for (g, point, pair) in [(0, [0.55, 0.45], 0.1), (1, [0.95, 0.05], 0.45)] {
+            examples.push(example(JudgeMode::Pointwise, g, vec![0]));
+            examples.push(example(JudgeMode::Pointwise, g, vec![1]));
+            p.extend(point);
+            examples.push(example(JudgeMode::Pairwise, g, vec![0, 1]));
+            examples.push(example(JudgeMode::Pairwise, g, vec![1, 0]));
+            p.extend([pair, 1.0 - pair]);
+        }
+        let truth = GroupTruth {
+            scores: vec![1.0, 0.0],
+            soft: false,
+        };
+        let split = Split {
+            examples,
+            features: Vec::new(),
+            truths: vec![truth.clone(), truth],
+        };
+        let f = dev_figures(&split, &p, &modes);
+        assert_eq!(f.ranking[0], ("pointwise".to_string(), 1.0));
+        assert_eq!(f.ranking[1], ("pairwise".to_string(), 0.0));
+        assert_eq!(f.mean_ranking, 0.5);
+        let bt0 = crate::score::bradley_terry(2, &[(0, 1), (1, 0)], &[0.1, 0.9]);
+        let bt1 = crate::score::bradley_terry(2, &[(0, 1), (1, 0)], &[0.45, 0.55]);
+        let right = |pt: [f64; 2], bt: &[f64]| f64::from(pt[0] + bt[0] > pt[1] + bt[1]);
+        let expect = (right([0.55, 0.45], &bt0) + right([0.95, 0.05], &bt1)) / 2.0;
+        assert_eq!(f.ranking[2], (COMBINED.to_string(), expect));
+        assert_eq!(expect, 0.5, "one group each way: {bt0:?} {bt1:?}");
+    }
 }

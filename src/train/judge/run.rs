@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::args::JudgeArgs;
 use super::examples::{self, Source};
+use super::feature_file::{self, FeatureKey};
 use super::features::BaseModel;
 use super::fit::{self, FitSettings, Split};
 use super::head::VerdictHead;
@@ -115,15 +116,21 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
     let mut model = BaseModel::new(files, &device, first, &choices)?;
 
     let started = std::time::Instant::now();
+    let dir = (args.features.clone()).unwrap_or_else(|| args.output.join("features"));
+    let fp = base.fingerprint.as_str();
     let train = featurize(
         &mut model,
         train_ex,
         train_truth,
         &modes,
+        fp,
+        &dir,
         args.quiet,
         "train",
     )?;
-    let dev = featurize(&mut model, dev_ex, dev_truth, &modes, args.quiet, "dev")?;
+    let dev = featurize(
+        &mut model, dev_ex, dev_truth, &modes, fp, &dir, args.quiet, "dev",
+    )?;
     let features_s = started.elapsed().as_secs_f64();
     drop(model);
 
@@ -324,46 +331,70 @@ fn choices_tokens(
         .collect()
 }
 
-/// The features of every example, group by group and mode within a group.
+/// The features of every example, group by group and mode within a group: read from the
+/// split's file in `dir` where an earlier run kept them, else computed and kept there.
+#[allow(clippy::too_many_arguments)]
 fn featurize(
     model: &mut BaseModel,
     examples: Vec<examples::Example>,
     truths: Vec<examples::GroupTruth>,
     modes: &[JudgeMode],
+    base: &str,
+    dir: &Path,
     quiet: bool,
     what: &str,
 ) -> Result<Split, TrainError> {
+    // A group's prompts in one mode share the template and the group's context: their common
+    // prefix is long (prompts of different modes share only the chat template's start), so it
+    // is prefilled and kept once per group and mode: one chunk.
+    let mut chunks: Vec<Vec<(Vec<u32>, usize)>> = Vec::new();
+    let mut chunk_of = Vec::with_capacity(examples.len());
+    let mut last_group = Vec::with_capacity(examples.len());
+    for (i, e) in examples.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| &examples[p]);
+        if prev.is_none_or(|p| p.group != e.group || p.mode != e.mode) {
+            chunks.push(Vec::new());
+            last_group.push(examples.get(i + 1).is_none_or(|n| n.group != e.group));
+        } else if let Some(l) = last_group.last_mut() {
+            *l = examples.get(i + 1).is_none_or(|n| n.group != e.group);
+        }
+        let mi = modes.iter().position(|&m| m == e.mode).unwrap_or(0);
+        chunks
+            .last_mut()
+            .expect("pushed")
+            .push((model.tokens(&e.messages)?, mi));
+        chunk_of.push(chunks.len() - 1);
+    }
+    let key = FeatureKey {
+        base,
+        first: model.first,
+        choices: &model.choices,
+        chunks: &chunks,
+    };
+    let path = key.path(dir, what);
+    let layers = model.files().config.num_hidden_layers - model.first;
+    if let Some(features) = feature_file::load(&path, examples.len(), layers)? {
+        eprintln!("train judge: {what} features read from {}", path.display());
+        return Ok(Split {
+            examples,
+            features,
+            truths,
+        });
+    }
     let bar = if quiet {
         indicatif::ProgressBar::hidden()
     } else {
         crate::cli::progress_bar(truths.len() as u64, &format!("{what} groups"))
     };
     let mut features = Vec::with_capacity(examples.len());
-    let mut start = 0;
-    while start < examples.len() {
-        // A group's prompts in one mode share the template and the group's context: their
-        // common prefix is long (prompts of different modes share only the chat template's
-        // start), so it is prefilled and kept once per group and mode.
-        let (g, mode) = (examples[start].group, examples[start].mode);
-        let end = start
-            + examples[start..]
-                .iter()
-                .take_while(|e| e.group == g && e.mode == mode)
-                .count();
-        let asked = examples[start..end]
-            .iter()
-            .map(|e| {
-                let mi = modes.iter().position(|&m| m == e.mode).unwrap_or(0);
-                Ok((model.tokens(&e.messages)?, mi))
-            })
-            .collect::<Result<Vec<_>, TrainError>>()?;
-        features.extend(model.group(&asked)?);
-        if examples.get(end).is_none_or(|e| e.group != g) {
+    for (chunk, ends_group) in chunks.iter().zip(&last_group) {
+        features.extend(model.group(chunk)?);
+        if *ends_group {
             bar.inc(1);
         }
-        start = end;
     }
     bar.finish_and_clear();
+    feature_file::save(&path, &features, &chunk_of)?;
     Ok(Split {
         examples,
         features,
