@@ -252,6 +252,18 @@ async fn a_resumed_run_writes_the_identical_adapter() {
         ["pointwise", "pairwise", "pointwise+pairwise"],
         "{last}"
     );
+    // The adapter records its data and its dev figures, base and adapted.
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(whole.join("best/gavel_judge.json")).unwrap())
+            .unwrap();
+    let t = &record["training"];
+    assert_eq!(t["train"], json!(["train.jsonl"]), "{record}");
+    assert_eq!(t["dev"], json!(["dev.jsonl"]), "{record}");
+    assert!(
+        t["dev_figures"]["mean_ranking"].as_f64().unwrap()
+            > t["dev_base_figures"]["mean_ranking"].as_f64().unwrap(),
+        "{record}"
+    );
     // A run stopped after its first checkpoint, resumed.
     let part = r.s.dir.path().join("part");
     std::fs::create_dir_all(part.join("checkpoint-12")).unwrap();

@@ -194,7 +194,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
             "dev_examples": dev.examples.len(), "layers": args.layers, "rank": args.rank,
             "alpha": args.alpha, "epochs": args.epochs, "batch_size": args.batch_size,
             "learning_rate": args.learning_rate, "seed": args.seed, "step": step,
-            "dev_base": base_dev, "dev": figures,
+            "dev_base_figures": base_dev, "dev_figures": figures,
         }),
     };
     fit::fit(
