@@ -8,6 +8,7 @@
 #   MODEL=1.5b benches/judge_adapter.sh
 #   TRAIN="halueval_qa" LAYERS=4 EPOCHS=3 benches/judge_adapter.sh
 #   EVAL_SETS="halueval_qa halueval_dialogue" LIMIT=100 benches/judge_adapter.sh
+#   DEV_LIMIT=50 ...              # choose on the first 50 groups of each dev split
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
 #
 # Results under $OUT (default target/judge-adapter/$MODEL): the training run (metrics.jsonl,
@@ -26,7 +27,14 @@ if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; 
 path=$(tools/fetch-model.sh "$model")
 join() { local IFS=,; echo "$*"; }
 train=(); dev=()
-for s in $train_sets; do train+=("evals/train/$s.jsonl"); dev+=("evals/dev/$s.jsonl"); done
+for s in $train_sets; do
+  train+=("evals/train/$s.jsonl")
+  if [[ -n ${DEV_LIMIT:-} ]]; then   # the first DEV_LIMIT groups of each dev split
+    head -n "$DEV_LIMIT" "evals/dev/$s.jsonl" > "$out/dev-$s.jsonl"; dev+=("$out/dev-$s.jsonl")
+  else
+    dev+=("evals/dev/$s.jsonl")
+  fi
+done
 resume=(); [[ -d $out/run ]] && resume=(--resume)
 /usr/bin/time -v "$bin" train judge --model "$path" --scorer-config examples/gavel.toml \
   --train "$(join "${train[@]}")" --dev "$(join "${dev[@]}")" \
