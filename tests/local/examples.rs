@@ -51,9 +51,51 @@ fn gavel(hf_home: &Path, args: &[&str]) -> Command {
     c
 }
 
-/// Puts a tiny model in the cache under `hf_home` for every local judge of `cfg` named by id,
-/// and checks that one named by path is in the repository.
-fn provide_models(file: &Path, cfg: &Config, hf_home: &Path, tmp: &Path) {
+/// Links the real model file `model` into the Hugging Face cache under `hf_home` as `id`'s
+/// file, as the hub lays it out (so a config naming the id reads it exactly as shipped).
+fn link_real_model(hf_home: &Path, id: &HubId, model: &Path) {
+    let repo = hf_home
+        .join("hub")
+        .join(format!("models--{}", id.repo.replace('/', "--")));
+    let snapshot = repo.join("snapshots").join(testkit::HUB_COMMIT);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), testkit::HUB_COMMIT).unwrap();
+    let link = snapshot.join(id.file.as_deref().expect("a GGUF file"));
+    if !link.exists() {
+        std::os::unix::fs::symlink(std::fs::canonicalize(model).unwrap(), link).unwrap();
+    }
+}
+
+/// The test model (`GAVEL_TEST_MODEL`, `GAVEL_TEST_MODEL_1_5B`) whose file a shipped judge
+/// adapter was trained on, by the base file name its `gavel_judge.json` records.
+fn adapters_base_model(adapter: &Path) -> Result<PathBuf, String> {
+    let record = repo_root().join(adapter).join("gavel_judge.json");
+    let text =
+        std::fs::read_to_string(&record).map_err(|e| format!("{}: {e}", record.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let base = v["base"]["file"].as_str().unwrap().to_string();
+    ["GAVEL_TEST_MODEL", "GAVEL_TEST_MODEL_1_5B"]
+        .into_iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|f| f.to_str() == Some(base.as_str()))
+        })
+        .ok_or_else(|| {
+            format!(
+                "its adapter {} was trained on {base}: set GAVEL_TEST_MODEL or \
+                 GAVEL_TEST_MODEL_1_5B to that file (tools/fetch-model.sh)",
+                adapter.display()
+            )
+        })
+}
+
+/// Puts a tiny model in the cache under `hf_home` for every local judge of `cfg` named by id
+/// (the real test model where the judge has an adapter: an adapter refuses any other base),
+/// and checks that one named by path is in the repository. Err: why the config cannot run here.
+fn provide_models(file: &Path, cfg: &Config, hf_home: &Path, tmp: &Path) -> Result<(), String> {
     for (name, j) in cfg
         .judges
         .iter()
@@ -71,6 +113,10 @@ fn provide_models(file: &Path, cfg: &Config, hf_home: &Path, tmp: &Path) {
                 file.display()
             )
         });
+        if let Some(adapter) = &j.adapter {
+            link_real_model(hf_home, &id, &adapters_base_model(adapter)?);
+            continue;
+        }
         let made = tmp.join(format!("{name}-model"));
         let hub = hf_home.join("hub");
         match &id.file {
@@ -89,6 +135,7 @@ fn provide_models(file: &Path, cfg: &Config, hf_home: &Path, tmp: &Path) {
         }
         .unwrap();
     }
+    Ok(())
 }
 
 /// `gavel serve --config FILE` starts (within 120 s: it loads its judges' models) and answers
@@ -136,7 +183,6 @@ async fn serve_starts(file: &str, hf_home: &Path, store: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_example_config_works_as_shipped() {
     let tmp = tempfile::tempdir().unwrap();
-    let hf = tmp.path().join("hf");
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join("examples"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -144,7 +190,11 @@ async fn every_example_config_works_as_shipped() {
         .collect();
     files.sort();
     let (mut scorers, mut trainers) = (0, 0);
-    for path in &files {
+    let mut tried = Vec::new();
+    for (i, path) in files.iter().enumerate() {
+        // A Hugging Face cache per config: two configs may name one id, one with a tiny model
+        // in its place, the other (with an adapter) with the real one.
+        let hf = tmp.path().join(format!("hf-{i}"));
         let rel = path
             .strip_prefix(repo_root())
             .unwrap()
@@ -160,7 +210,10 @@ async fn every_example_config_works_as_shipped() {
             continue;
         }
         let cfg = Config::from_toml(&text, &rel, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-        provide_models(path, &cfg, &hf, tmp.path());
+        if let Err(why) = provide_models(path, &cfg, &hf, tmp.path()) {
+            eprintln!("{rel} skipped: {why}");
+            continue;
+        }
         let group = "examples/groups/rag_answer.json";
         let render = gavel(&hf, &["render", "--config", &rel, group]);
         let out = run_within(render, Duration::from_secs(120)).await;
@@ -177,8 +230,16 @@ async fn every_example_config_works_as_shipped() {
         );
         serve_starts(&rel, &hf, &tmp.path().join(format!("store-{scorers}"))).await;
         scorers += 1;
+        tried.push(rel);
     }
     assert!(scorers >= 2 && trainers >= 1, "{files:?}");
+    // With the real test models, the tuned config too (its adapter needs its own base model).
+    if std::env::var_os("GAVEL_TEST_MODEL_1_5B").is_some() {
+        assert!(
+            tried.iter().any(|f| f == "examples/local-tuned.toml"),
+            "{tried:?}"
+        );
+    }
 }
 
 /// `gavel score --config examples/local.toml GROUP` as the README shows it, with the 0.5B test
@@ -195,21 +256,13 @@ async fn examples_local_toml_scores_with_a_real_model() {
         );
         return;
     };
-    let model = std::fs::canonicalize(model).unwrap();
     let cfg = Config::from_file(&repo_root().join("examples/local.toml")).unwrap();
     let judge = &cfg.judges[cfg.default_judge_name().unwrap()];
     let path = judge.model_path.as_deref().unwrap().to_str().unwrap();
     let id = HubId::parse(path).expect("examples/local.toml names its model by id");
     let tmp = tempfile::tempdir().unwrap();
     let hf = tmp.path().join("hf");
-    let repo = hf
-        .join("hub")
-        .join(format!("models--{}", id.repo.replace('/', "--")));
-    let snapshot = repo.join("snapshots").join(testkit::HUB_COMMIT);
-    std::fs::create_dir_all(&snapshot).unwrap();
-    std::fs::create_dir_all(repo.join("refs")).unwrap();
-    std::fs::write(repo.join("refs/main"), testkit::HUB_COMMIT).unwrap();
-    std::os::unix::fs::symlink(&model, snapshot.join(id.file.as_deref().unwrap())).unwrap();
+    link_real_model(&hf, &id, Path::new(&model));
 
     let store = tmp.path().join("store").display().to_string();
     let group = README_GROUP;
