@@ -349,14 +349,10 @@ fn featurize(
     // is prefilled and kept once per group and mode: one chunk.
     let mut chunks: Vec<Vec<(Vec<u32>, usize)>> = Vec::new();
     let mut chunk_of = Vec::with_capacity(examples.len());
-    let mut last_group = Vec::with_capacity(examples.len());
     for (i, e) in examples.iter().enumerate() {
         let prev = i.checked_sub(1).map(|p| &examples[p]);
         if prev.is_none_or(|p| p.group != e.group || p.mode != e.mode) {
             chunks.push(Vec::new());
-            last_group.push(examples.get(i + 1).is_none_or(|n| n.group != e.group));
-        } else if let Some(l) = last_group.last_mut() {
-            *l = examples.get(i + 1).is_none_or(|n| n.group != e.group);
         }
         let mi = modes.iter().position(|&m| m == e.mode).unwrap_or(0);
         chunks
@@ -384,14 +380,12 @@ fn featurize(
     let bar = if quiet {
         indicatif::ProgressBar::hidden()
     } else {
-        crate::cli::progress_bar(truths.len() as u64, &format!("{what} groups"))
+        crate::cli::progress_bar(chunks.len() as u64, &format!("{what} groups × modes"))
     };
     let mut features = Vec::with_capacity(examples.len());
-    for (chunk, ends_group) in chunks.iter().zip(&last_group) {
+    for chunk in &chunks {
         features.extend(model.group(chunk)?);
-        if *ends_group {
-            bar.inc(1);
-        }
+        bar.inc(1);
     }
     bar.finish_and_clear();
     feature_file::save(&path, &features, &chunk_of)?;
