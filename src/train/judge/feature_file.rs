@@ -22,6 +22,9 @@ const FORMAT: &str = "gavel-judge-features-1";
 pub struct FeatureKey<'a> {
     /// The base model's fingerprint ([`crate::model::adapter::fingerprint`]).
     pub base: &'a str,
+    /// The kind of device the frozen pass ran on (`cpu`, `cuda`): a GPU's kernels round
+    /// differently from the CPU's, so features made on one are not the other's.
+    pub device: &'a str,
     /// The first adapted layer.
     pub first: usize,
     /// Per mode, each answer's tokens (the base model's probabilities read them).
@@ -41,6 +44,11 @@ impl FeatureKey<'_> {
         };
         put(FORMAT.as_bytes());
         put(self.base.as_bytes());
+        // CPU files keep the names they had before the device was part of the key (every file
+        // made then was made on the CPU).
+        if self.device != "cpu" {
+            put(self.device.as_bytes());
+        }
         put(&(self.first as u64).to_le_bytes());
         let ids = |t: &[u32]| t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         for mode in self.choices {
@@ -164,4 +172,35 @@ pub fn load(path: &Path, n: usize, layers: usize) -> Result<Option<Vec<Features>
         });
     }
     Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_named_by_everything_its_features_depend_on() {
+        let choices = vec![vec![vec![9u32], vec![10]]];
+        let chunks = vec![vec![(vec![1u32, 2, 3], 0)]];
+        let key = |device, first| FeatureKey {
+            base: "base-sha",
+            device,
+            first,
+            choices: &choices,
+            chunks: &chunks,
+        };
+        let dir = Path::new("f");
+        let cpu = key("cpu", 20).path(dir, "train");
+        assert_eq!(cpu, key("cpu", 20).path(dir, "train"));
+        assert!(cpu.to_string_lossy().starts_with("f/train-"));
+        assert_ne!(cpu, key("cuda", 20).path(dir, "train"));
+        assert_ne!(cpu, key("cpu", 21).path(dir, "train"));
+        assert_ne!(cpu, key("cpu", 20).path(dir, "dev"));
+        let other = vec![vec![(vec![1u32, 2, 4], 0)]];
+        let changed = FeatureKey {
+            chunks: &other,
+            ..key("cpu", 20)
+        };
+        assert_ne!(cpu, changed.path(dir, "train"));
+    }
 }

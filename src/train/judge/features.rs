@@ -51,6 +51,7 @@ impl Features {
 pub struct BaseModel {
     files: ModelFiles,
     net: Qwen,
+    device_kind: &'static str,
     /// The first adapted layer.
     pub first: usize,
     /// Per mode, each answer's tokens (see [`crate::model::LoadedTokenizer::choice_tokens`]).
@@ -76,9 +77,15 @@ impl BaseModel {
             .iter()
             .map(|c| files.tokenizer.choice_tokens(c, files.config.vocab_size))
             .collect::<Result<Vec<_>, _>>()?;
+        let device_kind = match device.location() {
+            candle_core::DeviceLocation::Cpu => "cpu",
+            candle_core::DeviceLocation::Cuda { .. } => "cuda",
+            candle_core::DeviceLocation::Metal { .. } => "metal",
+        };
         Ok(BaseModel {
             files,
             net,
+            device_kind,
             first,
             choices,
         })
@@ -86,6 +93,12 @@ impl BaseModel {
 
     pub fn files(&self) -> &ModelFiles {
         &self.files
+    }
+
+    /// `cpu` or `cuda` (the index does not change the arithmetic): see
+    /// [`super::feature_file::FeatureKey::device`].
+    pub fn device_kind(&self) -> &'static str {
+        self.device_kind
     }
 
     /// The probe prompt's tokens: the chat template (assistant turn opened), then the tokenizer.

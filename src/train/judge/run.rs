@@ -363,6 +363,7 @@ fn featurize(
     }
     let key = FeatureKey {
         base,
+        device: model.device_kind(),
         first: model.first,
         choices: &model.choices,
         chunks: &chunks,
