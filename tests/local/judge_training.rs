@@ -286,6 +286,9 @@ async fn a_resumed_run_writes_the_identical_adapter() {
             out.stderr
         );
     }
+    // So the base network (the 1.5B's dense copy is some 6 GB) is never opened.
+    let unopened = "the base model's network was not opened";
+    assert!(out.stderr.contains(unopened), "{}", out.stderr);
     assert_eq!(
         adapter_bytes(&part.join("checkpoint-48")),
         adapter_bytes(&whole.join("checkpoint-48"))
@@ -296,6 +299,7 @@ async fn a_resumed_run_writes_the_identical_adapter() {
         .train("other", &[&flags[..], &["--seed", "7"]].concat())
         .await;
     assert!(!out.stderr.contains("features read from"), "{}", out.stderr);
+    assert!(!out.stderr.contains(unopened), "{}", out.stderr);
     let names = |dir: &Path| -> Vec<_> {
         let mut v: Vec<_> = std::fs::read_dir(dir)
             .unwrap()

@@ -50,7 +50,8 @@ impl Features {
 /// The base model and the prompt's tokenization.
 pub struct BaseModel {
     files: ModelFiles,
-    net: Qwen,
+    net: Option<Qwen>,
+    device: Device,
     device_kind: &'static str,
     /// The first adapted layer.
     pub first: usize,
@@ -63,16 +64,14 @@ fn tensor_err(e: candle_core::Error) -> TrainError {
 }
 
 impl BaseModel {
+    /// The model's network is opened on the first [`BaseModel::group`]: a run whose features
+    /// are all on disk never opens it (on the 1.5B its dense copy is some 6 GB).
     pub fn new(
         files: ModelFiles,
         device: &Device,
         first: usize,
         choices: &[Vec<Vec<String>>],
     ) -> Result<BaseModel, TrainError> {
-        let dtype = files.compute_dtype(device, None);
-        let mut net = Qwen::from_files(&files, dtype, device)?;
-        net.set_dense_always(true);
-        net.keep_dense().map_err(tensor_err)?;
         let choices = choices
             .iter()
             .map(|c| files.tokenizer.choice_tokens(c, files.config.vocab_size))
@@ -84,11 +83,29 @@ impl BaseModel {
         };
         Ok(BaseModel {
             files,
-            net,
+            net: None,
+            device: device.clone(),
             device_kind,
             first,
             choices,
         })
+    }
+
+    /// Whether the network has been opened (a test's check that cached features spare it).
+    pub fn opened(&self) -> bool {
+        self.net.is_some()
+    }
+
+    /// The network, opened on first use with every layer kept dequantized for the whole pass.
+    fn net(&mut self) -> Result<&mut Qwen, TrainError> {
+        if self.net.is_none() {
+            let dtype = self.files.compute_dtype(&self.device, None);
+            let mut net = Qwen::from_files(&self.files, dtype, &self.device)?;
+            net.set_dense_always(true);
+            net.keep_dense().map_err(tensor_err)?;
+            self.net = Some(net);
+        }
+        Ok(self.net.as_mut().expect("opened above"))
     }
 
     pub fn files(&self) -> &ModelFiles {
@@ -132,26 +149,27 @@ impl BaseModel {
             .skip(1)
             .fold(shortest, |n, p| n.min(common_prefix(prompts[0], p)));
         let shared_len = common.min(shortest - MIN_RUN.min(shortest));
-        self.net.clear_kv_cache();
+        self.net()?.clear_kv_cache();
         let (shared, state) = if shared_len > 0 {
-            self.net
+            self.net()?
                 .forward(&prompts[0][..shared_len])
                 .map_err(tensor_err)?;
-            (self.kv_of_adapted(0, shared_len)?, self.net.kv_state())
+            (self.kv_of_adapted(0, shared_len)?, self.net()?.kv_state())
         } else {
             (self.empty_kv()?, KvState::default())
         };
         let shared = Arc::new(shared);
         let mut out = Vec::with_capacity(prompts.len());
         for (p, mode) in asked {
+            let first = self.first;
+            let net = self.net()?;
             if shared_len > 0 {
-                self.net.restore(&state, shared_len).map_err(tensor_err)?;
+                net.restore(&state, shared_len).map_err(tensor_err)?;
             } else {
-                self.net.clear_kv_cache();
+                net.clear_kv_cache();
             }
-            let (logits, hidden) = self
-                .net
-                .forward_capturing(&p[shared_len..], Some(self.first))
+            let (logits, hidden) = net
+                .forward_capturing(&p[shared_len..], Some(first))
                 .map_err(tensor_err)?;
             let logits = logits.to_vec1::<f32>().map_err(tensor_err)?;
             out.push(Features {
@@ -162,17 +180,17 @@ impl BaseModel {
                 base_first: first_share(&logits, &self.choices[*mode])?,
             });
         }
-        self.net.clear_kv_cache();
+        self.net()?.clear_kv_cache();
         Ok(out)
     }
 
     /// The adapted layers' cached keys and values at positions `start..start + len`, copied
     /// out of the cache (so they outlive it).
     fn kv_of_adapted(&self, start: usize, len: usize) -> Result<Vec<(Tensor, Tensor)>, TrainError> {
+        let net = (self.net.as_ref()).ok_or_else(|| TrainError::Model("no network open".into()))?;
         (self.first..self.files.config.num_hidden_layers)
             .map(|l| {
-                let (k, v) = self
-                    .net
+                let (k, v) = net
                     .cached_kv(l)
                     .ok_or_else(|| TrainError::Model(format!("no keys cached at layer {l}")))?;
                 let cut = |t: Tensor| -> candle_core::Result<Tensor> {

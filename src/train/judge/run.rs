@@ -132,6 +132,9 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
         &mut model, dev_ex, dev_truth, &modes, fp, &dir, args.quiet, "dev",
     )?;
     let features_s = started.elapsed().as_secs_f64();
+    if !model.opened() {
+        eprintln!("train judge: every split's features were on disk; the base model's network was not opened");
+    }
     drop(model);
 
     let settings = FitSettings {
