@@ -89,6 +89,11 @@ impl Run {
     }
 
     async fn train(&self, out: &str, extra: &[&str]) -> Out {
+        self.train_with(out, &[&["--quiet"], extra].concat()).await
+    }
+
+    /// Without `--quiet`: what a job's log shows (stderr is no terminal here).
+    async fn train_with(&self, out: &str, extra: &[&str]) -> Out {
         let model = self.model.display().to_string();
         let cfg = self.s.cfg.display().to_string();
         let mut args = vec![
@@ -105,7 +110,6 @@ impl Run {
             "0.03",
             "-o",
             out,
-            "--quiet",
         ];
         args.extend_from_slice(extra);
         let out = run_within(self.s.plain_command("train", &args), LIMIT).await;
@@ -296,9 +300,14 @@ async fn a_resumed_run_writes_the_identical_adapter() {
     // And a fresh run with another seed does not write it (the comparison can fail); its
     // features are computed anew (another output folder), and equal the kept ones.
     let out = r
-        .train("other", &[&flags[..], &["--seed", "7"]].concat())
+        .train_with("other", &[&flags[..], &["--seed", "7"]].concat())
         .await;
     assert!(!out.stderr.contains("features read from"), "{}", out.stderr);
+    // Its log (no terminal, so no bar) says how far the frozen pass has gone.
+    for split in ["train", "dev"] {
+        let line = format!("train judge: {split} features, ");
+        assert!(out.stderr.contains(&line), "{}", out.stderr);
+    }
     assert!(!out.stderr.contains(unopened), "{}", out.stderr);
     let names = |dir: &Path| -> Vec<_> {
         let mut v: Vec<_> = std::fs::read_dir(dir)

@@ -2,6 +2,7 @@
 //! checkpoints (`checkpoint-STEP/`, with optimizer state for `--resume`) and `best/` (the
 //! adapter with the best dev figure, with its `gavel_judge.json`).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -386,10 +387,27 @@ fn featurize(
     } else {
         crate::cli::progress_bar(chunks.len() as u64, &format!("{what} groups × modes"))
     };
+    // Without a terminal (a job's log) the bar draws nothing, and this pass can take an hour:
+    // a line every twentieth of it instead.
+    let log_every = if quiet || std::io::stderr().is_terminal() {
+        usize::MAX
+    } else {
+        chunks.len().div_ceil(20).max(1)
+    };
+    let started = std::time::Instant::now();
     let mut features = Vec::with_capacity(examples.len());
-    for chunk in &chunks {
+    for (done, chunk) in (1..).zip(&chunks) {
         features.extend(model.group(chunk)?);
         bar.inc(1);
+        if done % log_every == 0 || (done == chunks.len() && log_every != usize::MAX) {
+            let s = started.elapsed().as_secs_f64();
+            let left = s / done as f64 * (chunks.len() - done) as f64;
+            eprintln!(
+                "train judge: {what} features, {done} of {} groups × modes in {s:.0} s, \
+                 about {left:.0} s left",
+                chunks.len()
+            );
+        }
     }
     bar.finish_and_clear();
     feature_file::save(&path, &features, &chunk_of)?;
