@@ -33,11 +33,15 @@ pub struct GroupTruth {
     pub scores: Vec<f64>,
     /// Whether `scores` are a teacher's (soft) rather than labels.
     pub soft: bool,
+    /// The file the group came from (its name): dev figures are also given per file.
+    pub file: String,
 }
 
 /// A group to learn from: its request and each trajectory's label or teacher score.
 pub struct Source {
     pub at: String,
+    /// The name of the file the group came from.
+    pub file: String,
     pub request: ScoreRequest,
     pub per_trajectory: Vec<f64>,
     pub soft: bool,
@@ -77,11 +81,13 @@ pub fn build(
             truth.get_or_insert(GroupTruth {
                 scores,
                 soft: src.soft,
+                file: src.file.clone(),
             });
         }
         truths.push(truth.unwrap_or(GroupTruth {
             scores: Vec::new(),
             soft: src.soft,
+            file: src.file.clone(),
         }));
     }
     if !problems.is_empty() {

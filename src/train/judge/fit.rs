@@ -44,6 +44,11 @@ pub struct DevFigures {
     pub ranking: Vec<(String, f64)>,
     /// Mean over the modes: what the best checkpoint is chosen by.
     pub mean_ranking: f64,
+    /// Where the dev groups come from more than one file: `ranking` per file (file name, in
+    /// the order first seen), so a checkpoint that gains on one kind of set and loses on
+    /// another shows it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_file: Vec<(String, Vec<(String, f64)>)>,
     /// Mean cross-entropy of the dev examples (unweighted).
     pub loss: f64,
 }
@@ -161,22 +166,45 @@ pub fn dev_figures(split: &Split, p: &[f64], modes: &[JudgeMode]) -> DevFigures 
                 .collect()
         })
         .collect();
-    let mut ranking: Vec<(String, f64)> = modes
-        .iter()
-        .zip(&per_mode)
-        .map(|(mode, scores)| (mode.name().to_string(), accuracy(split, scores)))
-        .collect();
-    let mean_ranking = ranking.iter().map(|r| r.1).sum::<f64>() / ranking.len().max(1) as f64;
     // Both modes' scores averaged per trajectory: a combined mode, measured here before any
     // judge serves it. Reported beside the modes, never chosen on.
-    if let [a, b] = &per_mode[..] {
-        let both: Vec<Vec<f64>> = a
+    let combined: Option<Vec<Vec<f64>>> = match &per_mode[..] {
+        [a, b] => Some(
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| x.iter().zip(y).map(|(x, y)| (x + y) / 2.0).collect())
+                .collect(),
+        ),
+        _ => None,
+    };
+    let ranking_of = |file: Option<&str>| -> Vec<(String, f64)> {
+        let mut r: Vec<(String, f64)> = modes
             .iter()
-            .zip(b)
-            .map(|(x, y)| x.iter().zip(y).map(|(x, y)| (x + y) / 2.0).collect())
+            .zip(&per_mode)
+            .map(|(mode, scores)| (mode.name().to_string(), accuracy(split, scores, file)))
             .collect();
-        ranking.push((COMBINED.to_string(), accuracy(split, &both)));
+        if let Some(both) = &combined {
+            r.push((COMBINED.to_string(), accuracy(split, both, file)));
+        }
+        r
+    };
+    let ranking = ranking_of(None);
+    let mean_ranking =
+        ranking.iter().take(modes.len()).map(|r| r.1).sum::<f64>() / modes.len().max(1) as f64;
+    let mut files: Vec<&str> = Vec::new();
+    for t in &split.truths {
+        if !files.contains(&t.file.as_str()) {
+            files.push(&t.file);
+        }
     }
+    let by_file = if files.len() > 1 {
+        files
+            .iter()
+            .map(|f| (f.to_string(), ranking_of(Some(f))))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let loss = split
         .examples
         .iter()
@@ -190,6 +218,7 @@ pub fn dev_figures(split: &Split, p: &[f64], modes: &[JudgeMode]) -> DevFigures 
     DevFigures {
         ranking,
         mean_ranking,
+        by_file,
         loss,
     }
 }
@@ -226,9 +255,10 @@ fn group_scores(split: &Split, p: &[f64], mode: JudgeMode, g: usize) -> Vec<f64>
 
 /// Pairwise ranking accuracy of `scores` (per group, per trajectory) against the truth: the
 /// share of differently labelled pairs in the right order, a tie counting half.
-fn accuracy(split: &Split, scores: &[Vec<f64>]) -> f64 {
+fn accuracy(split: &Split, scores: &[Vec<f64>], file: Option<&str>) -> f64 {
     let (mut right, mut pairs) = (0.0, 0.0);
-    for (truth, scores) in split.truths.iter().zip(scores) {
+    let groups = split.truths.iter().zip(scores);
+    for (truth, scores) in groups.filter(|(t, _)| file.is_none_or(|f| t.file == f)) {
         let m = truth.scores.len();
         for a in 0..m {
             for b in a + 1..m {
@@ -361,16 +391,29 @@ mod tests {
             examples.push(example(JudgeMode::Pairwise, g, vec![1, 0]));
             p.extend([pair, 1.0 - pair]);
         }
-        let truth = GroupTruth {
+        let truth = |file: &str| GroupTruth {
             scores: vec![1.0, 0.0],
             soft: false,
+            file: file.into(),
         };
-        let split = Split {
+        let mut split = Split {
             examples,
             features: Vec::new(),
-            truths: vec![truth.clone(), truth],
+            truths: vec![truth("a.jsonl"), truth("a.jsonl")],
         };
+        // One file: no figures per file.
+        assert!(dev_figures(&split, &p, &modes).by_file.is_empty());
+        // Two: each file's own figures (the combined mode gets group 0 wrong and 1 right).
+        split.truths[1].file = "b.jsonl".into();
         let f = dev_figures(&split, &p, &modes);
+        let of = |file: &str, combined: f64| {
+            let r = [("pointwise", 1.0), ("pairwise", 0.0), (COMBINED, combined)];
+            (
+                file.to_string(),
+                r.map(|(m, a)| (m.to_string(), a)).to_vec(),
+            )
+        };
+        assert_eq!(f.by_file, [of("a.jsonl", 0.0), of("b.jsonl", 1.0)]);
         assert_eq!(f.ranking[0], ("pointwise".to_string(), 1.0));
         assert_eq!(f.ranking[1], ("pairwise".to_string(), 0.0));
         assert_eq!(f.mean_ranking, 0.5);

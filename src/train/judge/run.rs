@@ -244,11 +244,26 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
 }
 
 fn figures_line(f: &fit::DevFigures) -> String {
-    f.ranking
-        .iter()
-        .map(|(m, a)| format!("{m} {a:.4}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    let line = |ranking: &[(String, f64)]| {
+        ranking
+            .iter()
+            .map(|(m, a)| format!("{m} {a:.4}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = line(&f.ranking);
+    for (file, ranking) in &f.by_file {
+        out += &format!("; {file}: {}", line(ranking));
+    }
+    out
+}
+
+/// How dev figures name a group file: its file name.
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    )
 }
 
 /// The labelled groups of `files`, every line checked before anything runs.
@@ -257,8 +272,10 @@ fn labelled(files: &[PathBuf], scorer: &Scorer) -> Result<Vec<Source>, TrainErro
     for path in files {
         let groups = read_groups::<Labels>(path, scorer.max_group_size())
             .map_err(|problems| TrainError::Input(problems.join("\n")))?;
+        let file = file_name(path);
         out.extend(groups.into_iter().map(|g| Source {
             at: g.at,
+            file: file.clone(),
             per_trajectory: g.extra.labels,
             request: g.request,
             soft: false,
@@ -311,6 +328,7 @@ async fn taught(
                 })?;
             let src = Source {
                 at: g.at,
+                file: file_name(path),
                 request: g.request,
                 per_trajectory: scores,
                 soft: true,
