@@ -9,6 +9,9 @@
 #   TRAIN="halueval_qa" LAYERS=4 EPOCHS=3 benches/judge_adapter.sh
 #   EVAL_SETS="halueval_qa halueval_dialogue" LIMIT=100 benches/judge_adapter.sh
 #   DEV_LIMIT=50 ...              # choose on the first 50 groups of each dev split
+#   TRAIN="halueval_qa halueval_summarization:80 gavel_answers:24" \
+#     DEV="halueval_qa:50 halueval_summarization:25 gavel_answers:12" MODES=pairwise ...
+#                                 # SET:N takes a split's first N groups
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
 #
 # Results under $OUT (default target/judge-adapter/$MODEL): the training run (metrics.jsonl,
@@ -26,15 +29,22 @@ bin=${GAVEL_BIN:-}
 if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
 path=$(tools/fetch-model.sh "$model")
 join() { local IFS=,; echo "$*"; }
-train=(); dev=()
-for s in $train_sets; do
-  train+=("evals/train/$s.jsonl")
-  if [[ -n ${DEV_LIMIT:-} ]]; then   # the first DEV_LIMIT groups of each dev split
-    head -n "$DEV_LIMIT" "evals/dev/$s.jsonl" > "$out/dev-$s.jsonl"; dev+=("$out/dev-$s.jsonl")
+# SET or SET:N (the split's first N groups, copied under $out) -> the file to train or choose on.
+split_file() {
+  local split=$1 set=${2%%:*} n=${2#*:}
+  if [[ $2 == *:* ]]; then
+    head -n "$n" "evals/$split/$set.jsonl" > "$out/$split-$set.jsonl"; echo "$out/$split-$set.jsonl"
   else
-    dev+=("evals/dev/$s.jsonl")
+    echo "evals/$split/$set.jsonl"
   fi
-done
+}
+dev_sets=${DEV:-}
+if [[ -z $dev_sets ]]; then   # the train sets' dev splits, their first DEV_LIMIT groups if set
+  for s in $train_sets; do dev_sets+=" ${s%%:*}${DEV_LIMIT:+:$DEV_LIMIT}"; done
+fi
+train=(); dev=()
+for s in $train_sets; do train+=("$(split_file train "$s")"); done
+for s in $dev_sets; do dev+=("$(split_file dev "$s")"); done
 resume=(); [[ -d $out/run ]] && resume=(--resume)
 /usr/bin/time -v "$bin" train judge --model "$path" --scorer-config examples/gavel.toml \
   --train "$(join "${train[@]}")" --dev "$(join "${dev[@]}")" \
