@@ -52,7 +52,6 @@ pub struct BaseModel {
     files: ModelFiles,
     net: Option<Qwen>,
     device: Device,
-    device_kind: String,
     /// The first adapted layer.
     pub first: usize,
     /// Per mode, each answer's tokens (see [`crate::model::LoadedTokenizer::choice_tokens`]).
@@ -76,14 +75,10 @@ impl BaseModel {
             .iter()
             .map(|c| files.tokenizer.choice_tokens(c, files.config.vocab_size))
             .collect::<Result<Vec<_>, _>>()?;
-        // `cuda:1` computes as `cuda:0` does: the kind without the index.
-        let name = crate::model::device_name(device);
-        let device_kind = name.split(':').next().unwrap_or("cpu").to_string();
         Ok(BaseModel {
             files,
             net: None,
             device: device.clone(),
-            device_kind,
             first,
             choices,
         })
@@ -112,8 +107,10 @@ impl BaseModel {
 
     /// `cpu` or `cuda` (the index does not change the arithmetic): see
     /// [`super::feature_file::FeatureKey::device`].
-    pub fn device_kind(&self) -> &str {
-        &self.device_kind
+    pub fn device_kind(&self) -> String {
+        // `cuda:1` computes as `cuda:0` does: the kind without the index.
+        let name = crate::model::device_name(&self.device);
+        name.split(':').next().unwrap_or("cpu").to_string()
     }
 
     /// The probe prompt's tokens: the chat template (assistant turn opened), then the tokenizer.

@@ -383,9 +383,10 @@ fn featurize(
             .push((model.tokens(&e.messages)?, mi));
         chunk_of.push(chunks.len() - 1);
     }
+    let device = model.device_kind();
     let key = FeatureKey {
         base,
-        device: model.device_kind(),
+        device: &device,
         first: model.first,
         choices: &model.choices,
         chunks: &chunks,
