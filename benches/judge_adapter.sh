@@ -7,6 +7,7 @@
 #   benches/judge_adapter.sh                          # 0.5B, QA + summarization, both modes
 #   MODEL=1.5b benches/judge_adapter.sh
 #   TRAIN="halueval_qa" LAYERS=4 EPOCHS=3 benches/judge_adapter.sh
+#   REACH=all ...                 # adapters at every position (default: the verdict position)
 #   EVAL_SETS="halueval_qa halueval_dialogue" LIMIT=100 benches/judge_adapter.sh
 #   DEV_LIMIT=50 ...              # choose on the first 50 groups of each dev split
 #   TRAIN="halueval_qa halueval_summarization:80 gavel_answers:24" \
@@ -48,7 +49,7 @@ for s in $dev_sets; do dev+=("$(split_file dev "$s")"); done
 resume=(); [[ -d $out/run ]] && resume=(--resume)
 /usr/bin/time -v "$bin" train judge --model "$path" --scorer-config examples/gavel.toml \
   --train "$(join "${train[@]}")" --dev "$(join "${dev[@]}")" \
-  --mode "$(join $modes)" --layers "${LAYERS:-4}" --epochs "${EPOCHS:-3}" \
+  --mode "$(join $modes)" --layers "${LAYERS:-4}" --reach "${REACH:-verdict}" --epochs "${EPOCHS:-3}" \
   --batch-size "${BATCH:-16}" --learning-rate "${LR:-2e-4}" --eval-every "${EVAL_EVERY:-20}" \
   -o "$out/run" "${resume[@]}" 2>&1 | tee "$out/train.log"
 cat > "$out/judges.toml" <<TOML
@@ -65,6 +66,8 @@ adapter = "$(realpath "$out/run/best")"
 max_explanation_bytes = 0
 deadline_s = 3600
 TOML
+# An adapter trained for one mode is refused by a judge of the other: the tuned judge asks it.
+if [[ $modes != *" "* ]]; then echo "mode = \"$modes\"" >> "$out/judges.toml"; fi
 limit=(); [[ -n ${LIMIT:-} ]] && limit=(--limit "$LIMIT")
 for s in $eval_sets; do
   for mode in $modes; do

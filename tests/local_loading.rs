@@ -12,6 +12,8 @@ mod local {
     mod hub;
     mod hub_download;
     #[cfg(feature = "train")]
+    mod judge_head;
+    #[cfg(feature = "train")]
     mod judge_training;
     mod modes;
     mod serving;

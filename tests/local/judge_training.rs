@@ -135,24 +135,53 @@ fn dev_rankings(lines: &[Value]) -> Vec<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_rule_is_learned_and_the_adapter_serves_it() {
+    planted_rule("verdict").await;
+}
+
+/// The adapter of every position (K layers over the whole prompt, the context's keys and
+/// values changed too) learns it as well, and is served as such; its features (hidden states
+/// of every position) round-trip through the features file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_of_every_position_learns_the_rule_and_is_served() {
+    let r = planted_rule("all").await;
+    let flags = planted_flags("all");
+    let kept = r.s.dir.path().join("out/features");
+    let kept = kept.to_str().unwrap();
+    let again = [&flags[..], &["--features", kept]].concat();
+    let out = r.train("again", &again).await;
+    assert!(
+        out.stderr.contains("train features read from"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        adapter_bytes(&r.s.dir.path().join("again/best")),
+        adapter_bytes(&r.s.dir.path().join("out/best"))
+    );
+}
+
+fn planted_flags(reach: &str) -> Vec<&str> {
+    vec![
+        "--train",
+        "train.jsonl",
+        "--dev",
+        "dev.jsonl",
+        "--epochs",
+        "20",
+        "--eval-every",
+        "24",
+        "--mode",
+        "pointwise",
+        "--reach",
+        reach,
+    ]
+}
+
+/// Trains on the planted rule with adapters of reach `reach`, checks that dev learns it and
+/// that a local judge serving the adapter ranks the dev groups by it.
+async fn planted_rule(reach: &str) -> Run {
     let r = Run::new("");
-    let out = r
-        .train(
-            "out",
-            &[
-                "--train",
-                "train.jsonl",
-                "--dev",
-                "dev.jsonl",
-                "--epochs",
-                "20",
-                "--eval-every",
-                "24",
-                "--mode",
-                "pointwise",
-            ],
-        )
-        .await;
+    let out = r.train("out", &planted_flags(reach)).await;
     // The random base model does not know the rule (it may rank by chance either way).
     let base = out
         .stderr
@@ -171,7 +200,7 @@ async fn a_planted_rule_is_learned_and_the_adapter_serves_it() {
     let record: Value =
         serde_json::from_str(&std::fs::read_to_string(best_dir.join("gavel_judge.json")).unwrap())
             .unwrap();
-    assert_eq!(record["reach"], "verdict");
+    assert_eq!(record["reach"], reach);
     assert_eq!(record["modes"], json!(["pointwise"]));
     let cfg = format!(
         "prompts_dir = \"{p}\"\ndefault_judge = \"tuned\"\n[judges.base]\nbackend = \"local\"\nmodel_path = \"{m}\"\n\
@@ -205,6 +234,7 @@ async fn a_planted_rule_is_learned_and_the_adapter_serves_it() {
     };
     assert!(acc("tuned") >= 0.95, "{report}");
     assert!(acc("tuned") > acc("base") + 0.1, "{report}");
+    r
 }
 
 /// The adapter files of a checkpoint or of best/.

@@ -398,8 +398,8 @@ impl Qwen {
         Ok(self.forward_capturing(tokens, None)?.0)
     }
 
-    /// [`Qwen::forward`], also returning the hidden state of the last position as it enters
-    /// layer `capture` (`[hidden]`, f32): what the judge trainer adapts from.
+    /// [`Qwen::forward`], also returning the hidden states of every position of `tokens` as
+    /// they enter layer `capture` (`[tokens, hidden]`, f32): what the judge trainer adapts from.
     pub fn forward_capturing(
         &mut self,
         tokens: &[u32],
@@ -420,7 +420,7 @@ impl Qwen {
         let mut captured = None;
         for i in 0..self.layers.len() {
             if capture == Some(i) {
-                captured = Some(x.narrow(1, s - 1, 1)?.flatten_all()?.to_dtype(DType::F32)?);
+                captured = Some(x.squeeze(0)?.to_dtype(DType::F32)?);
             }
             let dense_layer;
             let layer = if dense {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::model::adapter::Reach;
 use crate::prompt::JudgeMode;
 
 /// `gavel train judge`: LoRA training of a local judge's verdict.
@@ -45,7 +46,7 @@ pub struct JudgeArgs {
     #[arg(hide_default_value = true, long = "mode", env = "GAVEL_TRAIN_JUDGE_MODES", value_delimiter = ',',
           default_values = ["pointwise", "pairwise"], value_parser = parse_mode)]
     pub modes: Vec<JudgeMode>,
-    /// Adapt the top K layers (at the verdict position). [default: 4]
+    /// Adapt the top K layers. [default: 4]
     #[arg(
         hide_default_value = true,
         long,
@@ -53,6 +54,18 @@ pub struct JudgeArgs {
         default_value_t = 4
     )]
     pub layers: usize,
+    /// Which positions the adapter changes: `verdict` (the verdict position alone: the
+    /// context's keys and values stay the base model's, so an epoch costs K layers at one
+    /// position per example) or `all` (every position, as PEFT applies an adapter: an epoch
+    /// runs K layers forward and backward over every token of every example). [default: verdict]
+    #[arg(
+        hide_default_value = true,
+        long,
+        env = "GAVEL_TRAIN_JUDGE_REACH",
+        default_value = "verdict",
+        value_parser = parse_reach
+    )]
+    pub reach: Reach,
     /// LoRA rank. [default: 8]
     #[arg(
         hide_default_value = true,
@@ -150,5 +163,13 @@ fn parse_mode(s: &str) -> Result<JudgeMode, String> {
                 .into(),
         ),
         m => Ok(m),
+    }
+}
+
+fn parse_reach(s: &str) -> Result<Reach, String> {
+    match s {
+        "verdict" => Ok(Reach::Verdict),
+        "all" => Ok(Reach::All),
+        _ => Err(format!("{s:?}: the reach is verdict or all")),
     }
 }

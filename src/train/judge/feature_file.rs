@@ -12,7 +12,8 @@ use std::sync::Arc;
 use candle_core::{DType, Device, Tensor};
 use sha2::{Digest, Sha256};
 
-use super::features::Features;
+use super::features::{Context, Features};
+use crate::model::adapter::Reach;
 use crate::train::TrainError;
 
 /// Bumped whenever what a file holds, or how features are computed, changes.
@@ -27,6 +28,8 @@ pub struct FeatureKey<'a> {
     pub device: &'a str,
     /// The first adapted layer.
     pub first: usize,
+    /// What the features keep: the verdict position's context, or every position's hidden state.
+    pub reach: Reach,
     /// Per mode, each answer's tokens (the base model's probabilities read them).
     pub choices: &'a [Vec<Vec<u32>>],
     /// Per prompt group (prompts prefilled on one shared prefix): each prompt's tokens and
@@ -50,6 +53,10 @@ impl FeatureKey<'_> {
             put(self.device.as_bytes());
         }
         put(&(self.first as u64).to_le_bytes());
+        // Likewise, verdict-position files keep their names.
+        if self.reach == Reach::All {
+            put(b"reach=all");
+        }
         let ids = |t: &[u32]| t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         for mode in self.choices {
             put(&(mode.len() as u64).to_le_bytes());
@@ -85,15 +92,30 @@ pub fn save(path: &Path, features: &[Features], chunk_of: &[usize]) -> Result<()
     let mut out: HashMap<String, Tensor> = HashMap::new();
     let mut written = std::collections::HashSet::new();
     for (i, (f, &c)) in features.iter().zip(chunk_of).enumerate() {
-        out.insert(format!("e{i}.hidden"), f.hidden.clone());
-        for (l, (k, v)) in f.own.iter().enumerate() {
-            out.insert(format!("e{i}.own.{l}.k"), k.clone());
-            out.insert(format!("e{i}.own.{l}.v"), v.clone());
-        }
-        if written.insert(c) {
-            for (l, (k, v)) in f.shared.iter().enumerate() {
-                out.insert(format!("c{c}.shared.{l}.k"), k.clone());
-                out.insert(format!("c{c}.shared.{l}.v"), v.clone());
+        let first_of_chunk = written.insert(c);
+        match &f.context {
+            Context::Verdict {
+                hidden,
+                shared,
+                own,
+            } => {
+                out.insert(format!("e{i}.hidden"), hidden.clone());
+                for (l, (k, v)) in own.iter().enumerate() {
+                    out.insert(format!("e{i}.own.{l}.k"), k.clone());
+                    out.insert(format!("e{i}.own.{l}.v"), v.clone());
+                }
+                if first_of_chunk {
+                    for (l, (k, v)) in shared.iter().enumerate() {
+                        out.insert(format!("c{c}.shared.{l}.k"), k.clone());
+                        out.insert(format!("c{c}.shared.{l}.v"), v.clone());
+                    }
+                }
+            }
+            Context::All { shared, own } => {
+                out.insert(format!("e{i}.own"), own.clone());
+                if first_of_chunk {
+                    out.insert(format!("c{c}.shared"), shared.as_ref().clone());
+                }
             }
         }
     }
@@ -115,9 +137,14 @@ pub fn save(path: &Path, features: &[Features], chunk_of: &[usize]) -> Result<()
     std::fs::rename(&tmp, path).map_err(|e| bad(path, e))
 }
 
-/// The features `path` holds for `n` examples with `layers` adapted layers, or None where
-/// there is no such file.
-pub fn load(path: &Path, n: usize, layers: usize) -> Result<Option<Vec<Features>>, TrainError> {
+/// The features `path` holds for `n` examples with `layers` adapted layers of reach `reach`,
+/// or None where there is no such file.
+pub fn load(
+    path: &Path,
+    n: usize,
+    layers: usize,
+    reach: Reach,
+) -> Result<Option<Vec<Features>>, TrainError> {
     if !path.is_file() {
         return Ok(None);
     }
@@ -140,33 +167,50 @@ pub fn load(path: &Path, n: usize, layers: usize) -> Result<Option<Vec<Features>
     if pos.len() != n || chunk.len() != n || firsts.len() != n {
         return Err(bad(path, format!("holds {} examples, not {n}", pos.len())));
     }
-    let mut shared: HashMap<u32, Arc<Vec<(Tensor, Tensor)>>> = HashMap::new();
+    let mut shared_kv: HashMap<u32, Arc<Vec<(Tensor, Tensor)>>> = HashMap::new();
+    let mut shared_hidden: HashMap<u32, Arc<Tensor>> = HashMap::new();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let c = chunk[i];
-        if let std::collections::hash_map::Entry::Vacant(slot) = shared.entry(c) {
-            let kv = (0..layers)
-                .map(|l| {
-                    Ok((
-                        take(&format!("c{c}.shared.{l}.k"))?,
-                        take(&format!("c{c}.shared.{l}.v"))?,
-                    ))
-                })
-                .collect::<Result<Vec<_>, TrainError>>()?;
-            slot.insert(Arc::new(kv));
-        }
-        let own = (0..layers)
-            .map(|l| {
-                Ok((
-                    take(&format!("e{i}.own.{l}.k"))?,
-                    take(&format!("e{i}.own.{l}.v"))?,
-                ))
-            })
-            .collect::<Result<Vec<_>, TrainError>>()?;
+        let context = match reach {
+            Reach::Verdict => {
+                if let std::collections::hash_map::Entry::Vacant(slot) = shared_kv.entry(c) {
+                    let kv = (0..layers)
+                        .map(|l| {
+                            Ok((
+                                take(&format!("c{c}.shared.{l}.k"))?,
+                                take(&format!("c{c}.shared.{l}.v"))?,
+                            ))
+                        })
+                        .collect::<Result<Vec<_>, TrainError>>()?;
+                    slot.insert(Arc::new(kv));
+                }
+                let own = (0..layers)
+                    .map(|l| {
+                        Ok((
+                            take(&format!("e{i}.own.{l}.k"))?,
+                            take(&format!("e{i}.own.{l}.v"))?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, TrainError>>()?;
+                Context::Verdict {
+                    hidden: take(&format!("e{i}.hidden"))?,
+                    shared: shared_kv[&c].clone(),
+                    own,
+                }
+            }
+            Reach::All => {
+                if let std::collections::hash_map::Entry::Vacant(slot) = shared_hidden.entry(c) {
+                    slot.insert(Arc::new(take(&format!("c{c}.shared"))?));
+                }
+                Context::All {
+                    shared: shared_hidden[&c].clone(),
+                    own: take(&format!("e{i}.own"))?,
+                }
+            }
+        };
         out.push(Features {
-            hidden: take(&format!("e{i}.hidden"))?,
-            shared: shared[&c].clone(),
-            own,
+            context,
             pos: pos[i] as usize,
             base_first: firsts[i],
         });
@@ -186,6 +230,7 @@ mod tests {
             base: "base-sha",
             device,
             first,
+            reach: Reach::Verdict,
             choices: &choices,
             chunks: &chunks,
         };
@@ -196,6 +241,11 @@ mod tests {
         assert_ne!(cpu, key("cuda", 20).path(dir, "train"));
         assert_ne!(cpu, key("cpu", 21).path(dir, "train"));
         assert_ne!(cpu, key("cpu", 20).path(dir, "dev"));
+        let all = FeatureKey {
+            reach: Reach::All,
+            ..key("cpu", 20)
+        };
+        assert_ne!(cpu, all.path(dir, "train"));
         let other = vec![vec![(vec![1u32, 2, 4], 0)]];
         let changed = FeatureKey {
             chunks: &other,

@@ -1,14 +1,13 @@
 //! The frozen part of the judge, run once per example: the base model's inference network
 //! ([`crate::model::infer`], the arithmetic the local judge serves with) over each probe prompt,
-//! keeping what a verdict adapter on the top K layers needs — the hidden state entering the
-//! first adapted layer at the verdict position, and the adapted layers' keys and values of every
-//! position before it (which the adapter never changes). A group's examples share the group's
-//! common token prefix, prefilled and kept once for them all.
+//! keeping what an adapter on the top K layers needs ([`Context`]). A group's examples share the
+//! group's common token prefix, prefilled and kept once for them all.
 
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 
+use crate::model::adapter::Reach;
 use crate::model::infer::{KvState, Qwen};
 use crate::model::ModelFiles;
 use crate::prompt::ChatMessage;
@@ -22,27 +21,55 @@ const MIN_RUN: usize = 3;
 /// What training needs of one example.
 #[derive(Debug, Clone)]
 pub struct Features {
-    /// Entering the first adapted layer at the verdict position: `[hidden]`, f32.
-    pub hidden: Tensor,
-    /// Per adapted layer, keys and values `[kv_heads, len, head_dim]` of the positions before
-    /// the verdict position: the group's shared part, then the example's own.
-    pub shared: Arc<Vec<(Tensor, Tensor)>>,
-    pub own: Vec<(Tensor, Tensor)>,
+    pub context: Context,
     /// The verdict position (the prompt's length − 1).
     pub pos: usize,
     /// The base model's probability of the first answer, as the local judge reads it.
     pub base_first: f64,
 }
 
+/// What the adapted layers start from, by the adapter's reach.
+#[derive(Debug, Clone)]
+pub enum Context {
+    /// [`Reach::Verdict`]: the hidden state entering the first adapted layer at the verdict
+    /// position (`[hidden]`, f32), and per adapted layer the keys and values
+    /// `[kv_heads, len, head_dim]` of the positions before it (which the adapter never
+    /// changes): the group's shared part, then the example's own.
+    Verdict {
+        hidden: Tensor,
+        shared: Arc<Vec<(Tensor, Tensor)>>,
+        own: Vec<(Tensor, Tensor)>,
+    },
+    /// [`Reach::All`]: the hidden states entering the first adapted layer at every position
+    /// (`[len, hidden]`, f32): the group's shared part, then the example's own, which ends at
+    /// the verdict position. The adapted layers run over all of them.
+    All { shared: Arc<Tensor>, own: Tensor },
+}
+
 impl Features {
-    /// Keys and values of adapted layer `i` before the verdict position.
+    /// [`Context::Verdict`]'s keys and values of adapted layer `i` before the verdict position.
     pub fn context(&self, i: usize) -> candle_core::Result<(Tensor, Tensor)> {
-        let (sk, sv) = &self.shared[i];
-        let (ok, ov) = &self.own[i];
+        let Context::Verdict { shared, own, .. } = &self.context else {
+            candle_core::bail!("features of every position have no frozen keys and values");
+        };
+        let (sk, sv) = &shared[i];
+        let (ok, ov) = &own[i];
         match (sk.dim(1)?, ok.dim(1)?) {
             (0, _) => Ok((ok.clone(), ov.clone())),
             (_, 0) => Ok((sk.clone(), sv.clone())),
             _ => Ok((Tensor::cat(&[sk, ok], 1)?, Tensor::cat(&[sv, ov], 1)?)),
+        }
+    }
+
+    /// [`Context::All`]'s hidden states of the whole prompt `[pos + 1, hidden]`.
+    pub fn all_positions(&self) -> candle_core::Result<Tensor> {
+        let Context::All { shared, own } = &self.context else {
+            candle_core::bail!("verdict-position features have no hidden states of the context");
+        };
+        if shared.dim(0)? == 0 {
+            Ok(own.clone())
+        } else {
+            Tensor::cat(&[shared.as_ref(), own], 0)
         }
     }
 }
@@ -54,6 +81,8 @@ pub struct BaseModel {
     device: Device,
     /// The first adapted layer.
     pub first: usize,
+    /// Which positions the adapter changes: what the features keep.
+    pub reach: Reach,
     /// Per mode, each answer's tokens (see [`crate::model::LoadedTokenizer::choice_tokens`]).
     pub choices: Vec<Vec<Vec<u32>>>,
 }
@@ -69,6 +98,7 @@ impl BaseModel {
         files: ModelFiles,
         device: &Device,
         first: usize,
+        reach: Reach,
         choices: &[Vec<Vec<String>>],
     ) -> Result<BaseModel, TrainError> {
         let choices = choices
@@ -80,6 +110,7 @@ impl BaseModel {
             net: None,
             device: device.clone(),
             first,
+            reach,
             choices,
         })
     }
@@ -144,19 +175,36 @@ impl BaseModel {
             .skip(1)
             .fold(shortest, |n, p| n.min(common_prefix(prompts[0], p)));
         let shared_len = common.min(shortest - MIN_RUN.min(shortest));
+        let (first, all) = (self.first, self.reach == Reach::All);
         self.net()?.clear_kv_cache();
-        let (shared, state) = if shared_len > 0 {
-            self.net()?
-                .forward(&prompts[0][..shared_len])
+        let (mut shared_kv, mut shared_hidden, mut state) = (None, None, KvState::default());
+        if shared_len > 0 {
+            let (_, hidden) = self
+                .net()?
+                .forward_capturing(&prompts[0][..shared_len], Some(first))
                 .map_err(tensor_err)?;
-            (self.kv_of_adapted(0, shared_len)?, self.net()?.kv_state())
-        } else {
-            (self.empty_kv()?, KvState::default())
-        };
-        let shared = Arc::new(shared);
+            if all {
+                shared_hidden = hidden;
+            } else {
+                shared_kv = Some(self.kv_of_adapted(0, shared_len)?);
+            }
+            state = self.net()?.kv_state();
+        }
+        let shared_kv = Arc::new(match shared_kv {
+            Some(kv) => kv,
+            None => self.empty_kv()?,
+        });
+        let shared_hidden = Arc::new(match shared_hidden {
+            Some(h) => h,
+            None => Tensor::zeros(
+                (0, self.files.config.hidden_size),
+                candle_core::DType::F32,
+                &Device::Cpu,
+            )
+            .map_err(tensor_err)?,
+        });
         let mut out = Vec::with_capacity(prompts.len());
         for (p, mode) in asked {
-            let first = self.first;
             let net = self.net()?;
             if shared_len > 0 {
                 net.restore(&state, shared_len).map_err(tensor_err)?;
@@ -167,10 +215,22 @@ impl BaseModel {
                 .forward_capturing(&p[shared_len..], Some(first))
                 .map_err(tensor_err)?;
             let logits = logits.to_vec1::<f32>().map_err(tensor_err)?;
+            let hidden = hidden.expect("captured");
+            let context = if all {
+                Context::All {
+                    shared: shared_hidden.clone(),
+                    own: hidden,
+                }
+            } else {
+                let n = hidden.dim(0).map_err(tensor_err)?;
+                Context::Verdict {
+                    hidden: hidden.get(n - 1).map_err(tensor_err)?,
+                    shared: shared_kv.clone(),
+                    own: self.kv_of_adapted(shared_len, p.len() - 1 - shared_len)?,
+                }
+            };
             out.push(Features {
-                hidden: hidden.expect("captured"),
-                shared: shared.clone(),
-                own: self.kv_of_adapted(shared_len, p.len() - 1 - shared_len)?,
+                context,
                 pos: p.len() - 1,
                 base_first: first_share(&logits, &self.choices[*mode])?,
             });

@@ -3,17 +3,18 @@
 //! cross-entropy on the verdict, AdamW, dev-split figures every `eval_every` steps with the
 //! best checkpoint kept.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use candle_core::Tensor;
 use serde::Serialize;
 
 use super::examples::{Example, GroupTruth};
-use super::features::Features;
+use super::features::{Context, Features};
 use super::head::VerdictHead;
 use crate::prompt::JudgeMode;
 use crate::rng::Rng;
-use crate::train::optim::{clip_grad_norm, named_grads, AdamW, AdamWConfig, Schedule};
+use crate::train::optim::{accumulate, clip_grad_norm, named_grads, AdamW, AdamWConfig, Schedule};
 use crate::train::TrainError;
 
 /// One split: its examples, their features and its groups' truth.
@@ -110,6 +111,9 @@ fn example_loss(
 }
 
 /// One optimizer step on `idx`: returns the mean loss and the gradient norm before clipping.
+/// Verdict-position examples are one graph; examples of every position (K layers over the
+/// whole prompt each) are backpropagated one at a time, their gradients summed, so memory holds
+/// one example's activations, not a batch's.
 pub fn step(
     head: &VerdictHead,
     opt: &mut AdamW,
@@ -118,23 +122,38 @@ pub fn step(
     s: &FitSettings,
     lr: f64,
 ) -> Result<(f64, f64), TrainError> {
-    let mut total: Option<Tensor> = None;
-    for &i in idx {
-        let (l, _) = example_loss(head, &split.examples[i], &split.features[i], s, true)?;
-        total = Some(match total {
-            Some(t) => (t + l)?,
-            None => l,
-        });
-    }
-    let Some(total) = total else {
+    if idx.is_empty() {
         return Ok((0.0, 0.0));
+    }
+    let n = idx.len() as f64;
+    let one_by_one = idx
+        .iter()
+        .any(|&i| matches!(split.features[i].context, Context::All { .. }));
+    let (mean, mut named) = if one_by_one {
+        let (mut sum, mut acc) = (0.0, HashMap::new());
+        for &i in idx {
+            let (l, _) = example_loss(head, &split.examples[i], &split.features[i], s, true)?;
+            let l = (l / n)?;
+            sum += f64::from(l.to_scalar::<f32>()?);
+            accumulate(&mut acc, named_grads(opt.vars(), &l.backward()?)?)?;
+        }
+        (sum, acc)
+    } else {
+        let mut total: Option<Tensor> = None;
+        for &i in idx {
+            let (l, _) = example_loss(head, &split.examples[i], &split.features[i], s, true)?;
+            total = Some(match total {
+                Some(t) => (t + l)?,
+                None => l,
+            });
+        }
+        let mean = (total.expect("a non-empty batch") / n)?;
+        let named = named_grads(opt.vars(), &mean.backward()?)?;
+        (f64::from(mean.to_scalar::<f32>()?), named)
     };
-    let mean = (total / idx.len() as f64)?;
-    let grads = mean.backward()?;
-    let mut named = named_grads(opt.vars(), &grads)?;
     let norm = clip_grad_norm(&mut named, 1.0)?;
     opt.step(&named, lr)?;
-    Ok((f64::from(mean.to_scalar::<f32>()?), norm))
+    Ok((mean, norm))
 }
 
 /// Each example's probability of the first answer under the head (or, without adapters, the

@@ -1,8 +1,11 @@
-//! The trained part of the judge: the top K layers at the verdict position alone, with LoRA
-//! adapters, over the frozen context's keys and values ([`super::features::Features`]), then
-//! the final norm and only the output head's rows of the answers' tokens. Written with candle's
-//! composed ops (`rms_norm_slow`, `rope_slow`, `softmax`), which have backward passes; the same
-//! layer as the inference network's at one position.
+//! The trained part of the judge: the top K layers with LoRA adapters, then the final norm and
+//! only the output head's rows of the answers' tokens. A verdict adapter runs them at the
+//! verdict position alone, over the frozen context's keys and values; an adapter of every
+//! position runs them over the whole prompt from the hidden states entering the first adapted
+//! layer (the last layer at the verdict position alone: nothing else of it is read). See
+//! [`super::features::Context`]. Written with candle's composed ops (`rms_norm_slow`,
+//! `rope_slow`, `softmax`), which have backward passes; the same layer as the inference
+//! network's.
 
 use std::collections::HashMap;
 
@@ -10,7 +13,7 @@ use candle_core::{DType, Device, Result, Tensor, Var, D};
 use candle_nn::ops::{rms_norm_slow, softmax};
 use candle_nn::rotary_emb::rope_slow;
 
-use super::features::Features;
+use super::features::{Context, Features};
 use crate::model::adapter::{peft_name, LoraConfig, TARGETS};
 use crate::model::{ModelFiles, QwenConfig};
 use crate::rng::Rng;
@@ -164,39 +167,129 @@ impl VerdictHead {
     /// The answers' logits `[answer tokens]` of mode `mode` (its index) at the verdict position
     /// of `f`.
     pub fn logits(&self, f: &Features, mode: usize, adapters: bool) -> Result<Tensor> {
-        let c = &self.cfg;
-        let eps = c.rms_norm_eps() as f32;
-        let (d, nh, nkv) = (c.head_dim(), c.num_attention_heads, c.num_kv_heads());
-        let angles: Vec<f32> = self.inv_freq.iter().map(|w| w * f.pos as f32).collect();
-        let ang = Tensor::from_vec(angles, (1, d / 2), &self.device)?;
-        let (cos, sin) = (ang.cos()?, ang.sin()?);
-        let mut x = f.hidden.reshape((1, c.hidden_size))?;
-        for (i, l) in self.layers.iter().enumerate() {
-            let h = rms_norm_slow(&x, &l.ln1, eps)?;
-            let heads = |p: usize, n: usize, norm: &Option<Tensor>| -> Result<Tensor> {
-                let t = l.proj[p].forward(&h, adapters)?.reshape((1, n, 1, d))?;
-                match norm {
-                    Some(w) => rms_norm_slow(&t, w, eps),
-                    None => Ok(t),
+        let k = self.layers.len();
+        let mut x = match &f.context {
+            Context::Verdict { hidden, .. } => {
+                let mut x = hidden.reshape((1, self.cfg.hidden_size))?;
+                for (i, l) in self.layers.iter().enumerate() {
+                    let (ck, cv) = f.context(i)?;
+                    x = self.layer(l, &x, f.pos, Some((&ck, &cv)), false, adapters)?;
                 }
-            };
-            let q = rope_slow(&heads(0, nh, &l.q_norm)?, &cos, &sin)?;
-            let k = rope_slow(&heads(1, nkv, &l.k_norm)?, &cos, &sin)?;
-            let v = heads(2, nkv, &None)?;
-            let (ck, cv) = f.context(i)?;
-            let k = Tensor::cat(&[&ck, &k.reshape((nkv, 1, d))?], 1)?;
-            let v = Tensor::cat(&[&cv, &v.reshape((nkv, 1, d))?], 1)?;
-            let q = (q.reshape((nkv, nh / nkv, d))? * (1.0 / (d as f64).sqrt()))?;
-            let att = softmax(&q.matmul(&k.t()?)?, D::Minus1)?;
-            let y = att.matmul(&v)?.reshape((1, nh * d))?;
-            x = (x + l.proj[3].forward(&y, adapters)?)?;
-            let h = rms_norm_slow(&x, &l.ln2, eps)?;
-            let gate = l.proj[4].forward(&h, adapters)?.silu()?;
-            let up = l.proj[5].forward(&h, adapters)?;
-            x = (x + l.proj[6].forward(&(gate * up)?, adapters)?)?;
+                x
+            }
+            Context::All { .. } => {
+                let mut x = f.all_positions()?;
+                if x.dim(0)? != f.pos + 1 {
+                    candle_core::bail!("{} hidden states for a prompt of {}", x.dim(0)?, f.pos + 1);
+                }
+                for (i, l) in self.layers.iter().enumerate() {
+                    x = self.layer(l, &x, 0, None, i + 1 == k, adapters)?;
+                }
+                x
+            }
+        };
+        if k == 0 {
+            x = x.narrow(0, x.dim(0)? - 1, 1)?;
         }
-        let x = rms_norm_slow(&x, &self.norm, eps)?;
+        let x = rms_norm_slow(&x, &self.norm, self.eps())?;
         x.matmul(&self.answers[mode].0.t()?)?.flatten_all()
+    }
+
+    fn eps(&self) -> f32 {
+        self.cfg.rms_norm_eps() as f32
+    }
+
+    /// The rotary tables `[n, head_dim / 2]` of positions `start..start + n`.
+    fn rope_tables(&self, start: usize, n: usize) -> Result<(Tensor, Tensor)> {
+        let half = self.inv_freq.len();
+        let angles: Vec<f32> = (start..start + n)
+            .flat_map(|p| self.inv_freq.iter().map(move |w| w * p as f32))
+            .collect();
+        let ang = Tensor::from_vec(angles, (n, half), &self.device)?;
+        Ok((ang.cos()?, ang.sin()?))
+    }
+
+    /// Layer `l` over the rows `x` `[n, hidden]` at positions `start..start + n`, after the
+    /// frozen keys and values `context` of positions `0..start` (`[kv_heads, start, head_dim]`),
+    /// causal within the rows. `last_only`: the result is the last row's alone (`[1, hidden]`),
+    /// and the other rows' queries and MLP are not computed.
+    fn layer(
+        &self,
+        l: &HeadLayer,
+        x: &Tensor,
+        start: usize,
+        context: Option<(&Tensor, &Tensor)>,
+        last_only: bool,
+        adapters: bool,
+    ) -> Result<Tensor> {
+        let c = &self.cfg;
+        let eps = self.eps();
+        let (d, nh, nkv) = (c.head_dim(), c.num_attention_heads, c.num_kv_heads());
+        let n = x.dim(0)?;
+        let (cos, sin) = self.rope_tables(start, n)?;
+        let h = rms_norm_slow(x, &l.ln1, eps)?;
+        // `[rows, heads · d]` → `[1, heads, rows, d]`, normed per head where the model does.
+        let heads = |t: Tensor, count: usize, norm: &Option<Tensor>| -> Result<Tensor> {
+            let rows = t.dim(0)?;
+            let t = t.reshape((rows, count, d))?.transpose(0, 1)?.unsqueeze(0)?;
+            match norm {
+                Some(w) => rms_norm_slow(&t.contiguous()?, w, eps),
+                None => Ok(t),
+            }
+        };
+        let k = heads(l.proj[1].forward(&h, adapters)?, nkv, &l.k_norm)?;
+        let k = rope_slow(&k.contiguous()?, &cos, &sin)?.squeeze(0)?;
+        let v = heads(l.proj[2].forward(&h, adapters)?, nkv, &None)?.squeeze(0)?;
+        let (k, v) = match context {
+            Some((ck, cv)) => (
+                Tensor::cat(&[ck, &k], 1)?,
+                Tensor::cat(&[cv, &v.contiguous()?], 1)?,
+            ),
+            None => (k, v.contiguous()?),
+        };
+        let (x, h, q_from) = if last_only && n > 1 {
+            (x.narrow(0, n - 1, 1)?, h.narrow(0, n - 1, 1)?, n - 1)
+        } else {
+            (x.clone(), h, 0)
+        };
+        let m = n - q_from;
+        let q = heads(l.proj[0].forward(&h, adapters)?, nh, &l.q_norm)?;
+        let q = rope_slow(
+            &q.contiguous()?,
+            &cos.narrow(0, q_from, m)?,
+            &sin.narrow(0, q_from, m)?,
+        )?;
+        // Query head j reads key head j / (nh / nkv): `[nkv, group · m, d]`.
+        let g = nh / nkv;
+        let q = (q.reshape((nkv, g * m, d))? * (1.0 / (d as f64).sqrt()))?;
+        let mut scores = q.matmul(&k.t()?)?;
+        let keys = k.dim(1)?;
+        if m > 1 {
+            // Row r of a head group is the query at position start + q_from + r % m: it sees
+            // the keys up to its own position.
+            let mask: Vec<f32> = (0..m)
+                .flat_map(|r| {
+                    let own = start + q_from + r;
+                    (0..keys).map(move |j| if j > own { f32::NEG_INFINITY } else { 0.0 })
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, (m, keys), &self.device)?;
+            scores = scores
+                .reshape((nkv, g, m, keys))?
+                .broadcast_add(&mask)?
+                .reshape((nkv, g * m, keys))?;
+        }
+        let att = softmax(&scores, D::Minus1)?;
+        let y = att
+            .matmul(&v)?
+            .reshape((nh, m, d))?
+            .transpose(0, 1)?
+            .reshape((m, nh * d))?;
+        let x = (x + l.proj[3].forward(&y, adapters)?)?;
+        let h = rms_norm_slow(&x, &l.ln2, eps)?;
+        let gate = l.proj[4].forward(&h, adapters)?.silu()?;
+        let up = l.proj[5].forward(&h, adapters)?;
+        x + l.proj[6].forward(&(gate * up)?, adapters)?
     }
 
     /// log P(first answer), log P(second answer) from the answers' logits, each answer's

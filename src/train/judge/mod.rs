@@ -6,13 +6,18 @@
 //! - [`features`]: the frozen base model (the inference network the judge serves with) runs
 //!   once per example; what the adapted layers need is kept in memory, and on disk
 //!   ([`feature_file`]) for later runs on the same data.
-//! - [`head`]: the adapted top K layers at the verdict position alone, and the answers' rows of
-//!   the output head: an epoch costs K layers at one position per example.
+//! - [`head`]: the adapted top K layers and the answers' rows of the output head.
 //! - [`fit`]: the loop, the dev figures, the best checkpoint.
 //!
-//! The adapter changes the verdict position only (`gavel_judge.json`'s `reach = "verdict"`): the
-//! context's keys and values stay the base model's, so a tuned judge reuses the base model's
-//! prefix cache and training needs no backward pass through the context.
+//! Two reaches (`--reach`, recorded as `gavel_judge.json`'s `reach`):
+//! - `verdict` (the default): the adapter changes the verdict position only. The context's keys
+//!   and values stay the base model's, so a tuned judge could share the base model's prefix
+//!   cache, the features are the adapted layers' keys and values, and an epoch costs K layers
+//!   at one position per example.
+//! - `all`: the adapter changes every position, as PEFT applies one, so it can change what the
+//!   context carries to the verdict. The features are the hidden states entering the first
+//!   adapted layer at every position, and an epoch runs K layers forward and backward over
+//!   every token of every example.
 
 pub mod args;
 pub mod examples;

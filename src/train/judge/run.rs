@@ -15,9 +15,7 @@ use super::fit::{self, FitSettings, Split};
 use super::head::VerdictHead;
 use crate::eval::Labels;
 use crate::groupfile::read_groups;
-use crate::model::adapter::{
-    base_record, JudgeRecord, LoraConfig, Reach, ADAPTER_CONFIG, JUDGE_RECORD,
-};
+use crate::model::adapter::{base_record, JudgeRecord, LoraConfig, ADAPTER_CONFIG, JUDGE_RECORD};
 use crate::model::{DeviceSpec, ModelFiles};
 use crate::prompt::JudgeMode;
 use crate::rng::Rng;
@@ -114,7 +112,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
         &mut rng,
         &device,
     )?;
-    let mut model = BaseModel::new(files, &device, first, &choices)?;
+    let mut model = BaseModel::new(files, &device, first, args.reach, &choices)?;
 
     let started = std::time::Instant::now();
     let dir = (args.features.clone()).unwrap_or_else(|| args.output.join("features"));
@@ -187,7 +185,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
     let adapted: Vec<usize> = (first..layers).collect();
     let mode_names: Vec<String> = modes.iter().map(|m| m.name().to_string()).collect();
     let record = |figures: &fit::DevFigures, step: u64| JudgeRecord {
-        reach: Reach::Verdict,
+        reach: args.reach,
         modes: mode_names.clone(),
         base: base.clone(),
         training: json!({
@@ -195,7 +193,8 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
             "train": args.train, "dev": args.dev, "teacher": args.teacher,
             "teacher_groups": args.teacher_groups,
             "train_groups": train.truths.len(), "train_examples": train.examples.len(),
-            "dev_examples": dev.examples.len(), "layers": args.layers, "rank": args.rank,
+            "dev_examples": dev.examples.len(), "layers": args.layers, "reach": args.reach,
+            "rank": args.rank,
             "alpha": args.alpha, "epochs": args.epochs, "batch_size": args.batch_size,
             "learning_rate": args.learning_rate, "seed": args.seed, "step": step,
             "dev_base_figures": base_dev, "dev_figures": figures,
@@ -388,12 +387,13 @@ fn featurize(
         base,
         device: &device,
         first: model.first,
+        reach: model.reach,
         choices: &model.choices,
         chunks: &chunks,
     };
     let path = key.path(dir, what);
     let layers = model.files().config.num_hidden_layers - model.first;
-    if let Some(features) = feature_file::load(&path, examples.len(), layers)? {
+    if let Some(features) = feature_file::load(&path, examples.len(), layers, model.reach)? {
         eprintln!("train judge: {what} features read from {}", path.display());
         return Ok(Split {
             examples,
