@@ -11,6 +11,7 @@ use candle_core::{Device, Tensor};
 use serde_json::json;
 
 use crate::common::model::testkit::{self, TinyOptions};
+use crate::max_diff;
 use gavel::judge::local::{LoadedModel, LocalModelSpec};
 use gavel::model::adapter::{base_record, JudgeRecord, LoraConfig, Reach, TARGETS};
 use gavel::model::{Arch, ModelFiles};
@@ -53,14 +54,6 @@ fn write(
         serde_json::to_string(&record).unwrap(),
     )
     .unwrap();
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 /// Both tiny layers adapted (the first over every row, causally masked, the second at the

@@ -181,7 +181,7 @@ impl BaseModel {
         if shared_len > 0 {
             let (_, hidden) = self
                 .net()?
-                .forward_capturing(&prompts[0][..shared_len], Some(first))
+                .forward_capturing(&prompts[0][..shared_len], all.then_some(first))
                 .map_err(tensor_err)?;
             if all {
                 shared_hidden = hidden;
