@@ -87,8 +87,15 @@ fn check(first: usize) {
         ..LoraConfig::default()
     };
     let cpu = Device::Cpu;
-    let head =
-        VerdictHead::new(&files, first, &[ids.clone()], &lora, &mut Rng::new(3), &cpu).unwrap();
+    let head = VerdictHead::new(
+        &files,
+        first,
+        std::slice::from_ref(&ids),
+        &lora,
+        &mut Rng::new(3),
+        &cpu,
+    )
+    .unwrap();
     // Fresh adapters have B = 0 (the base model): give them values, so the adapters count.
     let mut rng = Rng::new(9);
     for (name, var) in head.lora_vars() {
