@@ -149,18 +149,14 @@ pub fn load(
         return Ok(None);
     }
     let t = |e: candle_core::Error| bad(path, e);
-    let mut all = candle_core::safetensors::load(path, &Device::Cpu).map_err(t)?;
-    let mut take = |name: &str| -> Result<Tensor, TrainError> {
-        all.remove(name).ok_or_else(|| {
-            bad(
-                path,
-                format!("no tensor {name}: not a complete features file"),
-            )
-        })
+    let mut file = Stored {
+        tensors: candle_core::safetensors::load(path, &Device::Cpu).map_err(t)?,
+        path,
     };
-    let pos = take("pos")?.to_vec1::<u32>().map_err(t)?;
-    let chunk = take("chunk")?.to_vec1::<u32>().map_err(t)?;
-    let firsts = take("base_first")?
+    let pos = file.take("pos")?.to_vec1::<u32>().map_err(t)?;
+    let chunk = file.take("chunk")?.to_vec1::<u32>().map_err(t)?;
+    let firsts = file
+        .take("base_first")?
         .to_dtype(DType::F64)
         .and_then(|x| x.to_vec1::<f64>())
         .map_err(t)?;
@@ -174,38 +170,24 @@ pub fn load(
         let c = chunk[i];
         let context = match reach {
             Reach::Verdict => {
-                if let std::collections::hash_map::Entry::Vacant(slot) = shared_kv.entry(c) {
-                    let kv = (0..layers)
-                        .map(|l| {
-                            Ok((
-                                take(&format!("c{c}.shared.{l}.k"))?,
-                                take(&format!("c{c}.shared.{l}.v"))?,
-                            ))
-                        })
-                        .collect::<Result<Vec<_>, TrainError>>()?;
-                    slot.insert(Arc::new(kv));
+                if !shared_kv.contains_key(&c) {
+                    let kv = file.kv(&format!("c{c}.shared"), layers)?;
+                    shared_kv.insert(c, Arc::new(kv));
                 }
-                let own = (0..layers)
-                    .map(|l| {
-                        Ok((
-                            take(&format!("e{i}.own.{l}.k"))?,
-                            take(&format!("e{i}.own.{l}.v"))?,
-                        ))
-                    })
-                    .collect::<Result<Vec<_>, TrainError>>()?;
                 Context::Verdict {
-                    hidden: take(&format!("e{i}.hidden"))?,
+                    hidden: file.take(&format!("e{i}.hidden"))?,
                     shared: shared_kv[&c].clone(),
-                    own,
+                    own: file.kv(&format!("e{i}.own"), layers)?,
                 }
             }
             Reach::All => {
-                if let std::collections::hash_map::Entry::Vacant(slot) = shared_hidden.entry(c) {
-                    slot.insert(Arc::new(take(&format!("c{c}.shared"))?));
+                if !shared_hidden.contains_key(&c) {
+                    let h = file.take(&format!("c{c}.shared"))?;
+                    shared_hidden.insert(c, Arc::new(h));
                 }
                 Context::All {
                     shared: shared_hidden[&c].clone(),
-                    own: take(&format!("e{i}.own"))?,
+                    own: file.take(&format!("e{i}.own"))?,
                 }
             }
         };
@@ -216,6 +198,35 @@ pub fn load(
         });
     }
     Ok(Some(out))
+}
+
+/// A features file's tensors, taken out by name.
+struct Stored<'a> {
+    tensors: HashMap<String, Tensor>,
+    path: &'a Path,
+}
+
+impl Stored<'_> {
+    fn take(&mut self, name: &str) -> Result<Tensor, TrainError> {
+        self.tensors.remove(name).ok_or_else(|| {
+            bad(
+                self.path,
+                format!("no tensor {name}: not a complete features file"),
+            )
+        })
+    }
+
+    /// The keys and values `PREFIX.L.k`, `PREFIX.L.v` of `layers` layers.
+    fn kv(&mut self, prefix: &str, layers: usize) -> Result<Vec<(Tensor, Tensor)>, TrainError> {
+        (0..layers)
+            .map(|l| {
+                Ok((
+                    self.take(&format!("{prefix}.{l}.k"))?,
+                    self.take(&format!("{prefix}.{l}.v"))?,
+                ))
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
