@@ -6,13 +6,14 @@
 #
 #   benches/judge_adapter.sh                          # 0.5B, QA + summarization, both modes
 #   MODEL=1.5b benches/judge_adapter.sh
-#   TRAIN="halueval_qa" LAYERS=4 EPOCHS=3 benches/judge_adapter.sh
+#   TRAIN="halueval_qa" LAYERS=4 EPOCHS=3 LR=1e-3 RANK=8 ALPHA=16 benches/judge_adapter.sh
 #   REACH=all ...                 # adapters at every position (default: the verdict position)
 #   EVAL_SETS="halueval_qa halueval_dialogue" LIMIT=100 benches/judge_adapter.sh
 #   DEV_LIMIT=50 ...              # choose on the first 50 groups of each dev split
 #   TRAIN="halueval_qa halueval_summarization:80 gavel_answers:24" \
 #     DEV="halueval_qa:50 halueval_summarization:25 gavel_answers:12" MODES=pairwise ...
 #                                 # SET:N takes a split's first N groups
+#   FEATURES=dir ...              # the frozen model's features kept by an earlier run or sweep
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
 #
 # Results under $OUT (default target/judge-adapter/$MODEL): the training run (metrics.jsonl,
@@ -51,6 +52,7 @@ resume=(); [[ -d $out/run ]] && resume=(--resume)
   --train "$(join "${train[@]}")" --dev "$(join "${dev[@]}")" \
   --mode "$(join $modes)" --layers "${LAYERS:-4}" --reach "${REACH:-verdict}" --epochs "${EPOCHS:-3}" \
   --batch-size "${BATCH:-16}" --learning-rate "${LR:-2e-4}" --eval-every "${EVAL_EVERY:-20}" \
+  --rank "${RANK:-8}" --alpha "${ALPHA:-16}" ${FEATURES:+--features "$FEATURES"} \
   -o "$out/run" "${resume[@]}" 2>&1 | tee "$out/train.log"
 cat > "$out/judges.toml" <<TOML
 default_judge = "base"

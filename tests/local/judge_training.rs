@@ -160,6 +160,16 @@ async fn an_adapter_of_every_position_learns_the_rule_and_is_served() {
     );
 }
 
+/// The base model's pointwise dev figure, as a run's log gives it.
+fn base_dev(out: &Out) -> f64 {
+    let base = out
+        .stderr
+        .split("base model on dev: pointwise ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    base.split_whitespace().next().unwrap().parse().unwrap()
+}
+
 fn planted_flags(reach: &str) -> Vec<&str> {
     vec![
         "--train",
@@ -183,12 +193,7 @@ async fn planted_rule(reach: &str) -> Run {
     let r = Run::new("");
     let out = r.train("out", &planted_flags(reach)).await;
     // The random base model does not know the rule (it may rank by chance either way).
-    let base = out
-        .stderr
-        .split("base model on dev: pointwise ")
-        .nth(1)
-        .unwrap();
-    let base: f64 = base.split_whitespace().next().unwrap().parse().unwrap();
+    let base = base_dev(&out);
     assert!(base < 0.9, "base {base}: {}", out.stderr);
     let dev = dev_rankings(&metrics(&r.s.dir.path().join("out")));
     assert!(dev.len() >= 2, "{dev:?}");
@@ -419,4 +424,97 @@ async fn a_teachers_scores_are_distilled() {
     )
     .await;
     assert_eq!(mock.calls(), calls);
+}
+
+/// `n` groups of two answers of random words, nothing marking the better one but its length:
+/// it is the shorter (2 words against 12) in the first `shorter` groups, the longer in the rest.
+fn length_groups(n: usize, shorter: usize, seed: u64) -> String {
+    let mut r = Lcg(seed);
+    let mut out = String::new();
+    for i in 0..n {
+        let mut words = |k: usize| -> String {
+            (0..k)
+                .map(|_| WORDS[(r.next() % WORDS.len() as u64) as usize])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let (short, long) = (words(2), words(12));
+        let answer = |text: &str| {
+            json!({"messages": [
+                {"role": "system", "content": "Answer in a few words."},
+                {"role": "user", "content": format!("Question {i}: name a thing.")},
+                {"role": "assistant", "content": text}]})
+        };
+        let (right, wrong) = if i < shorter {
+            (answer(&short), answer(&long))
+        } else {
+            (answer(&long), answer(&short))
+        };
+        let line = if r.next().is_multiple_of(2) {
+            json!({"id": i, "trajectories": [right, wrong], "labels": [1, 0]})
+        } else {
+            json!({"id": i, "trajectories": [wrong, right], "labels": [0, 1]})
+        };
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// Where the better answer is mostly the shorter, an adapter learns "prefer the shorter";
+/// `--balance-length` weighs the groups where it is the longer as much, and then it does not.
+/// Dev: the better answer always the shorter, so the length rule scores 1 and no rule 0.5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_lengths_keep_length_from_being_learnt() {
+    let r = Run::new("");
+    r.s.write("train.jsonl", &length_groups(48, 36, 5));
+    r.s.write("dev.jsonl", &length_groups(24, 24, 6));
+    let flags = [
+        "--train",
+        "train.jsonl",
+        "--dev",
+        "dev.jsonl",
+        "--epochs",
+        "20",
+        "--eval-every",
+        "24",
+        "--mode",
+        "pointwise",
+    ];
+    let plain = r.train("plain", &flags).await;
+    let kept = r.s.dir.path().join("plain/features");
+    let kept = kept.to_str().unwrap();
+    let balanced = r
+        .train(
+            "balanced",
+            &[&flags[..], &["--balance-length", "--features", kept]].concat(),
+        )
+        .await;
+    // Each group gives two pointwise examples, both on the same side of the length rule.
+    let counts = "pointwise training labels favour the longer trajectory in 24 examples, the \
+                  shorter in 72";
+    for out in [&plain, &balanced] {
+        assert!(out.stderr.contains(counts), "{}", out.stderr);
+    }
+    assert!(balanced
+        .stderr
+        .contains("(weighed equal: --balance-length)"));
+    let best = |run: &str| {
+        dev_rankings(&metrics(&r.s.dir.path().join(run)))
+            .into_iter()
+            .fold(0.0, f64::max)
+    };
+    let base = base_dev(&plain);
+    let (plain, balanced) = (best("plain"), best("balanced"));
+    assert!(
+        base <= 0.75,
+        "the random base model ranks by length already: {base}"
+    );
+    assert!(plain >= 0.9, "unbalanced: length learnt, dev {plain}");
+    assert!(balanced <= 0.75, "balanced: dev {balanced} (plain {plain})");
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(r.s.dir.path().join("balanced/best/gavel_judge.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["training"]["balance_length"], true, "{record}");
 }

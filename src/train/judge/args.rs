@@ -114,6 +114,15 @@ pub struct JudgeArgs {
         default_value_t = 50
     )]
     pub eval_every: u64,
+    /// Weigh the training examples so that those whose label favours the longer trajectory and
+    /// those that favour the shorter count the same, per mode: where a set's wrong answers are
+    /// mostly the longer ones, the adapter cannot learn length for quality. [default: off]
+    #[arg(
+        long,
+        env = "GAVEL_TRAIN_JUDGE_BALANCE_LENGTH",
+        default_value_t = false
+    )]
+    pub balance_length: bool,
     /// Use at most this many training groups (the first ones of the files). [default: none]
     #[arg(long, env = "GAVEL_TRAIN_JUDGE_MAX_GROUPS")]
     pub max_groups: Option<usize>,

@@ -23,6 +23,11 @@ pub struct Example {
     /// The group it came from (index in its split) and the candidates it shows.
     pub group: usize,
     pub shows: Vec<usize>,
+    /// Whether the target favours the longer side: +1 when the answer it asks for goes with
+    /// the longer trajectory (pairwise: the preferred one is the longer; pointwise: a better
+    /// than middling trajectory longer than its group's middle, or a worse one shorter), −1
+    /// when with the shorter, 0 on a tie of either. See [`length_weights`].
+    pub length_sign: i8,
 }
 
 /// A group's truth per candidate (distinct trajectory): what its examples are made from and
@@ -68,14 +73,17 @@ pub fn build(
                 }
             };
             let scores = candidate_scores(&probes.candidate_of, &src.per_trajectory);
+            let lengths = candidate_lengths(&probes.candidate_of, &src.request);
             for (messages, shows) in probes.prompts.into_iter().zip(probes.shows) {
                 let target = target(mode, &scores, &shows, src.soft);
+                let length_sign = length_sign(mode, target, &lengths, &shows);
                 examples.push(Example {
                     messages,
                     mode,
                     target,
                     group: g,
                     shows,
+                    length_sign,
                 });
             }
             truth.get_or_insert(GroupTruth {
@@ -108,6 +116,83 @@ fn candidate_scores(candidate_of: &[usize], per_trajectory: &[f64]) -> Vec<f64> 
     sum.iter()
         .zip(&n)
         .map(|(s, &k)| s / k.max(1) as f64)
+        .collect()
+}
+
+/// Each candidate's length: its first trajectory's messages as JSON, in bytes. Only the order
+/// of lengths within a group is used, and the part the trajectories share counts the same in all.
+fn candidate_lengths(candidate_of: &[usize], request: &ScoreRequest) -> Vec<usize> {
+    let m = candidate_of.iter().max().map_or(0, |c| c + 1);
+    let mut len = vec![None; m];
+    for (&c, t) in candidate_of.iter().zip(&request.trajectories) {
+        len[c].get_or_insert_with(|| serde_json::to_string(&t.messages).map_or(0, |j| j.len()));
+    }
+    len.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// [`Example::length_sign`] of a probe showing `shows` with target `target`.
+fn length_sign(mode: JudgeMode, target: f64, lengths: &[usize], shows: &[usize]) -> i8 {
+    let favours = |x: f64| {
+        if x > 0.0 {
+            1
+        } else if x < 0.0 {
+            -1
+        } else {
+            0
+        }
+    };
+    let towards_first = favours(target - 0.5);
+    let longer = match mode {
+        JudgeMode::Pairwise => favours(lengths[shows[0]] as f64 - lengths[shows[1]] as f64),
+        _ => {
+            let mut sorted = lengths.to_vec();
+            sorted.sort_unstable();
+            let n = sorted.len();
+            let middle = if n == 0 {
+                0.0
+            } else {
+                (sorted[(n - 1) / 2] + sorted[n / 2]) as f64 / 2.0
+            };
+            favours(lengths[shows[0]] as f64 - middle)
+        }
+    };
+    towards_first * longer
+}
+
+/// Per-example loss weights that take length out of the labels, per mode: the examples whose
+/// target favours the longer side (`length_sign` +1) and those that favour the shorter (−1)
+/// weigh the same in all, each side scaled to half their joint count; the others weigh 1.
+/// Where one side is absent there is nothing to balance, and every weight is 1. A set whose
+/// hallucinated answers are mostly the longer otherwise teaches "prefer the shorter".
+pub fn length_weights(examples: &[Example], modes: &[JudgeMode]) -> Vec<f64> {
+    let side = |m: JudgeMode, sign: i8| {
+        examples
+            .iter()
+            .filter(|e| e.mode == m && e.length_sign == sign)
+            .count() as f64
+    };
+    let scale: Vec<(f64, f64)> = modes
+        .iter()
+        .map(|&m| {
+            let (longer, shorter) = (side(m, 1), side(m, -1));
+            if longer == 0.0 || shorter == 0.0 {
+                (1.0, 1.0)
+            } else {
+                let half = (longer + shorter) / 2.0;
+                (half / longer, half / shorter)
+            }
+        })
+        .collect();
+    examples
+        .iter()
+        .map(|e| {
+            let mi = modes.iter().position(|&m| m == e.mode);
+            match (mi, e.length_sign) {
+                (Some(i), 1) => scale[i].0,
+                (Some(i), -1) => scale[i].1,
+                _ => 1.0,
+            }
+        })
         .collect()
 }
 
@@ -198,6 +283,7 @@ mod tests {
             target,
             group: 0,
             shows: vec![0],
+            length_sign: 0,
         };
         let examples = vec![
             ex(JudgeMode::Pointwise, 1.0),
@@ -209,5 +295,53 @@ mod tests {
         // One yes, three no: the yes counts 2, each no 2/3, so both sides weigh 2.
         assert!((w[0].0 - 2.0).abs() < 1e-12 && (w[0].1 - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(w[1], (1.0, 1.0));
+    }
+
+    /// Pairwise, the sign follows whether the preferred trajectory is the longer; pointwise,
+    /// whether a good one is longer (or a bad one shorter) than its group's middle.
+    #[test]
+    fn length_sign_says_which_side_the_target_favours() {
+        let len = [300, 100];
+        assert_eq!(length_sign(JudgeMode::Pairwise, 1.0, &len, &[0, 1]), 1);
+        assert_eq!(length_sign(JudgeMode::Pairwise, 0.0, &len, &[0, 1]), -1);
+        assert_eq!(length_sign(JudgeMode::Pairwise, 1.0, &len, &[1, 0]), -1);
+        assert_eq!(length_sign(JudgeMode::Pairwise, 0.5, &len, &[0, 1]), 0);
+        assert_eq!(length_sign(JudgeMode::Pairwise, 1.0, &[5, 5], &[0, 1]), 0);
+        assert_eq!(length_sign(JudgeMode::Pointwise, 1.0, &len, &[0]), 1);
+        assert_eq!(length_sign(JudgeMode::Pointwise, 0.0, &len, &[0]), -1);
+        assert_eq!(length_sign(JudgeMode::Pointwise, 0.0, &len, &[1]), 1);
+        // The middle of three: neither longer nor shorter.
+        assert_eq!(length_sign(JudgeMode::Pointwise, 1.0, &[1, 2, 3], &[1]), 0);
+    }
+
+    /// Three examples favour the longer and one the shorter: each side then weighs 2 in all,
+    /// the total is kept, and a mode with one side only is left as it is.
+    #[test]
+    fn length_weights_balance_the_longer_and_the_shorter() {
+        let ex = |mode, length_sign| Example {
+            messages: Vec::new(),
+            mode,
+            target: 1.0,
+            group: 0,
+            shows: vec![0, 1],
+            length_sign,
+        };
+        let p = JudgeMode::Pairwise;
+        let q = JudgeMode::Pointwise;
+        let examples = [
+            ex(p, 1),
+            ex(p, 1),
+            ex(p, 1),
+            ex(p, -1),
+            ex(p, 0),
+            ex(q, 1),
+            ex(q, 0),
+        ];
+        let w = length_weights(&examples, &[p, q]);
+        let expect = [2.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0, 2.0, 1.0, 1.0, 1.0];
+        assert!(
+            w.iter().zip(expect).all(|(a, b)| (a - b).abs() < 1e-12),
+            "{w:?}"
+        );
     }
 }

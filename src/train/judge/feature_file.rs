@@ -5,6 +5,7 @@
 //! of training). One safetensors file per split, named by a hash of everything the features
 //! are a function of, so a file is only ever read back for the same inputs.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -170,23 +171,27 @@ pub fn load(
         let c = chunk[i];
         let context = match reach {
             Reach::Verdict => {
-                if !shared_kv.contains_key(&c) {
-                    let kv = file.kv(&format!("c{c}.shared"), layers)?;
-                    shared_kv.insert(c, Arc::new(kv));
-                }
+                let shared = match shared_kv.entry(c) {
+                    Entry::Occupied(e) => e.get().clone(),
+                    Entry::Vacant(e) => e
+                        .insert(Arc::new(file.kv(&format!("c{c}.shared"), layers)?))
+                        .clone(),
+                };
                 Context::Verdict {
                     hidden: file.take(&format!("e{i}.hidden"))?,
-                    shared: shared_kv[&c].clone(),
+                    shared,
                     own: file.kv(&format!("e{i}.own"), layers)?,
                 }
             }
             Reach::All => {
-                if !shared_hidden.contains_key(&c) {
-                    let h = file.take(&format!("c{c}.shared"))?;
-                    shared_hidden.insert(c, Arc::new(h));
-                }
+                let shared = match shared_hidden.entry(c) {
+                    Entry::Occupied(e) => e.get().clone(),
+                    Entry::Vacant(e) => e
+                        .insert(Arc::new(file.take(&format!("c{c}.shared"))?))
+                        .clone(),
+                };
                 Context::All {
-                    shared: shared_hidden[&c].clone(),
+                    shared,
                     own: file.take(&format!("e{i}.own"))?,
                 }
             }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use candle_core::Tensor;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::examples::{Example, GroupTruth};
 use super::features::{Context, Features};
@@ -34,6 +34,51 @@ pub struct FitSettings {
     pub seed: u64,
     /// Per mode (in `modes` order): the weights of the first and the second answer.
     pub class_weights: Vec<(f64, f64)>,
+    /// Per training example: a factor on its loss ([`super::examples::length_weights`] with
+    /// `--balance-length`); empty = 1 for all.
+    pub example_weights: Vec<f64>,
+}
+
+/// The best dev figures so far, by which a checkpoint is kept: the higher mean ranking
+/// accuracy, and between equal ones the lower dev loss. On a few dozen dev groups the accuracy
+/// moves in steps of 1/groups and ties are common; the first checkpoint to reach a figure is
+/// often one still in warm-up, barely moved from the base model, and the loss tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    pub mean_ranking: f64,
+    /// Absent from runs written before ties were broken by loss: then any tie improves.
+    #[serde(default = "infinite")]
+    pub loss: f64,
+}
+
+fn infinite() -> f64 {
+    f64::INFINITY
+}
+
+impl Best {
+    /// Before the first dev measurement: anything improves on it.
+    pub const NONE: Best = Best {
+        mean_ranking: f64::NEG_INFINITY,
+        loss: f64::INFINITY,
+    };
+
+    /// Whether `f` is better than `self`: higher ranking accuracy, or the same (to rounding)
+    /// and a lower dev loss.
+    pub fn improved_by(&self, f: &DevFigures) -> bool {
+        let tie = (f.mean_ranking - self.mean_ranking).abs() < 1e-9;
+        if tie {
+            f.loss < self.loss
+        } else {
+            f.mean_ranking > self.mean_ranking
+        }
+    }
+}
+
+impl FitSettings {
+    /// Training example `i`'s loss factor.
+    fn weight(&self, i: usize) -> f64 {
+        self.example_weights.get(i).copied().unwrap_or(1.0)
+    }
 }
 
 /// Dev-split figures.
@@ -43,7 +88,7 @@ pub struct DevFigures {
     /// order as the truth does (ties count half): `gavel eval`'s pairwise accuracy. With both
     /// modes, then [`COMBINED`]: the same for the mean of a trajectory's two scores.
     pub ranking: Vec<(String, f64)>,
-    /// Mean over the modes: what the best checkpoint is chosen by.
+    /// Mean over the modes: what the best checkpoint is chosen by (ties: by `loss`).
     pub mean_ranking: f64,
     /// Where the dev groups come from more than one file: `ranking` per file (file name, in
     /// the order first seen), so a checkpoint that gains on one kind of set and loses on
@@ -93,19 +138,22 @@ pub fn batch(n: usize, step: u64, s: &FitSettings) -> Vec<usize> {
         .collect()
 }
 
-/// The weighted cross-entropy of example `e` (and its probability of the first answer).
+/// The weighted cross-entropy of example `e`, its loss scaled by `weight` (and its
+/// probability of the first answer).
 fn example_loss(
     head: &VerdictHead,
     e: &Example,
     f: &Features,
     s: &FitSettings,
     adapters: bool,
+    weight: f64,
 ) -> Result<(Tensor, f64), TrainError> {
     let mi = mode_index(&s.modes, e.mode);
     let logits = head.logits(f, mi, adapters)?;
     let (first, second) = head.log_shares(&logits, mi)?;
     let p = first.to_scalar::<f32>()?.exp() as f64;
     let (w1, w0) = s.class_weights[mi];
+    let (w1, w0) = (w1 * weight, w0 * weight);
     let loss = ((first * (-w1 * e.target))? + (second * (-w0 * (1.0 - e.target)))?)?;
     Ok((loss, p))
 }
@@ -132,7 +180,14 @@ pub fn step(
     let (mean, mut named) = if one_by_one {
         let (mut sum, mut acc) = (0.0, HashMap::new());
         for &i in idx {
-            let (l, _) = example_loss(head, &split.examples[i], &split.features[i], s, true)?;
+            let (l, _) = example_loss(
+                head,
+                &split.examples[i],
+                &split.features[i],
+                s,
+                true,
+                s.weight(i),
+            )?;
             let l = (l / n)?;
             sum += f64::from(l.to_scalar::<f32>()?);
             accumulate(&mut acc, named_grads(opt.vars(), &l.backward()?)?)?;
@@ -141,7 +196,14 @@ pub fn step(
     } else {
         let mut total: Option<Tensor> = None;
         for &i in idx {
-            let (l, _) = example_loss(head, &split.examples[i], &split.features[i], s, true)?;
+            let (l, _) = example_loss(
+                head,
+                &split.examples[i],
+                &split.features[i],
+                s,
+                true,
+                s.weight(i),
+            )?;
             total = Some(match total {
                 Some(t) => (t + l)?,
                 None => l,
@@ -171,7 +233,7 @@ pub fn first_shares(
         .examples
         .iter()
         .zip(&split.features)
-        .map(|(e, f)| Ok(example_loss(head, e, f, s, true)?.1))
+        .map(|(e, f)| Ok(example_loss(head, e, f, s, true, 1.0)?.1))
         .collect()
 }
 
@@ -304,7 +366,8 @@ fn accuracy(split: &Split, scores: &[Vec<f64>], file: Option<&str>) -> f64 {
     }
 }
 
-/// Runs steps `start..` of the loop; `save(step, is_best, figures)` writes checkpoints.
+/// Runs steps `start..` of the loop; `save(step, is_best, figures, best, opt)` writes
+/// checkpoints.
 #[allow(clippy::too_many_arguments)]
 pub fn fit(
     head: &VerdictHead,
@@ -313,10 +376,10 @@ pub fn fit(
     dev: &Split,
     s: &FitSettings,
     start: u64,
-    mut best: f64,
+    mut best: Best,
     metrics: &mut crate::train::run_log::MetricsFile,
     progress: &indicatif::ProgressBar,
-    mut save: impl FnMut(u64, bool, &DevFigures, f64, &AdamW) -> Result<(), TrainError>,
+    mut save: impl FnMut(u64, bool, &DevFigures, Best, &AdamW) -> Result<(), TrainError>,
 ) -> Result<(), TrainError> {
     let n = train.examples.len();
     let total = total_steps(n, s);
@@ -344,9 +407,12 @@ pub fn fit(
             elapsed_s: t0.elapsed().as_secs_f64(),
         })?;
         if let Some(f) = figures {
-            let is_best = f.mean_ranking > best;
+            let is_best = best.improved_by(&f);
             if is_best {
-                best = f.mean_ranking;
+                best = Best {
+                    mean_ranking: f.mean_ranking,
+                    loss: f.loss,
+                };
             }
             save(done, is_best, &f, best, opt)?;
         }
@@ -389,6 +455,7 @@ mod tests {
             target: 0.5,
             group,
             shows,
+            length_sign: 0,
         }
     }
 
@@ -442,5 +509,32 @@ mod tests {
         let expect = (right([0.55, 0.45], &bt0) + right([0.95, 0.05], &bt1)) / 2.0;
         assert_eq!(f.ranking[2], (COMBINED.to_string(), expect));
         assert_eq!(expect, 0.5, "one group each way: {bt0:?} {bt1:?}");
+    }
+
+    /// A checkpoint is kept for a higher accuracy, or for the same accuracy at a lower dev
+    /// loss; never for a lower accuracy, however low its loss.
+    #[test]
+    fn the_best_checkpoint_breaks_ties_by_dev_loss() {
+        let figures = |mean_ranking: f64, loss: f64| DevFigures {
+            ranking: Vec::new(),
+            mean_ranking,
+            by_file: Vec::new(),
+            loss,
+        };
+        assert!(Best::NONE.improved_by(&figures(0.0, 9.0)));
+        let best = Best {
+            mean_ranking: 0.82,
+            loss: 0.60,
+        };
+        assert!(best.improved_by(&figures(0.84, 0.70)), "higher accuracy");
+        assert!(best.improved_by(&figures(0.82, 0.55)), "tie, lower loss");
+        // The same figure reached by another sum of fractions rounds differently.
+        assert!(best.improved_by(&figures((0.64 + 1.0) / 2.0 + 1e-15, 0.55)));
+        assert!(!best.improved_by(&figures(0.82, 0.65)), "tie, higher loss");
+        assert!(!best.improved_by(&figures(0.80, 0.10)), "lower accuracy");
+        // A best file from before ties were broken has no loss: any tie improves on it.
+        let old: Best = serde_json::from_str(r#"{"mean_ranking":0.82}"#).unwrap();
+        assert_eq!(old.loss, f64::INFINITY);
+        assert!(old.improved_by(&figures(0.82, 5.0)));
     }
 }

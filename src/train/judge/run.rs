@@ -136,8 +136,32 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
     }
     drop(model);
 
+    for &m in &modes {
+        let side = |sign: i8| {
+            (train.examples.iter())
+                .filter(|e| e.mode == m && e.length_sign == sign)
+                .count()
+        };
+        eprintln!(
+            "train judge: {} training labels favour the longer trajectory in {} examples, the \
+             shorter in {}{}",
+            m.name(),
+            side(1),
+            side(-1),
+            if args.balance_length {
+                " (weighed equal: --balance-length)"
+            } else {
+                ""
+            }
+        );
+    }
     let settings = FitSettings {
         class_weights: examples::class_weights(&train.examples, &modes),
+        example_weights: if args.balance_length {
+            examples::length_weights(&train.examples, &modes)
+        } else {
+            Vec::new()
+        },
         modes: modes.clone(),
         epochs: args.epochs,
         batch_size: args.batch_size,
@@ -160,7 +184,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
         .fold(0.0, f64::max);
     eprintln!("train judge: head vs served base model on dev, max |ΔP| = {drift:.2e}");
     let mut start = 0;
-    let mut best = f64::NEG_INFINITY;
+    let mut best = fit::Best::NONE;
     if args.resume {
         if let Some((step, dir)) = fit::last_checkpoint(&args.output) {
             checkpoint::load_adapters(&dir, &vars)?;
@@ -194,6 +218,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
             "teacher_groups": args.teacher_groups,
             "train_groups": train.truths.len(), "train_examples": train.examples.len(),
             "dev_examples": dev.examples.len(), "layers": args.layers, "reach": args.reach,
+            "balance_length": args.balance_length,
             "rank": args.rank,
             "alpha": args.alpha, "epochs": args.epochs, "batch_size": args.batch_size,
             "learning_rate": args.learning_rate, "seed": args.seed, "step": step,
@@ -235,7 +260,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
     progress.finish_and_clear();
     eprintln!(
         "train judge: best dev {:.4} (base {:.4}); adapter in {}",
-        read_best(&args.output),
+        read_best(&args.output).mean_ranking,
         base_dev.mean_ranking,
         args.output.join("best").display()
     );
@@ -459,16 +484,15 @@ fn write_adapter(
 
 const BEST_FILE: &str = "best_dev.json";
 
-fn write_best(out: &Path, best: f64) -> Result<(), TrainError> {
+fn write_best(out: &Path, best: fit::Best) -> Result<(), TrainError> {
     let path = out.join(BEST_FILE);
-    std::fs::write(&path, json!({ "mean_ranking": best }).to_string()).map_err(|e| io(&path, e))
+    std::fs::write(&path, serde_json::to_string(&best).expect("json")).map_err(|e| io(&path, e))
 }
 
-/// The best dev figure so far (−∞ before the first).
-fn read_best(out: &Path) -> f64 {
+/// The best dev figures so far ([`fit::Best::NONE`] before the first).
+fn read_best(out: &Path) -> fit::Best {
     std::fs::read_to_string(out.join(BEST_FILE))
         .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["mean_ranking"].as_f64())
-        .unwrap_or(f64::NEG_INFINITY)
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(fit::Best::NONE)
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Sweeps `gavel train judge` over learning rate, epochs and LoRA rank on one train and dev split,
+# choosing on dev only: the frozen model's features are computed by the first run and read back
+# by every other (`--features`), so each further point costs its optimizer steps and dev passes.
+# Prints one line per point (best dev figure, its step and dev loss, and the dev figures per
+# mode); nothing here touches an eval set (BENCHMARKS.md "Judge adapters").
+#
+#   benches/judge_sweep.sh                                     # 0.5B, QA, pairwise
+#   MODEL=1.5b TRAIN="halueval_qa halueval_summarization:80" DEV="halueval_qa:50" ...
+#   LRS="3e-4 1e-3 3e-3" EPOCHS_LIST="3 6" RANKS="8 16" ...    # the grid (alpha = 2 × rank)
+#   FEATURES=dir ...              # features kept by an earlier run on the same splits
+#   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
+#
+# SET:N takes a split's first N groups, as in benches/judge_adapter.sh. Each point's run is kept
+# under $OUT/lr-LR_ep-E_r-R (default OUT=target/judge-sweep/$MODEL); a rerun resumes or skips
+# finished points, and $OUT/sweep.tsv holds the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=${MODEL:-0.5b}
+train_sets=${TRAIN:-halueval_qa}
+dev_sets=${DEV:-halueval_qa}
+modes=${MODES:-pairwise}
+out=${OUT:-target/judge-sweep/$model}
+features=${FEATURES:-$out/features}
+mkdir -p "$out" "$features"
+bin=${GAVEL_BIN:-}
+if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
+path=$(tools/fetch-model.sh "$model")
+join() { local IFS=,; echo "$*"; }
+split_file() {
+  local split=$1 set=${2%%:*} n=${2#*:}
+  if [[ $2 == *:* ]]; then
+    head -n "$n" "evals/$split/$set.jsonl" > "$out/$split-$set.jsonl"; echo "$out/$split-$set.jsonl"
+  else
+    echo "evals/$split/$set.jsonl"
+  fi
+}
+train=(); dev=()
+for s in $train_sets; do train+=("$(split_file train "$s")"); done
+for s in $dev_sets; do dev+=("$(split_file dev "$s")"); done
+printf 'lr\tepochs\trank\tbest_dev\tstep\tdev_loss\tdev_by_mode\tbase_dev\tseconds\n' > "$out/sweep.tsv"
+for lr in ${LRS:-3e-4 1e-3 3e-3}; do
+  for epochs in ${EPOCHS_LIST:-3 6}; do
+    for rank in ${RANKS:-8 16}; do
+      run=$out/lr-${lr}_ep-${epochs}_r-$rank
+      resume=(); [[ -d $run ]] && resume=(--resume)
+      start=$SECONDS
+      "$bin" train judge --model "$path" --scorer-config examples/gavel.toml \
+        --train "$(join "${train[@]}")" --dev "$(join "${dev[@]}")" --mode "$(join $modes)" \
+        --layers "${LAYERS:-4}" --reach "${REACH:-verdict}" --epochs "$epochs" \
+        --rank "$rank" --alpha "$((2 * rank))" --batch-size "${BATCH:-16}" \
+        --learning-rate "$lr" --eval-every "${EVAL_EVERY:-10}" --features "$features" \
+        --quiet -o "$run" "${resume[@]}" > "$run.log" 2>&1
+      # The kept checkpoint's step and figures, from its own record.
+      python3 - "$run" "$lr" "$epochs" "$rank" "$((SECONDS - start))" >> "$out/sweep.tsv" <<'PY'
+import json, sys
+run, lr, epochs, rank, secs = sys.argv[1:]
+t = json.load(open(f"{run}/best/gavel_judge.json"))["training"]
+f, b = t["dev_figures"], t["dev_base_figures"]
+modes = " ".join(f"{m} {a:.3f}" for m, a in f["ranking"])
+print(f"{lr}\t{epochs}\t{rank}\t{f['mean_ranking']:.3f}\t{t['step']}\t{f['loss']:.4f}\t{modes}\t{b['mean_ranking']:.3f}\t{secs}")
+PY
+      tail -n 1 "$out/sweep.tsv"
+    done
+  done
+done
+column -t -s $'\t' "$out/sweep.tsv"
