@@ -491,7 +491,8 @@ async fn balanced_lengths_keep_length_from_being_learnt() {
         )
         .await;
     // Each group gives two pointwise examples, both on the same side of the length rule.
-    let counts = "pointwise training labels favour the longer trajectory in 24 examples, the \
+    let counts =
+        "train.jsonl: pointwise training labels favour the longer trajectory in 24 examples, the \
                   shorter in 72";
     for out in [&plain, &balanced] {
         assert!(out.stderr.contains(counts), "{}", out.stderr);

@@ -159,37 +159,54 @@ fn length_sign(mode: JudgeMode, target: f64, lengths: &[usize], shows: &[usize])
     towards_first * longer
 }
 
-/// Per-example loss weights that take length out of the labels, per mode: the examples whose
-/// target favours the longer side (`length_sign` +1) and those that favour the shorter (−1)
-/// weigh the same in all, each side scaled to half their joint count; the others weigh 1.
-/// Where one side is absent there is nothing to balance, and every weight is 1. A set whose
-/// hallucinated answers are mostly the longer otherwise teaches "prefer the shorter".
-pub fn length_weights(examples: &[Example], modes: &[JudgeMode]) -> Vec<f64> {
-    let side = |m: JudgeMode, sign: i8| {
-        examples
-            .iter()
-            .filter(|e| e.mode == m && e.length_sign == sign)
-            .count() as f64
-    };
-    let scale: Vec<(f64, f64)> = modes
-        .iter()
-        .map(|&m| {
-            let (longer, shorter) = (side(m, 1), side(m, -1));
-            if longer == 0.0 || shorter == 0.0 {
-                (1.0, 1.0)
-            } else {
-                let half = (longer + shorter) / 2.0;
-                (half / longer, half / shorter)
+/// How many examples favour the longer and the shorter side, per training file and mode (in
+/// the order first seen): `(file, mode, longer, shorter)`.
+pub fn length_sides(
+    examples: &[Example],
+    truths: &[GroupTruth],
+) -> Vec<(String, JudgeMode, usize, usize)> {
+    let mut sides: Vec<(String, JudgeMode, usize, usize)> = Vec::new();
+    for e in examples {
+        let file = truths.get(e.group).map_or("", |t| t.file.as_str());
+        let i = match sides.iter().position(|s| s.0 == file && s.1 == e.mode) {
+            Some(i) => i,
+            None => {
+                sides.push((file.to_string(), e.mode, 0, 0));
+                sides.len() - 1
             }
-        })
-        .collect();
+        };
+        match e.length_sign {
+            1 => sides[i].2 += 1,
+            -1 => sides[i].3 += 1,
+            _ => {}
+        }
+    }
+    sides
+}
+
+/// Per-example loss weights that take length out of the labels, per training file and mode:
+/// the examples whose target favours the longer side (`length_sign` +1) and those that favour
+/// the shorter (−1) weigh the same in all, each side scaled to half their joint count; the
+/// others weigh 1. Per file, because a mixed run (QA balanced, summaries 30 : 70) pooled
+/// would leave the summaries' lean, which an adapter can tell apart and learn. Where one side
+/// is absent there is nothing to balance, and its weights are 1. A set whose hallucinated
+/// answers are mostly the longer otherwise teaches "prefer the shorter".
+pub fn length_weights(examples: &[Example], truths: &[GroupTruth]) -> Vec<f64> {
+    let sides = length_sides(examples, truths);
     examples
         .iter()
         .map(|e| {
-            let mi = modes.iter().position(|&m| m == e.mode);
-            match (mi, e.length_sign) {
-                (Some(i), 1) => scale[i].0,
-                (Some(i), -1) => scale[i].1,
+            let file = truths.get(e.group).map_or("", |t| t.file.as_str());
+            let Some(&(_, _, longer, shorter)) =
+                sides.iter().find(|s| s.0 == file && s.1 == e.mode)
+            else {
+                return 1.0;
+            };
+            let half = (longer + shorter) as f64 / 2.0;
+            match e.length_sign {
+                _ if longer == 0 || shorter == 0 => 1.0,
+                1 => half / longer as f64,
+                -1 => half / shorter as f64,
                 _ => 1.0,
             }
         })
@@ -314,34 +331,63 @@ mod tests {
         assert_eq!(length_sign(JudgeMode::Pointwise, 1.0, &[1, 2, 3], &[1]), 0);
     }
 
-    /// Three examples favour the longer and one the shorter: each side then weighs 2 in all,
-    /// the total is kept, and a mode with one side only is left as it is.
+    /// In file a: three examples favour the longer and one the shorter, so each side weighs 2
+    /// in all and the total is kept; file b (same mode) is balanced on its own; a mode with
+    /// one side only is left as it is.
     #[test]
-    fn length_weights_balance_the_longer_and_the_shorter() {
-        let ex = |mode, length_sign| Example {
+    fn length_weights_balance_the_longer_and_the_shorter_per_file() {
+        let ex = |mode, group, length_sign| Example {
             messages: Vec::new(),
             mode,
             target: 1.0,
-            group: 0,
+            group,
             shows: vec![0, 1],
             length_sign,
         };
+        let truth = |file: &str| GroupTruth {
+            scores: vec![1.0, 0.0],
+            soft: false,
+            file: file.into(),
+        };
+        let truths = [truth("a"), truth("b")];
         let p = JudgeMode::Pairwise;
         let q = JudgeMode::Pointwise;
         let examples = [
-            ex(p, 1),
-            ex(p, 1),
-            ex(p, 1),
-            ex(p, -1),
-            ex(p, 0),
-            ex(q, 1),
-            ex(q, 0),
+            ex(p, 0, 1),
+            ex(p, 0, 1),
+            ex(p, 0, 1),
+            ex(p, 0, -1),
+            ex(p, 0, 0),
+            ex(p, 1, -1),
+            ex(p, 1, -1),
+            ex(p, 1, 1),
+            ex(q, 0, 1),
+            ex(q, 0, 0),
         ];
-        let w = length_weights(&examples, &[p, q]);
-        let expect = [2.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0, 2.0, 1.0, 1.0, 1.0];
+        let w = length_weights(&examples, &truths);
+        let expect = [
+            2.0 / 3.0,
+            2.0 / 3.0,
+            2.0 / 3.0,
+            2.0,
+            1.0,
+            0.75,
+            0.75,
+            1.5,
+            1.0,
+            1.0,
+        ];
         assert!(
             w.iter().zip(expect).all(|(a, b)| (a - b).abs() < 1e-12),
             "{w:?}"
+        );
+        assert_eq!(
+            length_sides(&examples, &truths),
+            [
+                ("a".to_string(), p, 3, 1),
+                ("b".to_string(), p, 1, 2),
+                ("a".to_string(), q, 1, 0)
+            ]
         );
     }
 }

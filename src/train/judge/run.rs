@@ -136,18 +136,11 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
     }
     drop(model);
 
-    for &m in &modes {
-        let side = |sign: i8| {
-            (train.examples.iter())
-                .filter(|e| e.mode == m && e.length_sign == sign)
-                .count()
-        };
+    for (file, mode, longer, shorter) in examples::length_sides(&train.examples, &train.truths) {
         eprintln!(
-            "train judge: {} training labels favour the longer trajectory in {} examples, the \
-             shorter in {}{}",
-            m.name(),
-            side(1),
-            side(-1),
+            "train judge: {file}: {} training labels favour the longer trajectory in {longer} \
+             examples, the shorter in {shorter}{}",
+            mode.name(),
             if args.balance_length {
                 " (weighed equal: --balance-length)"
             } else {
@@ -158,7 +151,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
     let settings = FitSettings {
         class_weights: examples::class_weights(&train.examples, &modes),
         example_weights: if args.balance_length {
-            examples::length_weights(&train.examples, &modes)
+            examples::length_weights(&train.examples, &train.truths)
         } else {
             Vec::new()
         },
