@@ -2,8 +2,10 @@
 # Sweeps `gavel train judge` over learning rate, epochs and LoRA rank on one train and dev split,
 # choosing on dev only: the frozen model's features are computed by the first run and read back
 # by every other (`--features`), so each further point costs its optimizer steps and dev passes.
-# Prints one line per point (best dev figure, its step and dev loss, and the dev figures per
-# mode); nothing here touches an eval set (BENCHMARKS.md "Judge adapters").
+# Prints one line per point: the best dev figure, its step and dev loss, the dev figures per
+# mode, and over the run's dev measurements the lowest figure and the mean of the second half
+# (late_mean: where the run settles; a point whose figures swing has a high best by chance).
+# Nothing here touches an eval set (BENCHMARKS.md "Judge adapters").
 #
 #   benches/judge_sweep.sh                                     # 0.5B, QA, pairwise
 #   MODEL=1.5b TRAIN="halueval_qa halueval_summarization:80" DEV="halueval_qa:50" ...
@@ -38,7 +40,8 @@ split_file() {
 train=(); dev=()
 for s in $train_sets; do train+=("$(split_file train "$s")"); done
 for s in $dev_sets; do dev+=("$(split_file dev "$s")"); done
-printf 'lr\tepochs\trank\tbest_dev\tstep\tdev_loss\tdev_by_mode\tbase_dev\tseconds\n' > "$out/sweep.tsv"
+printf 'lr\tepochs\trank\tbest_dev\tstep\tdev_loss\tdev_by_mode\tlate_mean\tmin_dev\tbase_dev\tseconds\n' \
+  > "$out/sweep.tsv"
 for lr in ${LRS:-3e-4 1e-3 3e-3}; do
   for epochs in ${EPOCHS_LIST:-3 6}; do
     for rank in ${RANKS:-8 16}; do
@@ -58,7 +61,11 @@ run, lr, epochs, rank, secs = sys.argv[1:]
 t = json.load(open(f"{run}/best/gavel_judge.json"))["training"]
 f, b = t["dev_figures"], t["dev_base_figures"]
 modes = " ".join(f"{m} {a:.3f}" for m, a in f["ranking"])
-print(f"{lr}\t{epochs}\t{rank}\t{f['mean_ranking']:.3f}\t{t['step']}\t{f['loss']:.4f}\t{modes}\t{b['mean_ranking']:.3f}\t{secs}")
+lines = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]
+dev = [l["dev"]["mean_ranking"] for l in lines if l.get("dev")]
+late = dev[len(dev) // 2:]
+print(f"{lr}\t{epochs}\t{rank}\t{f['mean_ranking']:.3f}\t{t['step']}\t{f['loss']:.4f}\t{modes}"
+      f"\t{sum(late) / len(late):.3f}\t{min(dev):.3f}\t{b['mean_ranking']:.3f}\t{secs}")
 PY
       tail -n 1 "$out/sweep.tsv"
     done

@@ -710,8 +710,9 @@ async fn real_1_5b_model_ranks_the_qa_set() {
 const TUNED_MODE: &str = "pairwise";
 
 /// With `GAVEL_TEST_MODEL` (CI: the 0.5B test model): the shipped 0.5B judge adapter loads on
-/// that model (its recorded base fingerprint is the test model's) and judges QA groups with a
-/// verdict for every trajectory, in both modes it was trained for.
+/// that model (its recorded base fingerprint is the test model's) and judges QA groups in the
+/// mode it was trained for, with a verdict for every trajectory; a judge configured for the
+/// other mode is refused at start, naming the mode the adapter serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shipped_0_5b_adapter_loads_on_the_test_model() {
     let Some(model) = std::env::var_os("GAVEL_TEST_MODEL") else {
@@ -724,25 +725,21 @@ async fn shipped_0_5b_adapter_loads_on_the_test_model() {
         env!("CARGO_MANIFEST_DIR"),
         "/adapters/judge-qwen2.5-coder-0.5b"
     );
-    let extra = format!(
-        "adapter = {}\nmax_explanation_bytes = 0\n",
-        toml::Value::String(adapter.into())
-    );
-    let s = CliSetup::new(&real_model_config(&model, &extra));
     let file = format!("{EVALS}/halueval_qa.jsonl");
-    for mode in ["pointwise", "pairwise"] {
-        let args = [
-            "--limit",
-            "2",
-            "--orders",
-            "1",
-            "--judge-mode",
-            mode,
-            "--format",
-            "json",
-            &file,
-        ];
+    let args = ["--limit", "2", "--orders", "1", "--format", "json", &file];
+    for mode in ["pairwise", "pointwise"] {
+        let extra = format!(
+            "adapter = {}\nmode = \"{mode}\"\nmax_explanation_bytes = 0\n",
+            toml::Value::String(adapter.into())
+        );
+        let s = CliSetup::new(&real_model_config(&model, &extra));
         let out = run_within(s.command("eval", &args), Duration::from_secs(1800)).await;
+        if mode == "pointwise" {
+            assert_ne!(out.code, Some(0), "{}", out.stdout);
+            let refusal = "this adapter was trained for mode pairwise";
+            assert!(out.stderr.contains(refusal), "{}", out.stderr);
+            continue;
+        }
         assert_eq!(out.code, Some(0), "{}", out.stderr);
         let report = out.json();
         let r = result(&report, "halueval_qa", "local");
