@@ -17,6 +17,7 @@ mod local {
     mod judge_training;
     mod modes;
     mod serving;
+    mod shared_model;
 }
 
 use std::path::{Path, PathBuf};

@@ -463,16 +463,15 @@ async fn judge_all(
     combos: &[Variant],
     groups: &[(LabelledGroup, GroupIn<Labels>)],
 ) -> Vec<GroupRun> {
-    let plans: Vec<(usize, usize, Vec<Vec<usize>>)> = (0..combos.len())
-        .flat_map(|c| {
-            groups.iter().enumerate().map(move |(gi, (lg, g))| {
-                let seed = format!("eval/{}/{}", lg.set, lg.id);
-                (
-                    c,
-                    gi,
-                    stats::eval_orders(g.request.trajectories.len(), args.orders, &seed),
-                )
-            })
+    // Group by group, each under every combination before the next: local judges that share
+    // a model (a base and its tuned judges) then find the group's prompts in its prefix cache.
+    let plans: Vec<(usize, usize, Vec<Vec<usize>>)> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(gi, (lg, g))| {
+            let seed = format!("eval/{}/{}", lg.set, lg.id);
+            let orders = stats::eval_orders(g.request.trajectories.len(), args.orders, &seed);
+            (0..combos.len()).map(move |c| (c, gi, orders.clone()))
         })
         .collect();
     let total: u64 = plans.iter().map(|(_, _, o)| o.len() as u64).sum();

@@ -8,6 +8,8 @@ pub mod limits;
 pub mod local;
 pub mod remote;
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -76,7 +78,7 @@ pub struct Completion {
     /// Attempts made, 1 when the first succeeded.
     pub attempts: u32,
     /// Retries by cause (timeout, connection, http_429, http_5xx, http_408, http_409, bad_reply).
-    pub retries: std::collections::BTreeMap<String, u64>,
+    pub retries: BTreeMap<String, u64>,
 }
 
 /// What the response reports about a judge.
@@ -98,6 +100,17 @@ pub struct ChoiceProbabilities {
     pub cached_prompt_tokens: u64,
     /// Forward passes the model ran for it (one prefill).
     pub forward_passes: u64,
+}
+
+/// What identifies the LoRA adapter a local judge runs (for `/healthz`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JudgeAdapter {
+    /// Its folder, as configured.
+    pub path: String,
+    /// SHA-256 of its files: part of the judge's identity.
+    pub sha256: String,
+    /// `verdict` (the verdict position alone) or `all` (every position).
+    pub reach: &'static str,
 }
 
 /// The judges gavel can use (a closed set: each backend is a variant).
@@ -142,6 +155,44 @@ impl Judge {
         }
     }
 
+    /// Builds every judge of a configuration, as [`Judge::from_config`] builds one, except
+    /// that local judges on the same model share it (see [`local::shared`]): one model in
+    /// memory, one owner thread, one prefix cache, an adapter slot per judge.
+    pub fn build_all(
+        judges: &BTreeMap<String, JudgeConfig>,
+    ) -> Result<BTreeMap<String, Judge>, JudgeError> {
+        let mut built = BTreeMap::new();
+        let mut local = Vec::new();
+        for (name, cfg) in judges {
+            match cfg.backend {
+                Backend::Local => local.push((name.as_str(), cfg)),
+                Backend::Openai => {
+                    built.insert(name.clone(), Judge::from_config(name, cfg)?);
+                }
+            }
+        }
+        built.extend(Judge::local_all(&local)?);
+        Ok(built)
+    }
+
+    #[cfg(feature = "local")]
+    fn local_all(judges: &[(&str, &JudgeConfig)]) -> Result<Vec<(String, Judge)>, JudgeError> {
+        let built = local::shared::load_local_judges(judges)
+            .map_err(|(tables, e)| JudgeError::NotConfigured(format!("{tables}: {e}")))?;
+        Ok(built
+            .into_iter()
+            .map(|(name, j)| (name, Judge::Local(Box::new(j))))
+            .collect())
+    }
+
+    #[cfg(not(feature = "local"))]
+    fn local_all(judges: &[(&str, &JudgeConfig)]) -> Result<Vec<(String, Judge)>, JudgeError> {
+        judges
+            .iter()
+            .map(|(name, cfg)| Ok((name.to_string(), Judge::local(name, cfg)?)))
+            .collect()
+    }
+
     #[cfg(feature = "local")]
     fn local(name: &str, cfg: &JudgeConfig) -> Result<Judge, JudgeError> {
         LocalJudge::new(name, cfg)
@@ -171,6 +222,22 @@ impl Judge {
                 name: name.clone(),
                 model: model.clone(),
             },
+        }
+    }
+
+    /// The LoRA adapter a local judge runs over its model, if any.
+    pub fn adapter(&self) -> Option<JudgeAdapter> {
+        match self {
+            #[cfg(feature = "local")]
+            Judge::Local(l) => l.adapter().map(|a| JudgeAdapter {
+                path: a.path.display().to_string(),
+                sha256: a.sha256.clone(),
+                reach: match a.reach {
+                    crate::model::adapter::Reach::All => "all",
+                    crate::model::adapter::Reach::Verdict => "verdict",
+                },
+            }),
+            _ => None,
         }
     }
 

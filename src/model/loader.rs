@@ -54,9 +54,6 @@ pub struct ModelInfo {
     pub num_layers: usize,
     /// Total size of the weights files.
     pub weight_bytes: u64,
-    /// The LoRA adapter run over the weights, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub adapter: Option<crate::model::adapter::AdapterInfo>,
 }
 
 /// The weights, found and opened but not read.
@@ -160,7 +157,6 @@ impl ModelFiles {
             context_length: self.config.context_length(),
             num_layers: self.config.num_hidden_layers,
             weight_bytes,
-            adapter: None,
         }
     }
 }

@@ -118,11 +118,10 @@ impl Scorer {
     /// built now, so a bad judge section stops start-up.
     pub fn new(parts: ScorerParts<'_>, store: Arc<dyn VerdictStore>) -> Result<Scorer, BuildError> {
         Ok(Scorer {
-            judges: parts
-                .judges
-                .iter()
-                .map(|(name, j)| Ok((name.clone(), Arc::new(Judge::from_config(name, j)?))))
-                .collect::<Result<_, JudgeError>>()?,
+            judges: Judge::build_all(parts.judges)?
+                .into_iter()
+                .map(|(name, j)| (name, Arc::new(j)))
+                .collect(),
             default_judge: parts.default_judge.map(str::to_string),
             rubrics: RubricSet::load(parts.rubrics_dir)?,
             prompts: Prompts::load(parts.prompts_dir)?,

@@ -263,6 +263,20 @@ pub struct JudgeHealth {
     /// Why it cannot run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The LoRA adapter a local judge runs over its model, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(inline)]
+    pub adapter: Option<AdapterHealth>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AdapterHealth {
+    /// The adapter's folder, as configured.
+    pub path: String,
+    /// SHA-256 of its files: part of the judge's identity, so of every verdict's cache key.
+    pub sha256: String,
+    /// The positions it changes: `verdict` (the verdict token's alone) or `all`.
+    pub reach: String,
 }
 
 /// Liveness, plus what an operator needs to see at a glance: which judges can run.
@@ -290,6 +304,11 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
                 model: info.model,
                 configured: problem.is_none(),
                 problem,
+                adapter: j.adapter().map(|a| AdapterHealth {
+                    path: a.path,
+                    sha256: a.sha256,
+                    reach: a.reach.to_string(),
+                }),
             }
         })
         .collect();

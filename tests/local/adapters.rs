@@ -17,14 +17,18 @@ use gavel::model::{Arch, ModelFiles};
 
 const SCALE: f64 = 4.0 / 2.0;
 
-fn options() -> TinyOptions {
+pub(super) fn options() -> TinyOptions {
     let mut o = TinyOptions::new(Arch::Qwen3);
     o.gguf_dtype = GgmlDType::Q8_0;
     o
 }
 
 /// A rank-2 adapter (alpha 4) on layer 1's q_proj and down_proj with values drawn from `seed`.
-fn write_adapter(dir: &Path, seed: u32, record: Option<&JudgeRecord>) -> HashMap<String, Tensor> {
+pub(super) fn write_adapter(
+    dir: &Path,
+    seed: u32,
+    record: Option<&JudgeRecord>,
+) -> HashMap<String, Tensor> {
     std::fs::create_dir_all(dir).unwrap();
     let dev = Device::Cpu;
     let mut tensors = HashMap::new();
@@ -114,7 +118,7 @@ fn the_side_path_over_quantized_weights_equals_the_adapter_merged_into_f32_weigh
     assert!(diff(&side, &base) > 1e-3, "{}", diff(&side, &base));
 }
 
-fn record_for(model: &Path) -> JudgeRecord {
+pub(super) fn record_for(model: &Path) -> JudgeRecord {
     JudgeRecord {
         reach: Reach::Verdict,
         modes: vec!["pointwise".into()],

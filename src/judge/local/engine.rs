@@ -341,6 +341,7 @@ mod tests {
                 content: "Is this right? Answer yes or no.".into(),
             }],
             choices: vec![vec!["yes".into()], vec!["no".into()]],
+            adapter: None,
         }
     }
 

@@ -24,7 +24,8 @@ pub(crate) struct Worker {
     model: LoadedModel,
     mask: TokenMask,
     settings: EngineSettings,
-    prefixes: PrefixCache<KvState>,
+    /// Prefilled sequences by the weights that wrote them (see [`LoadedModel::kv_flavour`]).
+    prefixes: PrefixCache<Option<usize>, KvState>,
     /// Single-token ids of `0`..`9` and `.`, when the vocabulary has them all (for expected
     /// scores).
     digits: Option<([u32; 10], u32)>,
@@ -74,6 +75,7 @@ impl Worker {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Generated, EngineError> {
         let t0 = Instant::now();
+        self.model.select_adapter(req.adapter);
         let passes = self.model.forward_passes();
         let prompt = self.model.prompt_tokens(&req.messages)?;
         let context = self.model.context_length();
@@ -182,6 +184,7 @@ impl Worker {
     /// prefill it once), no decoding.
     pub fn probe(&mut self, req: &ProbeRequest) -> Result<Probed, EngineError> {
         let t0 = Instant::now();
+        self.model.select_adapter(req.adapter);
         let passes = self.model.forward_passes();
         let prompt = self.model.prompt_tokens(&req.messages)?;
         let context = self.model.context_length();
@@ -234,7 +237,8 @@ impl Worker {
     /// reused and the logits after `seq`. The result is cached for the next requests.
     fn prefill(&mut self, seq: &[u32], min_run: usize) -> Result<(usize, Vec<f32>), EngineError> {
         let min_run = min_run.clamp(1, seq.len());
-        let reused = match self.prefixes.best(seq) {
+        let flavour = self.model.kv_flavour();
+        let reused = match self.prefixes.best(&flavour, seq) {
             Some((state, n)) => {
                 let n = n.min(seq.len() - min_run);
                 self.model.restore_kv(state, n)?;
@@ -251,7 +255,7 @@ impl Worker {
             seq.len()
         };
         self.prefixes
-            .insert(seq[..keep].to_vec(), self.model.kv_state());
+            .insert(flavour, seq[..keep].to_vec(), self.model.kv_state());
         Ok((reused, logits))
     }
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::engine::Engine;
-use super::model::{LoadedModel, LocalModelSpec};
 use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
 use crate::judge::config::JudgeConfig;
 use crate::judge::{ChoiceProbabilities, Completion, JudgeError};
+use crate::model::adapter::AdapterInfo;
 use crate::model::{LocalError, ModelInfo};
 use crate::prompt::{ChatMessage, JudgeMode};
 
@@ -19,7 +19,10 @@ pub struct LocalJudge {
     pub name: String,
     /// The reported model name: `model` from the config, else the model's own name.
     pub model: String,
+    /// The model's thread, shared with every judge on the same model (see [`super::shared`]).
     engine: Engine,
+    /// The adapter this judge runs on the engine's model: its slot there, and what it is.
+    adapter: Option<(usize, AdapterInfo)>,
     settings: EngineSettings,
     device: String,
     pub(crate) deadline: Duration,
@@ -33,15 +36,26 @@ pub struct LocalJudge {
 }
 
 impl LocalJudge {
-    /// Loads the model `cfg.model_path` names on `cfg.device` and starts its thread.
+    /// Loads the model `cfg.model_path` names on `cfg.device` (with `cfg.adapter`) and starts
+    /// its thread: one judge alone. [`super::shared::load_local_judges`] loads several, sharing
+    /// what they can.
     pub fn new(name: &str, cfg: &JudgeConfig) -> Result<LocalJudge, LocalError> {
-        let path = cfg.model_path.clone().unwrap_or_default();
-        let spec = LocalModelSpec::new(path, cfg.device.clone()).with_adapter(cfg.adapter.clone());
-        let started = std::time::Instant::now();
-        let model = LoadedModel::load(&spec)?;
-        let info = model.info().clone();
+        let mut judges = super::shared::load_local_judges(&[(name, cfg)]).map_err(|(_, e)| e)?;
+        Ok(judges.pop().expect("one judge asked, one built").1)
+    }
+
+    /// The judge `cfg` configures, served by `engine` (whose model it names), running the
+    /// adapter attached there in the slot given, or none. Refuses an adapter trained for
+    /// another mode than the judge's.
+    pub(super) fn on_engine(
+        name: &str,
+        cfg: &JudgeConfig,
+        engine: Engine,
+        adapter: Option<(usize, AdapterInfo)>,
+    ) -> Result<LocalJudge, LocalError> {
+        let info = engine.info().clone();
         let mode = cfg.effective_mode();
-        if let Some(a) = info.adapter.as_ref().filter(|a| !a.modes.is_empty()) {
+        if let Some((_, a)) = adapter.as_ref().filter(|(_, a)| !a.modes.is_empty()) {
             if !a.modes.iter().any(|m| m == mode.name()) {
                 return Err(LocalError::invalid(
                     &a.path,
@@ -54,20 +68,6 @@ impl LocalJudge {
                 ));
             }
         }
-        tracing::info!(judge = name, model = ?info.name, arch = ?info.arch, format = ?info.format,
-            dtype = %info.dtype, device = %info.device, template = ?model.chat_template().origin(),
-            load_s = started.elapsed().as_secs_f64(), "local judge model loaded");
-        let settings = EngineSettings {
-            max_queue: cfg.max_queue,
-            constrained: cfg.structured_output,
-            max_explanation_bytes: cfg.max_explanation_bytes,
-            max_tokens: cfg.max_tokens as usize,
-            expected_score: cfg.expected_score,
-            temperature: f64::from(cfg.temperature),
-            seed: cfg.seed,
-            prefix_cache_entries: cfg.prefix_cache_entries,
-        };
-        let engine = Engine::start(model, settings.clone())?;
         let model_name = if cfg.model.trim().is_empty() {
             display_name(&info)
         } else {
@@ -77,7 +77,8 @@ impl LocalJudge {
             name: name.to_string(),
             model: model_name,
             engine,
-            settings,
+            adapter,
+            settings: engine_settings(cfg),
             device: cfg.device.clone(),
             deadline: Duration::from_secs_f64(cfg.deadline_s),
             context_tokens: cfg
@@ -88,6 +89,15 @@ impl LocalJudge {
             pairwise_opponents: cfg.pairwise_opponents,
             explain: cfg.explain && cfg.max_explanation_bytes > 0,
         })
+    }
+
+    /// The adapter this judge runs: its slot on the engine's model, and what it is.
+    pub fn adapter(&self) -> Option<&AdapterInfo> {
+        self.adapter.as_ref().map(|(_, a)| a)
+    }
+
+    fn adapter_slot(&self) -> Option<usize> {
+        self.adapter.as_ref().map(|(slot, _)| *slot)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -125,7 +135,7 @@ impl LocalJudge {
             "seed": self.settings.seed,
         });
         // Only when there is one: a judge without an adapter keeps the keys it always had.
-        if let Some(a) = &info.adapter {
+        if let Some(a) = self.adapter() {
             id["adapter"] = json!(a.sha256);
         }
         id
@@ -144,6 +154,7 @@ impl LocalJudge {
             ids,
             items,
             free_text_bytes: None,
+            adapter: self.adapter_slot(),
         };
         self.generate(request).await
     }
@@ -179,6 +190,7 @@ impl LocalJudge {
             ids: Vec::new(),
             items: Vec::new(),
             free_text_bytes: Some(max_bytes),
+            adapter: self.adapter_slot(),
         };
         let mut c = self.generate(request).await?;
         let mut text = c.text.trim().to_string();
@@ -204,6 +216,7 @@ impl LocalJudge {
             .probe(ProbeRequest {
                 messages: messages.to_vec(),
                 choices: choices.to_vec(),
+                adapter: self.adapter_slot(),
             })
             .await
             .map_err(|e| self.error(e))?;
@@ -230,6 +243,21 @@ impl LocalJudge {
             | EngineError::Panicked
             | EngineError::Local(_) => JudgeError::Unavailable(m),
         }
+    }
+}
+
+/// How `cfg`'s judge wants its engine to generate and queue: judges whose settings are equal
+/// can share one engine.
+pub(super) fn engine_settings(cfg: &JudgeConfig) -> EngineSettings {
+    EngineSettings {
+        max_queue: cfg.max_queue,
+        constrained: cfg.structured_output,
+        max_explanation_bytes: cfg.max_explanation_bytes,
+        max_tokens: cfg.max_tokens as usize,
+        expected_score: cfg.expected_score,
+        temperature: f64::from(cfg.temperature),
+        seed: cfg.seed,
+        prefix_cache_entries: cfg.prefix_cache_entries,
     }
 }
 

@@ -9,7 +9,8 @@
 //! - [`request`]: what the engine is asked and answers; [`engine`]: the owner thread, its
 //!   bounded queue, its health (a watch channel) and the cloneable handle; `generate` (prefill
 //!   from the best cached prefix, constrained decoding) and `prefix_cache` run on the thread.
-//! - [`LocalJudge`]: the judge backend (`backend = "local"`) over an engine.
+//! - [`LocalJudge`]: the judge backend (`backend = "local"`) over an engine; [`shared`]: judges
+//!   on one model share one engine, each with its own adapter.
 //!
 //! Everything but `constrain` needs the `local` feature (on by default); `cuda` adds GPUs. This
 //! module and `train` never import each other: what both need is in [`crate::model`].
@@ -28,6 +29,8 @@ pub mod model;
 mod prefix_cache;
 #[cfg(feature = "local")]
 pub mod request;
+#[cfg(feature = "local")]
+pub mod shared;
 
 #[cfg(feature = "local")]
 pub use engine::Engine;

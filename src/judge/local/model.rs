@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use candle_core::DType;
 use tokenizers::Tokenizer;
 
-use crate::model::adapter::{Adapter, Reach};
+use crate::model::adapter::{Adapter, AdapterInfo, Reach};
 use crate::model::error::one_line;
 use crate::model::infer::{AdapterRows, KvState, Qwen};
 use crate::model::{
@@ -18,15 +18,17 @@ use crate::model::{
 };
 use crate::prompt::ChatMessage;
 
-/// Where a local model comes from and where it runs: the judge's `model_path` and `device`.
+/// Where a local model comes from and where it runs: the judge's `model_path` and `device`,
+/// with the LoRA adapters to attach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalModelSpec {
     /// A GGUF file or a Hugging Face model folder.
     pub model_path: PathBuf,
     /// `cpu` or `cuda:N` (`cuda` is `cuda:0`).
     pub device: String,
-    /// A LoRA adapter folder (PEFT's layout) run over the weights as a side path.
-    pub adapter: Option<PathBuf>,
+    /// LoRA adapter folders (PEFT's layout), each run over the weights as a side path; the
+    /// adapter in slot `i` is the `i`-th. Several judges share one loaded base this way.
+    pub adapters: Vec<PathBuf>,
 }
 
 impl LocalModelSpec {
@@ -34,12 +36,13 @@ impl LocalModelSpec {
         LocalModelSpec {
             model_path: model_path.into(),
             device: device.into(),
-            adapter: None,
+            adapters: Vec::new(),
         }
     }
 
+    /// Adds `adapter`, when there is one, as the next slot.
     pub fn with_adapter(mut self, adapter: Option<PathBuf>) -> LocalModelSpec {
-        self.adapter = adapter;
+        self.adapters.extend(adapter);
         self
     }
 }
@@ -50,6 +53,10 @@ pub struct LoadedModel {
     tok: LoadedTokenizer,
     template: ChatTemplate,
     info: ModelInfo,
+    /// The attached adapters, by slot.
+    adapters: Vec<AdapterInfo>,
+    /// The adapter the next requests run, if any (see [`LoadedModel::select_adapter`]).
+    selected: Option<usize>,
     /// Forward passes run so far (see [`LoadedModel::forward_passes`]).
     forwards: u64,
 }
@@ -64,7 +71,8 @@ impl std::fmt::Debug for LoadedModel {
 }
 
 impl LoadedModel {
-    /// Loads and checks everything `spec` names; any problem is one [`LocalError`] line.
+    /// Loads and checks everything `spec` names; any problem is one [`LocalError`] line. The
+    /// first adapter, if any, is selected.
     pub fn load(spec: &LocalModelSpec) -> Result<LoadedModel, LocalError> {
         LoadedModel::load_with_dtype(spec, None)
     }
@@ -79,25 +87,56 @@ impl LoadedModel {
         let files = ModelFiles::open(&spec.model_path)?;
         let dtype = files.compute_dtype(&device, dtype);
         let mut weights = Qwen::from_files(&files, dtype, &device)?;
-        let mut info = files.info(&device, dtype);
-        if let Some(dir) = &spec.adapter {
+        let info = files.info(&device, dtype);
+        let mut adapters = Vec::new();
+        for dir in &spec.adapters {
             let adapter = Adapter::read(dir)?;
             adapter.check_base(&files)?;
-            weights
+            let slot = weights
                 .attach_adapter(&adapter)
                 .map_err(|e| LocalError::invalid(dir, e))?;
-            if adapter.reach() == Reach::All {
-                weights.set_adapter_rows(AdapterRows::All);
-            }
-            info.adapter = Some(adapter.info());
+            debug_assert_eq!(slot, adapters.len());
+            adapters.push(adapter.info());
         }
-        Ok(LoadedModel {
+        let mut model = LoadedModel {
             weights,
             tok: files.tokenizer,
             template: files.template,
             info,
+            adapters,
+            selected: None,
             forwards: 0,
-        })
+        };
+        model.select_adapter((!spec.adapters.is_empty()).then_some(0));
+        Ok(model)
+    }
+
+    /// The adapter in `slot`, if one is attached there.
+    pub fn adapter(&self, slot: usize) -> Option<&AdapterInfo> {
+        self.adapters.get(slot)
+    }
+
+    /// The adapter the next requests run: one attached adapter (by slot) or none (the base
+    /// model). An adapter for every position runs on every forward from now on; a verdict
+    /// adapter only where [`LoadedModel::set_verdict_adapter`] turns it on. An unknown slot is
+    /// the base model.
+    pub fn select_adapter(&mut self, slot: Option<usize>) {
+        self.selected = slot.filter(|&s| s < self.adapters.len());
+        let rows = match self.selected {
+            Some(s) if self.adapters[s].reach == Reach::All => AdapterRows::All(s),
+            _ => AdapterRows::Off,
+        };
+        self.weights.set_adapter_rows(rows);
+    }
+
+    /// Which keys and values the next forwards write: the base model's (`None`, whatever verdict
+    /// adapter is selected: it changes no position another prompt reuses) or those of the
+    /// every-position adapter in this slot. Cached prefixes are only reused under the same.
+    pub fn kv_flavour(&self) -> Option<usize> {
+        match self.weights.adapter_rows() {
+            AdapterRows::All(s) => Some(s),
+            _ => None,
+        }
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -191,29 +230,20 @@ impl LoadedModel {
             .map_err(|e| LocalError::Forward(one_line(&e.to_string())))
     }
 
-    /// Runs `tokens` at positions `pos..pos + tokens.len()` and returns the logits after the
-    /// last one ([`LoadedModel::vocab_size`] values, f32). `pos` 0 starts a new sequence (the
-    /// KV cache is emptied); any other `pos` must equal [`LoadedModel::cached_len`], i.e.
-    /// continue the cached sequence. After an error the cache is emptied.
-    /// See [`crate::model::infer::Qwen::set_dense_always`]: every forward on the same arithmetic, so a
-    /// prompt's logits do not depend on how much of it the prefix cache supplied.
+    /// See [`crate::model::infer::Qwen::set_dense_always`]: every forward on the same
+    /// arithmetic, so a prompt's logits do not depend on how much of it the prefix cache
+    /// supplied.
     pub fn set_dense_always(&mut self, on: bool) {
         self.weights.set_dense_always(on);
     }
 
-    /// Forward passes run since the model was loaded: the engine reports, per request, how many
-    /// it took (a prefill is one pass however many tokens it has).
-    /// A verdict adapter (see [`Reach::Verdict`]) on the last position of the next forwards, or
-    /// off; an adapter for every position is always on.
+    /// The selected verdict adapter (see [`Reach::Verdict`]) on the last position of the next
+    /// forwards, or off; an adapter for every position is always on.
     pub fn set_verdict_adapter(&mut self, on: bool) {
-        let verdict = self
-            .info
-            .adapter
-            .as_ref()
-            .is_some_and(|a| a.reach == Reach::Verdict);
-        if verdict {
+        let Some(slot) = self.selected else { return };
+        if self.adapters[slot].reach == Reach::Verdict {
             let rows = if on {
-                AdapterRows::Last
+                AdapterRows::Last(slot)
             } else {
                 AdapterRows::Off
             };
@@ -224,13 +254,19 @@ impl LoadedModel {
     /// Whether the next forwards run a verdict adapter on their last position: its keys and
     /// values are then not the base model's, and must not be reused as context.
     pub fn verdict_adapter_on(&self) -> bool {
-        self.weights.adapter_rows() == AdapterRows::Last
+        matches!(self.weights.adapter_rows(), AdapterRows::Last(_))
     }
 
+    /// Forward passes run since the model was loaded: the engine reports, per request, how many
+    /// it took (a prefill is one pass however many tokens it has).
     pub fn forward_passes(&self) -> u64 {
         self.forwards
     }
 
+    /// Runs `tokens` at positions `pos..pos + tokens.len()` and returns the logits after the
+    /// last one ([`LoadedModel::vocab_size`] values, f32). `pos` 0 starts a new sequence (the
+    /// KV cache is emptied); any other `pos` must equal [`LoadedModel::cached_len`], i.e.
+    /// continue the cached sequence. After an error the cache is emptied.
     pub fn forward_logits(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
         if tokens.is_empty() {
             return Err(LocalError::Forward(

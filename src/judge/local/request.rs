@@ -59,6 +59,8 @@ pub struct Request {
     /// Free text of at most this many bytes instead of a verdict: no grammar, greedy, ends at
     /// the model's end of turn or the cap (explanations in the probability modes).
     pub free_text_bytes: Option<usize>,
+    /// The attached adapter (by slot) to run, or none: the base model.
+    pub adapter: Option<usize>,
 }
 
 /// A prompt whose next-token distribution is read instead of decoded: how likely each choice
@@ -69,6 +71,8 @@ pub struct ProbeRequest {
     /// Each choice's spellings (`["yes", "Yes"]`); a choice's probability is that of the first
     /// tokens of its spellings (each token counted once).
     pub choices: Vec<Vec<String>>,
+    /// The attached adapter (by slot) to run, or none: the base model.
+    pub adapter: Option<usize>,
 }
 
 /// The choices' probabilities and what reading them took.

@@ -47,16 +47,18 @@ fn fast_on_cpu(q: QTensor, device: &Device) -> Result<QTensor> {
     }
 }
 
-/// Which positions of a forward get the adapters' side paths.
+/// Which attached adapter (by the slot [`crate::model::infer::Qwen::attach_adapter`] gave it)
+/// runs on which positions of a forward. Several adapters can be attached to one model; a
+/// forward runs one of them, or none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdapterRows {
     /// None: the base model.
     Off,
-    /// The last position of the forward only (a verdict adapter, see
-    /// [`crate::model::adapter::Reach::Verdict`]).
-    Last,
-    /// Every position.
-    All,
+    /// The adapter in this slot, on the last position of the forward only (a verdict adapter,
+    /// see [`crate::model::adapter::Reach::Verdict`]).
+    Last(usize),
+    /// The adapter in this slot, on every position.
+    All(usize),
 }
 
 /// A LoRA adapter as a side path beside a quantized weight: `y += x·Aᵀ·(s·B)ᵀ`, never merged
@@ -70,19 +72,26 @@ pub(crate) struct SidePath {
     pub(crate) b_t: Tensor,
 }
 
-/// A projection: a (quantized or dense) weight, an optional bias and an optional adapter.
+/// A projection: a (quantized or dense) weight, an optional bias and the side paths of the
+/// attached adapters that adapt it (indexed by adapter slot; `None` where that adapter leaves
+/// this projection alone).
 #[derive(Debug, Clone)]
 pub(crate) struct Proj {
     pub(crate) w: Weight,
     pub(crate) b: Option<Tensor>,
-    pub(crate) lora: Option<SidePath>,
+    pub(crate) lora: Vec<Option<SidePath>>,
 }
 
 impl Proj {
     /// `x` `[1, s, in]` → `[1, s, out]`, with the adapter on the positions `rows` says.
     pub(crate) fn forward_with(&self, x: &Tensor, rows: AdapterRows) -> Result<Tensor> {
         let y = self.forward(x)?;
-        let Some(l) = self.lora.as_ref().filter(|_| rows != AdapterRows::Off) else {
+        let (slot, every) = match rows {
+            AdapterRows::Off => return Ok(y),
+            AdapterRows::Last(slot) => (slot, false),
+            AdapterRows::All(slot) => (slot, true),
+        };
+        let Some(l) = self.lora.get(slot).and_then(Option::as_ref) else {
             return Ok(y);
         };
         let s = x.dim(1)?;
@@ -93,9 +102,9 @@ impl Proj {
                 .matmul(&l.b_t)?
                 .reshape((b, t, ()))
         };
-        match rows {
-            AdapterRows::All => y + side(x)?,
-            _ => {
+        match every {
+            true => y + side(x)?,
+            false => {
                 let last = (y.narrow(1, s - 1, 1)? + side(&x.narrow(1, s - 1, 1)?)?)?;
                 if s == 1 {
                     Ok(last)

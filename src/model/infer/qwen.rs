@@ -60,8 +60,10 @@ pub struct Qwen {
     /// Forwards of at least this many tokens run dense f32 GEMMs ([`GEMM_ROWS`] by default;
     /// 1 makes every forward take the same arithmetic, see [`Qwen::set_dense_always`]).
     dense_from: usize,
-    /// The positions the attached adapter's side paths apply to in the next forwards.
+    /// Which attached adapter runs, and on which positions, in the next forwards.
     adapter_rows: AdapterRows,
+    /// Adapters attached so far (the next one's slot).
+    adapters: usize,
 }
 
 impl<R: std::io::Read + std::io::Seek> Source<'_, R> {
@@ -126,7 +128,11 @@ impl<R: std::io::Read + std::io::Seek> Source<'_, R> {
         } else {
             None
         };
-        Ok(Proj { w, b, lora: None })
+        Ok(Proj {
+            w,
+            b,
+            lora: Vec::new(),
+        })
     }
 }
 
@@ -265,8 +271,9 @@ impl Qwen {
             lm_head: Proj {
                 w: lm_head,
                 b: None,
-                lora: None,
+                lora: Vec::new(),
             },
+            adapters: 0,
             adapter_rows: AdapterRows::Off,
             geo: Geometry {
                 heads,
@@ -348,9 +355,11 @@ impl Qwen {
     }
 
     /// Puts `adapter`'s matrices beside the projections they adapt (checked against the model's
-    /// shapes first: see [`Adapter::check_base`]). They apply to the positions
-    /// [`Qwen::set_adapter_rows`] says (none until then).
-    pub fn attach_adapter(&mut self, adapter: &Adapter) -> Result<()> {
+    /// shapes first: see [`Adapter::check_base`]), in a new slot, which it returns: several
+    /// adapters share one base this way, and [`Qwen::set_adapter_rows`] chooses which one the
+    /// next forwards run, on which positions (none until then).
+    pub fn attach_adapter(&mut self, adapter: &Adapter) -> Result<usize> {
+        let slot = self.adapters;
         let scale = adapter.lora.scale();
         let (dtype, device) = (self.geo.dtype, self.geo.device.clone());
         for ((i, module), pair) in &adapter.weights {
@@ -370,7 +379,10 @@ impl Qwen {
                 "down_proj" => &mut layer.down,
                 other => candle_core::bail!("unknown adapter module {other}"),
             };
-            proj.lora = Some(SidePath {
+            if proj.lora.len() <= slot {
+                proj.lora.resize(slot + 1, None);
+            }
+            proj.lora[slot] = Some(SidePath {
                 a_t: pair
                     .a
                     .t()?
@@ -382,10 +394,11 @@ impl Qwen {
                     .to_device(&device)?,
             });
         }
-        Ok(())
+        self.adapters += 1;
+        Ok(slot)
     }
 
-    /// Which positions of the next forwards the attached adapter changes.
+    /// Which attached adapter the next forwards run, on which positions.
     pub fn set_adapter_rows(&mut self, rows: AdapterRows) {
         self.adapter_rows = rows;
     }
@@ -436,7 +449,7 @@ impl Qwen {
                 let cache = &mut self.cache.kv[i];
                 // The last position of a forward run in chunks is in its last chunk.
                 let rows = match self.adapter_rows {
-                    AdapterRows::Last if start + n < s => AdapterRows::Off,
+                    AdapterRows::Last(_) if start + n < s => AdapterRows::Off,
                     r => r,
                 };
                 out.push(self.geo.layer(layer, cache, &xc, pos + start, rows)?);
