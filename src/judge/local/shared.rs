@@ -3,8 +3,9 @@
 //! cache; each judge's adapter is attached to that model in a slot of its own (a low-rank side
 //! path, see [`crate::model::infer`]) and chosen per request. A base judge and its tuned judges
 //! then cost the memory of one model, and, since a verdict adapter leaves every position but the
-//! verdict's to the base model, reuse each other's cached prefixes: the paired comparison
-//! `gavel eval --judge base --judge tuned` prefills each prompt once.
+//! verdict's to the base model, reuse each other's cached prefixes: in the paired comparison
+//! `gavel eval --judge base --judge tuned`, with both judges in one mode, the tuned judge
+//! prefills only each prompt's last tokens.
 
 use std::time::Instant;
 
