@@ -95,13 +95,25 @@ fn adapters_base_model(adapter: &Path) -> Result<PathBuf, String> {
 /// Puts a tiny model in the cache under `hf_home` for every local judge of `cfg` named by id
 /// (the real test model where the judge has an adapter: an adapter refuses any other base),
 /// and checks that one named by path is in the repository. Err: why the config cannot run here.
+/// A judge without an adapter on the same id as one with an adapter (a base judge beside its
+/// tuned judge) shares that real model.
 fn provide_models(file: &Path, cfg: &Config, hf_home: &Path, tmp: &Path) -> Result<(), String> {
-    for (name, j) in cfg
-        .judges
-        .iter()
-        .filter(|(_, j)| j.backend == Backend::Local)
-    {
+    let local = || {
+        cfg.judges
+            .iter()
+            .filter(|(_, j)| j.backend == Backend::Local)
+    };
+    let adapted: Vec<&Path> = local()
+        .filter(|(_, j)| j.adapter.is_some())
+        .filter_map(|(_, j)| j.model_path.as_deref())
+        .collect();
+    // Judges with an adapter first: their ids get the real model.
+    let (first, rest): (Vec<_>, Vec<_>) = local().partition(|(_, j)| j.adapter.is_some());
+    for (name, j) in first.into_iter().chain(rest) {
         let path = j.model_path.as_deref().expect("validated");
+        if j.adapter.is_none() && adapted.contains(&path) {
+            continue;
+        }
         if repo_root().join(path).exists() {
             continue;
         }
