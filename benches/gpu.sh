@@ -2,8 +2,9 @@
 # The local judge and the trainer on a lent GPU, in one command (BENCHMARKS.md, "Local judge
 # and trainer on a GPU"): `gavel bench-device` on models of the real Qwen2.5-0.5B and 1.5B
 # shapes with random weights written on the machine, on the GPU and on the machine's CPU cores,
-# then one GRPO+LoRA step and a CUDA-vs-CPU logits check. Writes $OUT/device-bench.json and
-# $OUT/device-bench.md.
+# then one GRPO+LoRA step and a CUDA-vs-CPU logits check; then `gavel bench-load`: distinct
+# 4-trajectory groups through the daemon at concurrency 1, 8 and 64, groups/s, on each shape.
+# Writes $OUT/device-bench.json, $OUT/device-bench.md and $OUT/load-SHAPE/bench-load.{json,md}.
 #
 #   benches/gpu.sh                               # on the GPU machine, with tools/gpu-binary.sh's
 #                                                # target/gpu/gavel-cuda.xz carried there
@@ -61,9 +62,24 @@ start=$(date +%s)
 "$bin" bench-device --out "$out" "${args[@]}"
 echo "benches/gpu.sh: $(( $(date +%s) - start )) s" >&2
 
+# The engine under a training loop's load: groups/s at each concurrency, with batched forwards
+# and with each prompt alone.
+if [[ $device == cpu ]]; then
+  load_shapes=(tiny); load=(--groups 4 --concurrency 1,4 --max-batch-tokens 0,1024)
+else
+  IFS=, read -r -a load_shapes <<< "${SHAPES:-0.5b,1.5b}"
+  load=(--groups "${LOAD_GROUPS:-64}" --concurrency 1,8,64 --max-batch-tokens 0,1024,4096)
+fi
+for shape in "${load_shapes[@]}"; do
+  "$bin" bench-load --model "$shape" --device "$device" "${load[@]}" --output "$out/load-$shape" \
+    > /dev/null
+done
+echo "benches/gpu.sh: $(( $(date +%s) - start )) s with the load runs" >&2
+
 if [[ $device != cpu ]]; then
   kill "$smi" 2>/dev/null || true
   peak=$(sort -n "$out/gpu-memory.txt" | tail -1)
   echo "GPU: $(cat "$out/gpu.txt"); peak memory used while running: ${peak} MiB" >> "$out/device-bench.md"
 fi
 cat "$out/device-bench.md"
+for shape in "${load_shapes[@]}"; do echo; echo "Load, $shape on $device:"; cat "$out/load-$shape/bench-load.md"; done

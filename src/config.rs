@@ -278,7 +278,7 @@ mod tests {
         let local = &cfg.judges["local"];
         assert_eq!(local.backend, Backend::Local);
         assert_eq!((local.device.as_str(), local.max_queue), ("cpu", 64));
-        assert_eq!(local.prefix_cache_entries, 4);
+        assert_eq!(local.prefix_cache_bytes, Some(1 << 30));
         assert!(local.model_path.is_some() && local.structured_output);
     }
 
@@ -391,8 +391,8 @@ mod tests {
         let cfg = Config::from_toml(ok, "g.toml", &env).unwrap();
         let l = &cfg.judges["l"];
         assert_eq!(
-            (l.device.as_str(), l.max_queue, l.prefix_cache_entries),
-            ("cuda:1", 64, 4)
+            (l.device.as_str(), l.max_queue, l.prefix_cache_bytes),
+            ("cuda:1", 64, None)
         );
         let e = Config::from_toml(&format!("{ok}max_queue = 0\n"), "g.toml", &env).unwrap_err();
         assert!(e.to_string().contains("max_queue must be > 0"), "{e}");

@@ -1,5 +1,5 @@
 //! The `gavel` command line: serve | score | render | lint | diff | eval | rescore | select |
-//! train | bench-device | migrate | cache. This file parses the clap tree and dispatches; each subcommand's body is in
+//! train | bench-device | bench-load | migrate | cache. This file parses the clap tree and dispatches; each subcommand's body is in
 //! `commands/`.
 
 mod commands;
@@ -97,6 +97,13 @@ enum Command {
     BenchDevice {
         #[command(flatten)]
         args: commands::bench_device::BenchDeviceArgs,
+    },
+    /// Time the local judge under load through the daemon: distinct groups sent one after
+    /// another, then many at once (what benches/judge_load.sh and benches/gpu.sh run).
+    #[cfg(feature = "train")]
+    BenchLoad {
+        #[command(flatten)]
+        args: commands::bench_load::BenchLoadArgs,
     },
     /// Apply pending Postgres schema migrations (`migrations/`) to the `[store] url` database and
     /// print what was applied; daemons also apply them at start-up.
@@ -200,6 +207,11 @@ async fn run(cli: Cli) -> ExitCode {
         Command::BenchDevice { args } => {
             init_logs(false, "warn");
             commands::bench_device::run(args)
+        }
+        #[cfg(feature = "train")]
+        Command::BenchLoad { args } => {
+            init_logs(false, "warn");
+            commands::bench_load::run(args)
         }
         Command::Migrate { common } => {
             init_logs(common.log_json, "warn");

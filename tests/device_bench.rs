@@ -124,4 +124,36 @@ fn gpu_script_on_cpu_writes_the_complete_report() {
     assert!(md.contains("| tiny | cpu |"), "{md}");
     assert!(md.contains("GRPO+LoRA step, tiny shape on cpu"), "{md}");
     assert_eq!(md.matches("| tiny | cpu | 8 |").count(), 6, "{md}");
+
+    // The load runs: each setting at each concurrency, every group judged through the daemon.
+    let load: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("load-tiny/bench-load.json")).unwrap(),
+    )
+    .unwrap();
+    let runs = load["runs"].as_array().unwrap();
+    let settings: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["max_batch_tokens"].as_u64().unwrap(),
+                r["concurrency"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(settings, [(0, 1), (0, 4), (1024, 1), (1024, 4)]);
+    for r in runs {
+        for k in ["wall_s", "groups_per_s", "latency_mean_s", "computed_tok_s"] {
+            has_number(r, k);
+        }
+        assert!(
+            r["prompt_tokens"].as_u64().unwrap() > r["computed_tokens"].as_u64().unwrap(),
+            "{r}"
+        );
+        // Four pointwise prompts a group: alone, a forward each; batched, the shared prefix
+        // and one packed forward.
+        let passes = if r["max_batch_tokens"] == 0 { 16 } else { 8 };
+        assert_eq!(r["forward_passes"], passes, "{r}");
+    }
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("Load, tiny on cpu:"), "{stdout}");
 }

@@ -1,12 +1,14 @@
 //! One module per subcommand, each with the `run` that `main.rs` dispatches to. This is the
 //! binary's glue: it loads the configuration, calls the library and turns the outcome into an
 //! exit code, so `anyhow` may appear here and nowhere in the library. Commands with a body of
-//! their own in the library (`lint`, `diff`, `eval`, `rescore`, `train`, `bench-device`) get a
+//! their own in the library (`lint`, `diff`, `eval`, `rescore`, `train`, `bench-device`, `bench-load`) get a
 //! thin entry here; `select` reads and writes its files here around the pure `gavel::select`;
 //! `serve`, `score`, `render`, `migrate` and `cache` are short enough to live here whole.
 
 #[cfg(feature = "train")]
 pub mod bench_device;
+#[cfg(feature = "train")]
+pub mod bench_load;
 pub mod cache;
 pub mod diff;
 pub mod eval;

@@ -95,14 +95,17 @@ fn bare_model(model: &Path, device: &str, decode_steps: usize) -> Result<Value, 
     }))
 }
 
-/// A scorer with one local judge on `device`; `prefix_cache` off sets `prefix_cache_entries = 0`.
+/// A scorer with one local judge on `device`; `prefix_cache` off sets `prefix_cache_bytes = 0`
+/// and `max_batch_tokens = 0` (a group's prompts packed after their shared prefix reuse it too):
+/// nothing is reused.
 fn scorer(model: &Path, device: &str, prefix_cache: bool) -> Result<Scorer, BenchError> {
     let mut j = JudgeConfig::local(model);
     j.device = device.to_string();
     j.max_explanation_bytes = 0;
     j.deadline_s = 3600.0;
     if !prefix_cache {
-        j.prefix_cache_entries = 0;
+        j.prefix_cache_bytes = Some(0);
+        j.max_batch_tokens = 0;
     }
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();

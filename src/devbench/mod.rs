@@ -14,6 +14,7 @@
 //! as many tokens as Qwen's: read group times with their token counts.
 
 mod judge;
+pub mod load;
 mod train;
 
 use std::path::{Path, PathBuf};
@@ -118,7 +119,7 @@ pub fn run(o: &BenchOptions) -> Result<Value, BenchError> {
 
 /// A Qwen2 of `shape` with tied embeddings (as Qwen2.5-0.5B and 1.5B), fan-in scaled; bf16 on
 /// disk for the real shapes (CUDA runs safetensors in bf16, the CPU converts to f32).
-fn write_model(dir: &Path, shape: Shape) -> Result<(), BenchError> {
+pub fn write_model(dir: &Path, shape: Shape) -> Result<(), BenchError> {
     // The tiny shape's 256 positions are too few for an 8-answer group's prompt.
     let long = Shape {
         context: shape.context.max(16_384),

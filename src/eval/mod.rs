@@ -207,23 +207,11 @@ fn combos(args: &EvalArgs, cfg: &Config) -> Vec<Variant> {
     out
 }
 
-/// Groups judged at once when `--concurrency` is not given: 1 when every combination's judge
-/// is local, else 4. A local judge answers one prompt at a time on its model thread, so more
-/// groups in flight buy nothing and interleave their prompts, which pushes a group's prompts out
-/// of the prefix cache before its next order or trajectory can reuse them: on the 1.5B test model,
-/// 20 QA groups in 2 orders took 414 s at 4 and 212 s at 1 (BENCHMARKS.md, "Judge quality").
-fn default_concurrency(combos: &[Variant], cfg: &Config) -> usize {
-    let local = |v: &Variant| {
-        cfg.judges
-            .get(&v.combo.judge)
-            .is_some_and(|j| j.backend == crate::judge::Backend::Local)
-    };
-    if !combos.is_empty() && combos.iter().all(local) {
-        1
-    } else {
-        4
-    }
-}
+/// Groups judged at once when `--concurrency` is not given, local judges or remote. A local
+/// judge runs each group's prompts as one job on its shared prefix, so groups in flight together
+/// no longer push each other's prompts out of its prefix cache (BENCHMARKS.md, "Local judge under
+/// load").
+const DEFAULT_CONCURRENCY: usize = 4;
 
 /// The request for one group, combination and order.
 fn order_request(
@@ -302,9 +290,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
         }
     }
     let combos = combos(args, &cfg);
-    let concurrency = args
-        .concurrency
-        .unwrap_or_else(|| default_concurrency(&combos, &cfg));
+    let concurrency = args.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
 
     // Read every file and check every line before any judge is called.
     let scorer = build_scorer(&cfg)?;
@@ -516,48 +502,4 @@ fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
     std::io::stderr()
         .is_terminal()
         .then(|| crate::cli::progress_bar(total, "judgings"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::judge::JudgeConfig;
-
-    fn variant(judge: &str) -> Variant {
-        Variant {
-            judge: Some(judge.into()),
-            rubric: None,
-            mode: None,
-            combo: Combo {
-                judge: judge.into(),
-                rubric: "as in file".into(),
-                judge_mode: "as configured".into(),
-            },
-        }
-    }
-
-    #[test]
-    fn local_judges_alone_are_evaluated_one_group_at_a_time() {
-        let mut cfg = Config::from_env(&|_| None);
-        cfg.judges.clear();
-        cfg.judges
-            .insert("small".into(), JudgeConfig::local("/models/q.gguf"));
-        cfg.judges.insert(
-            "api".into(),
-            JudgeConfig::openai("http://127.0.0.1:1/v1", "m", None),
-        );
-        assert_eq!(default_concurrency(&[variant("small")], &cfg), 1);
-        assert_eq!(
-            default_concurrency(&[variant("small"), variant("small")], &cfg),
-            1
-        );
-        // A remote judge answers many requests at once: one is enough to keep 4 in flight.
-        assert_eq!(default_concurrency(&[variant("api")], &cfg), 4);
-        assert_eq!(
-            default_concurrency(&[variant("small"), variant("api")], &cfg),
-            4
-        );
-        // A judge the config does not name is not known to be local.
-        assert_eq!(default_concurrency(&[variant("nope")], &cfg), 4);
-    }
 }

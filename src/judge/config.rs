@@ -96,9 +96,14 @@ pub struct JudgeConfig {
     /// local: cap on each explanation, bytes (constrained output).
     #[serde(default = "default_max_explanation_bytes")]
     pub max_explanation_bytes: usize,
-    /// local: prefilled prompts kept for KV prefix reuse (0 = off).
-    #[serde(default = "default_prefix_cache_entries")]
-    pub prefix_cache_entries: usize,
+    /// local: bytes of prefilled prompts' KV kept for prefix reuse (0 = off). Unset: 32,768
+    /// positions of the model's KV, at most an eighth of the machine's memory.
+    #[serde(default)]
+    pub prefix_cache_bytes: Option<u64>,
+    /// local, pointwise and pairwise modes: most suffix tokens of a group's prompts run in one
+    /// batched forward after the prefix they share (0: each prompt alone).
+    #[serde(default = "default_max_batch_tokens")]
+    pub max_batch_tokens: usize,
     /// local: sampling seed when `temperature` > 0.
     #[serde(default)]
     pub seed: u64,
@@ -132,11 +137,11 @@ fn default_device() -> String {
 fn default_max_queue() -> usize {
     64
 }
+fn default_max_batch_tokens() -> usize {
+    1024
+}
 fn default_max_explanation_bytes() -> usize {
     400
-}
-fn default_prefix_cache_entries() -> usize {
-    4
 }
 
 fn default_base_url() -> String {
@@ -195,7 +200,8 @@ impl JudgeConfig {
             device: default_device(),
             max_queue: default_max_queue(),
             max_explanation_bytes: default_max_explanation_bytes(),
-            prefix_cache_entries: default_prefix_cache_entries(),
+            prefix_cache_bytes: None,
+            max_batch_tokens: default_max_batch_tokens(),
             seed: 0,
             expected_score: true,
             mode: None,

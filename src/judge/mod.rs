@@ -376,18 +376,19 @@ impl Judge {
         }
     }
 
-    /// How likely each choice is as the first token of the judge's answer to `messages`
-    /// (local judges only; the scorer checks [`Judge::reads_probabilities`] first).
+    /// How likely each choice is as the first token of the judge's answer to each of
+    /// `prompts`, asked together (a group's prompts: a local judge runs them on their shared
+    /// prefix). Local judges only; the scorer checks [`Judge::reads_probabilities`] first.
     // Only local judges use the arguments.
     #[cfg_attr(not(feature = "local"), allow(unused_variables))]
     pub async fn choice_probabilities(
         &self,
-        messages: &[ChatMessage],
+        prompts: &[Vec<ChatMessage>],
         choices: &[Vec<String>],
-    ) -> Result<ChoiceProbabilities, JudgeError> {
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
         match self {
             #[cfg(feature = "local")]
-            Judge::Local(l) => l.choice_probabilities(messages, choices).await,
+            Judge::Local(l) => l.choice_probabilities(prompts, choices).await,
             Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
             _ => Err(JudgeError::Unavailable(format!(
                 "judge {:?} cannot read token probabilities (a remote judge judges listwise)",

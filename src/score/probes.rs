@@ -303,9 +303,8 @@ impl Scorer {
         })
     }
 
-    /// Asks a probability-mode sample: every prompt in turn (the engine runs one sequence at a
-    /// time anyway, and in turn each reuses the prefix the last one left), bounded by the
-    /// judge's verdict deadline.
+    /// Asks a probability-mode sample: every prompt at once (the engine runs them as one job,
+    /// on the prefix they share), bounded by the judge's verdict deadline.
     /// `m` is the group's number of distinct trajectories (candidates).
     pub(super) async fn ask_probes(
         &self,
@@ -318,9 +317,9 @@ impl Scorer {
         let choices = verdict_choices(probe.mode);
         let asking = async {
             let mut t = Tally::default();
-            let mut firsts = Vec::with_capacity(probe.prompts.len());
-            for p in &probe.prompts {
-                let r = judge.choice_probabilities(&p.messages, &choices).await?;
+            let prompts: Vec<_> = probe.prompts.iter().map(|p| p.messages.clone()).collect();
+            let mut firsts = Vec::with_capacity(prompts.len());
+            for r in judge.choice_probabilities(&prompts, &choices).await? {
                 t.prompt += r.prompt_tokens;
                 t.cached += r.cached_prompt_tokens;
                 t.forwards += r.forward_passes;

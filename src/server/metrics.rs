@@ -90,6 +90,76 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The local judge's metrics, exported once a local judge runs (so not in [`names`], whose
+/// metrics every daemon exports).
+const LOCAL_DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "gavel_local_prompt_tokens_total",
+        "Prompt tokens the local judges ran or reused",
+    ),
+    (
+        "gavel_local_cached_prompt_tokens_total",
+        "Prompt tokens whose KV came from the prefix cache or a group's shared prefix",
+    ),
+    (
+        "gavel_local_completion_tokens_total",
+        "Tokens the local judges generated",
+    ),
+    (
+        "gavel_local_queue_seconds",
+        "Time a local judge request waited in the queue",
+    ),
+    (
+        "gavel_local_prefill_seconds",
+        "Prefill time of one local judge prompt",
+    ),
+    (
+        "gavel_local_decode_seconds",
+        "Decode time of one local judge completion",
+    ),
+    (
+        "gavel_local_rejected_total",
+        "Local judge requests refused (max_queue reached)",
+    ),
+    (
+        "gavel_local_restarts_total",
+        "Panics a local judge's model thread survived (reset)",
+    ),
+    (
+        "gavel_local_queue_depth",
+        "Local judge requests queued or running (a group's probes are one request)",
+    ),
+    (
+        "gavel_local_batch_prompts",
+        "Prompts in one batched forward of a group's probe suffixes",
+    ),
+    (
+        "gavel_local_batch_tokens",
+        "Suffix tokens in one batched forward of a group's probes",
+    ),
+    (
+        "gavel_local_prefix_cache_bytes",
+        "Bytes of KV the prefix cache holds",
+    ),
+    (
+        "gavel_local_prefix_cache_budget_bytes",
+        "The prefix cache's budget (prefix_cache_bytes)",
+    ),
+    (
+        "gavel_local_prefix_cache_hits_total",
+        "Prompts that started from a cached prefix",
+    ),
+    (
+        "gavel_local_prefix_cache_misses_total",
+        "Prompts that found no cached prefix",
+    ),
+];
+
+/// Buckets of the batch histograms: prompts or tokens in one forward.
+const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
+];
+
 /// The process's recorder (installed on first use; tests start many daemons in one process).
 pub fn handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -98,12 +168,14 @@ pub fn handle() -> PrometheusHandle {
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
                 .expect("the bucket list is not empty")
+                .set_buckets_for_metric(Matcher::Prefix("gavel_local_batch_".into()), BATCH_BUCKETS)
+                .expect("the bucket list is not empty")
                 .build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed (an embedding program's); then gavel's
             // own counters still render from this handle's registry only if installed.
             let _ = metrics::set_global_recorder(recorder);
-            for (name, help) in DESCRIPTIONS {
+            for (name, help) in DESCRIPTIONS.iter().chain(LOCAL_DESCRIPTIONS) {
                 metrics::describe_counter!(*name, *help);
             }
             handle

@@ -39,13 +39,9 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
         "one probe per trajectory"
     );
     assert_eq!(usage(&body, "completion_tokens"), 0, "nothing decoded");
-    // One forward pass per probe: the prompt's new tokens in one prefill, no decoding.
-    assert_eq!(
-        usage(&body, "forward_passes"),
-        n as u64,
-        "{}",
-        body["usage"]
-    );
+    // Two forward passes for the group: the prefix its prompts share, then every prompt's
+    // own tokens packed into one batched forward; no decoding.
+    assert_eq!(usage(&body, "forward_passes"), 2, "{}", body["usage"]);
     // No explanations unless `explain = true`.
     for s in body["scores"].as_array().unwrap() {
         assert_eq!(s["explanation"].as_str().unwrap_or(""), "", "{body}");

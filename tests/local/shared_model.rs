@@ -42,9 +42,10 @@ fn config(model: &Path, adapter: Option<&Path>) -> JudgeConfig {
 /// (P(yes), prompt tokens, of them cached) of one probe.
 async fn probe(judge: &Judge, question: &str) -> (f64, u64, u64) {
     let p = judge
-        .choice_probabilities(&messages(question), &choices())
+        .choice_probabilities(&[messages(question)], &choices())
         .await
-        .unwrap();
+        .unwrap()
+        .remove(0);
     (p.shares[0], p.prompt_tokens, p.cached_prompt_tokens)
 }
 
@@ -65,7 +66,7 @@ async fn judges_on_one_model_share_it_and_each_runs_its_own_adapter() {
     write_adapter(&every, 3, Some(&all));
 
     let mut own = config(&gguf, Some(&a));
-    own.prefix_cache_entries = 5; // other engine settings: a model of its own
+    own.prefix_cache_bytes = Some(5 << 20); // other engine settings: a model of its own
     let configs = BTreeMap::from([
         ("base".to_string(), config(&gguf, None)),
         ("tuned_a".to_string(), config(&gguf, Some(&a))),

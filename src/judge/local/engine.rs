@@ -72,7 +72,7 @@ impl Drop for Joiner {
 /// What the model thread answers.
 enum Done {
     Generated(Generated),
-    Probed(Probed),
+    Probed(Vec<Probed>),
 }
 
 struct Job {
@@ -118,6 +118,9 @@ impl Engine {
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let thread_stats = stats.clone();
         let (health_tx, health) = watch::channel(Health::default());
+        let slots = Arc::new(Semaphore::new(max_queue));
+        let thread_slots = slots.clone();
+        worker.record_prefix_cache();
         let handle = std::thread::Builder::new()
             .name("gavel-local-judge".into())
             .spawn(move || {
@@ -132,6 +135,10 @@ impl Engine {
                     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
                         Ok(result) => {
                             let _ = job.reply.send(result);
+                            worker.record_prefix_cache();
+                            drop(job._slot);
+                            let depth = max_queue - thread_slots.available_permits();
+                            metrics::gauge!("gavel_local_queue_depth").set(depth as f64);
                         }
                         Err(payload) => {
                             panics.push_back(Instant::now());
@@ -167,7 +174,7 @@ impl Engine {
             .map_err(|e| LocalError::Forward(format!("cannot start the model thread: {e}")))?;
         Ok(Engine {
             tx,
-            slots: Arc::new(Semaphore::new(max_queue)),
+            slots,
             max_queue,
             info,
             stats,
@@ -210,9 +217,10 @@ impl Engine {
         }
     }
 
-    /// Reads the choices' probabilities after `request`'s prompt (no decoding); queued and
-    /// refused like [`Engine::generate`].
-    pub async fn probe(&self, request: ProbeRequest) -> Result<Probed, EngineError> {
+    /// Reads the choices' probabilities after each of `request`'s prompts (no decoding), as
+    /// one job: a group's prompts run back to back on their shared prefix. Queued (one place,
+    /// however many prompts) and refused like [`Engine::generate`].
+    pub async fn probe(&self, request: ProbeRequest) -> Result<Vec<Probed>, EngineError> {
         match self.submit(Work::Probe(request)).await? {
             Done::Probed(p) => Ok(p),
             Done::Generated(_) => unreachable!("a probe job answers Probed"),
@@ -228,6 +236,7 @@ impl Engine {
             metrics::counter!("gavel_local_rejected_total").increment(1);
             EngineError::Overloaded(self.max_queue)
         })?;
+        metrics::gauge!("gavel_local_queue_depth").set(self.queued() as f64);
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Job {
@@ -256,11 +265,15 @@ fn run_job(
             record(stats, &g);
             Done::Generated(g)
         }),
-        Work::Probe(request) => worker.probe(request).map(|mut p| {
-            p.queued = queued;
-            record_probe(stats, &p);
-            Done::Probed(p)
-        }),
+        Work::Probe(request) => worker
+            .probe(request, &|| reply.is_closed())
+            .map(|mut probed| {
+                for p in &mut probed {
+                    p.queued = queued;
+                    record_probe(stats, p);
+                }
+                Done::Probed(probed)
+            }),
         #[cfg(test)]
         Work::Panic => panic!("injected by a test"),
     }
@@ -336,10 +349,10 @@ mod tests {
 
     fn probe() -> ProbeRequest {
         ProbeRequest {
-            messages: vec![ChatMessage {
+            prompts: vec![vec![ChatMessage {
                 role: "user".into(),
                 content: "Is this right? Answer yes or no.".into(),
-            }],
+            }]],
             choices: vec![vec!["yes".into()], vec!["no".into()]],
             adapter: None,
         }
@@ -357,7 +370,7 @@ mod tests {
             ));
             assert_eq!(e.restarts(), n as u64);
             // Reset, not dead: the next request is answered, and exactly as before.
-            assert_eq!(e.probe(probe()).await.unwrap().shares, before.shares);
+            assert_eq!(e.probe(probe()).await.unwrap()[0].shares, before[0].shares);
             assert!(e.health().is_ok());
         }
         // One more within the window: the thread stops, /readyz will say so, requests fail.

@@ -11,21 +11,17 @@ use std::time::Instant;
 
 use super::constrain::{Cursor, TokenMask, VerdictGrammar};
 use super::model::LoadedModel;
-use super::prefix_cache::PrefixCache;
-use super::request::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
+use super::prefix_cache::{self, PrefixCache};
+use super::request::{EngineError, EngineSettings, Generated, Request};
 use crate::model::infer::KvState;
 use crate::model::LocalError;
 
-/// Fewest prompt tokens a probe runs, however much of its prompt the prefix cache holds (see
-/// [`Worker::probe`]).
-const PROBE_MIN_RUN: usize = 3;
-
 pub(crate) struct Worker {
-    model: LoadedModel,
+    pub(super) model: LoadedModel,
     mask: TokenMask,
-    settings: EngineSettings,
+    pub(super) settings: EngineSettings,
     /// Prefilled sequences by the weights that wrote them (see [`LoadedModel::kv_flavour`]).
-    prefixes: PrefixCache<Option<usize>, KvState>,
+    pub(super) prefixes: PrefixCache<Option<usize>, KvState>,
     /// Single-token ids of `0`..`9` and `.`, when the vocabulary has them all (for expected
     /// scores).
     digits: Option<([u32; 10], u32)>,
@@ -54,18 +50,27 @@ impl Worker {
             .and_then(|v| Some((v.try_into().ok()?, single(".")?)));
         Worker {
             digits,
+            prefixes: new_prefix_cache(&model, &settings),
             model,
             mask,
-            prefixes: PrefixCache::new(settings.prefix_cache_entries),
             settings,
         }
+    }
+
+    /// Publishes the prefix cache's size and lookups on `/metrics`.
+    pub fn record_prefix_cache(&self) {
+        let (hits, misses) = self.prefixes.hits_and_misses();
+        metrics::gauge!("gavel_local_prefix_cache_bytes").set(self.prefixes.bytes() as f64);
+        metrics::gauge!("gavel_local_prefix_cache_budget_bytes").set(self.prefixes.budget() as f64);
+        metrics::counter!("gavel_local_prefix_cache_hits_total").absolute(hits);
+        metrics::counter!("gavel_local_prefix_cache_misses_total").absolute(misses);
     }
 
     /// Back to a clean state after a panic interrupted a request: the KV cache and the cached
     /// prefixes may be half-written, so both go (the weights are never written).
     pub fn reset(&mut self) {
         self.model.clear_kv_cache();
-        self.prefixes = PrefixCache::new(self.settings.prefix_cache_entries);
+        self.prefixes = new_prefix_cache(&self.model, &self.settings);
     }
 
     /// Completes one request. `cancelled` is polled between tokens.
@@ -179,63 +184,14 @@ impl Worker {
         })
     }
 
-    /// Reads the choices' probabilities as the answer's first token after the prompt: one
-    /// prefill (from the best cached prefix, so prompts that share a group's context and rubric
-    /// prefill it once), no decoding.
-    pub fn probe(&mut self, req: &ProbeRequest) -> Result<Probed, EngineError> {
-        let t0 = Instant::now();
-        self.model.select_adapter(req.adapter);
-        let passes = self.model.forward_passes();
-        let prompt = self.model.prompt_tokens(&req.messages)?;
-        let context = self.model.context_length();
-        if prompt.len() >= context {
-            return Err(EngineError::TooLong {
-                prompt: prompt.len(),
-                context,
-            });
-        }
-        // The same arithmetic whatever the prefix cache supplies: a group's scores must not
-        // depend on the order its prompts were asked in.
-        // And at least three tokens: candle multiplies Q6_K weights by a single row on another
-        // kernel (compact GEMV) than by several (repacked tiles), and the f32 GEMM of the
-        // dequantized Q5_0/Q8_0 path takes another for two rows; each rounds differently. From
-        // three rows on, a position's logits were bit-identical however the prompt was split
-        // (measured on both test models, suffixes of 3 to 64 tokens).
-        // A verdict adapter changes the last position alone (the one whose next token is
-        // read); everything before it is the base model's, shared with every other probe.
-        self.model.set_dense_always(true);
-        self.model.set_verdict_adapter(true);
-        let prefilled = self.prefill(&prompt, PROBE_MIN_RUN);
-        self.model.set_verdict_adapter(false);
-        self.model.set_dense_always(false);
-        let (reused, logits) = prefilled?;
-        let tokens = self.model.choice_tokens(&req.choices)?;
-        let mass = crate::model::tokenizer::answer_masses(&logits, &tokens);
-        // A judge failure is never a score: with no mass on any answer there is no verdict.
-        let coverage: f64 = mass.iter().sum();
-        if !(coverage > 0.0 && coverage.is_finite()) {
-            return Err(LocalError::Forward(format!(
-                "the model gave the answers {:?} no probability",
-                req.choices
-            ))
-            .into());
-        }
-        let shares = mass.iter().map(|m| m / coverage).collect();
-        Ok(Probed {
-            shares,
-            coverage,
-            prompt_tokens: prompt.len() as u64,
-            cached_prompt_tokens: reused.min(prompt.len()) as u64,
-            forward_passes: self.model.forward_passes() - passes,
-            queued: Default::default(),
-            prefill: t0.elapsed(),
-        })
-    }
-
     /// Prefills `seq` from the cached sequence sharing its longest prefix, running at least
     /// `min_run` tokens (at least one: its logits are the next token's); returns the positions
     /// reused and the logits after `seq`. The result is cached for the next requests.
-    fn prefill(&mut self, seq: &[u32], min_run: usize) -> Result<(usize, Vec<f32>), EngineError> {
+    pub(super) fn prefill(
+        &mut self,
+        seq: &[u32],
+        min_run: usize,
+    ) -> Result<(usize, Vec<f32>), EngineError> {
         let min_run = min_run.clamp(1, seq.len());
         let flavour = self.model.kv_flavour();
         let reused = match self.prefixes.best(&flavour, seq) {
@@ -345,6 +301,18 @@ impl Worker {
             d.bytes.extend_from_slice(bytes);
         }
     }
+}
+
+/// An empty prefix cache of the configured budget, or the default one for `model`.
+fn new_prefix_cache(
+    model: &LoadedModel,
+    settings: &EngineSettings,
+) -> PrefixCache<Option<usize>, KvState> {
+    let per_token = model.kv_bytes_per_token();
+    let budget = settings.prefix_cache_bytes.unwrap_or_else(|| {
+        prefix_cache::default_budget(per_token, prefix_cache::physical_memory())
+    });
+    PrefixCache::new(budget, per_token)
 }
 
 /// Probabilities of two logits against each other.

@@ -205,32 +205,38 @@ impl LocalJudge {
         Ok(c)
     }
 
-    /// Each choice's probability as the first token of the answer (one prefill, no decoding).
+    /// Each choice's probability as the first token of the answer to each prompt (no
+    /// decoding): one engine job for all of them, so a group's prompts share their prefix.
     pub async fn choice_probabilities(
         &self,
-        messages: &[ChatMessage],
+        prompts: &[Vec<ChatMessage>],
         choices: &[Vec<String>],
-    ) -> Result<ChoiceProbabilities, JudgeError> {
-        let p = self
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
+        let probed = self
             .engine
             .probe(ProbeRequest {
-                messages: messages.to_vec(),
+                prompts: prompts.to_vec(),
                 choices: choices.to_vec(),
                 adapter: self.adapter_slot(),
             })
             .await
             .map_err(|e| self.error(e))?;
-        tracing::debug!(judge = %self.name, prompt_tokens = p.prompt_tokens,
-            cached_prompt_tokens = p.cached_prompt_tokens, coverage = p.coverage,
-            queued_s = p.queued.as_secs_f64(), prefill_s = p.prefill.as_secs_f64(),
-            "local judge probe");
-        Ok(ChoiceProbabilities {
-            shares: p.shares,
-            coverage: p.coverage,
-            prompt_tokens: p.prompt_tokens,
-            cached_prompt_tokens: p.cached_prompt_tokens,
-            forward_passes: p.forward_passes,
-        })
+        Ok(probed
+            .into_iter()
+            .map(|p| {
+                tracing::debug!(judge = %self.name, prompt_tokens = p.prompt_tokens,
+                    cached_prompt_tokens = p.cached_prompt_tokens, coverage = p.coverage,
+                    queued_s = p.queued.as_secs_f64(), prefill_s = p.prefill.as_secs_f64(),
+                    "local judge probe");
+                ChoiceProbabilities {
+                    shares: p.shares,
+                    coverage: p.coverage,
+                    prompt_tokens: p.prompt_tokens,
+                    cached_prompt_tokens: p.cached_prompt_tokens,
+                    forward_passes: p.forward_passes,
+                }
+            })
+            .collect())
     }
 
     fn error(&self, e: EngineError) -> JudgeError {
@@ -257,7 +263,8 @@ pub(super) fn engine_settings(cfg: &JudgeConfig) -> EngineSettings {
         expected_score: cfg.expected_score,
         temperature: f64::from(cfg.temperature),
         seed: cfg.seed,
-        prefix_cache_entries: cfg.prefix_cache_entries,
+        prefix_cache_bytes: cfg.prefix_cache_bytes,
+        max_batch_tokens: cfg.max_batch_tokens,
     }
 }
 

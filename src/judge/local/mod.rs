@@ -8,7 +8,9 @@
 //!   The network itself ([`crate::model::infer`]) is shared with the judge trainer.
 //! - [`request`]: what the engine is asked and answers; [`engine`]: the owner thread, its
 //!   bounded queue, its health (a watch channel) and the cloneable handle; `generate` (prefill
-//!   from the best cached prefix, constrained decoding) and `prefix_cache` run on the thread.
+//!   from the best cached prefix, constrained decoding), `probe` (a group's choice
+//!   probabilities, its prompts packed into batched forwards) and `prefix_cache` run on the
+//!   thread.
 //! - [`LocalJudge`]: the judge backend (`backend = "local"`) over an engine; [`shared`]: judges
 //!   on one model share one engine, each with its own adapter.
 //!
@@ -27,6 +29,8 @@ mod judge;
 pub mod model;
 #[cfg(feature = "local")]
 mod prefix_cache;
+#[cfg(feature = "local")]
+mod probe;
 #[cfg(feature = "local")]
 pub mod request;
 #[cfg(feature = "local")]

@@ -206,6 +206,11 @@ impl LoadedModel {
         self.encode(&self.template.render_with(messages, opts)?)
     }
 
+    /// Bytes one position of the KV cache takes (what a prefix cache entry costs a token).
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        self.weights.kv_bytes_per_token()
+    }
+
     /// Positions the KV cache holds: the `pos` the next [`LoadedModel::forward_logits`] that
     /// continues the sequence must pass.
     pub fn cached_len(&self) -> usize {
@@ -281,19 +286,7 @@ impl LoadedModel {
                 self.cached_len()
             )));
         }
-        if pos + tokens.len() > self.info.context_length {
-            return Err(LocalError::Forward(format!(
-                "{} positions exceed the model's context of {}",
-                pos + tokens.len(),
-                self.info.context_length
-            )));
-        }
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.info.vocab_size) {
-            return Err(LocalError::Forward(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                self.info.vocab_size
-            )));
-        }
+        self.check_tokens(pos + tokens.len(), tokens)?;
         self.forwards += 1;
         let result = self
             .weights
@@ -306,6 +299,65 @@ impl LoadedModel {
                 Err(LocalError::Forward(format!(
                     "the model returned {} logits for a vocabulary of {}",
                     logits.len(),
+                    self.info.vocab_size
+                )))
+            }
+            Err(e) => {
+                self.clear_kv_cache();
+                Err(LocalError::Forward(one_line(&e.to_string())))
+            }
+        }
+    }
+}
+
+impl LoadedModel {
+    /// Errors when a forward would reach position `end` past the context, or run a token
+    /// outside the vocabulary.
+    fn check_tokens<'a>(
+        &self,
+        end: usize,
+        tokens: impl IntoIterator<Item = &'a u32>,
+    ) -> Result<(), LocalError> {
+        if end > self.info.context_length {
+            return Err(LocalError::Forward(format!(
+                "{end} positions exceed the model's context of {}",
+                self.info.context_length
+            )));
+        }
+        if let Some(&bad) = tokens
+            .into_iter()
+            .find(|&&t| t as usize >= self.info.vocab_size)
+        {
+            return Err(LocalError::Forward(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.info.vocab_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `seqs`, each continuing the cached sequence, in one forward, and returns the logits
+    /// after each one's last token and each one's KV snapshot (as if it had run alone); the
+    /// model's cache stays as it was. After an error the cache is emptied.
+    pub(crate) fn forward_packed(
+        &mut self,
+        seqs: &[&[u32]],
+    ) -> Result<(Vec<Vec<f32>>, Vec<KvState>), LocalError> {
+        let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        self.check_tokens(self.cached_len() + longest, seqs.iter().copied().flatten())?;
+        self.forwards += 1;
+        let result = self
+            .weights
+            .forward_packed(seqs)
+            .and_then(|(t, states)| Ok((t.to_vec2::<f32>()?, states)));
+        match result {
+            Ok((rows, states)) if rows.iter().all(|r| r.len() == self.info.vocab_size) => {
+                Ok((rows, states))
+            }
+            Ok(_) => {
+                self.clear_kv_cache();
+                Err(LocalError::Forward(format!(
+                    "the model returned logits of another length than its vocabulary of {}",
                     self.info.vocab_size
                 )))
             }

@@ -29,9 +29,17 @@ pub struct EngineSettings {
     /// Seed of sampling when `temperature` > 0 (mixed with the prompt, so a prompt always
     /// draws the same tokens).
     pub seed: u64,
-    /// Prefilled sequences kept for prefix reuse; 0 turns reuse off.
-    pub prefix_cache_entries: usize,
+    /// Most suffix tokens of a group's prompts packed into one forward after their shared
+    /// prefix; 0 runs each prompt alone.
+    pub max_batch_tokens: usize,
+    /// Bytes of prefilled sequences' KV kept for prefix reuse (0 turns reuse off); None: the
+    /// default for the model and machine ([`super::prefix_cache::default_budget`]).
+    pub prefix_cache_bytes: Option<u64>,
 }
+
+/// The default of [`EngineSettings::max_batch_tokens`] (BENCHMARKS.md, "Local judge under
+/// load").
+pub const DEFAULT_MAX_BATCH_TOKENS: usize = 1024;
 
 impl Default for EngineSettings {
     fn default() -> Self {
@@ -43,7 +51,8 @@ impl Default for EngineSettings {
             expected_score: true,
             temperature: 0.0,
             seed: 0,
-            prefix_cache_entries: 4,
+            prefix_cache_bytes: None,
+            max_batch_tokens: DEFAULT_MAX_BATCH_TOKENS,
         }
     }
 }
@@ -63,11 +72,13 @@ pub struct Request {
     pub adapter: Option<usize>,
 }
 
-/// A prompt whose next-token distribution is read instead of decoded: how likely each choice
-/// is as the answer's first token (pointwise and pairwise judging).
+/// Prompts whose next-token distributions are read instead of decoded: how likely each choice
+/// is as the answer's first token (pointwise and pairwise judging). A group's prompts come as
+/// one request: they run back to back on their shared prefix, their suffixes packed into
+/// batched forwards ([`EngineSettings::max_batch_tokens`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeRequest {
-    pub messages: Vec<ChatMessage>,
+    pub prompts: Vec<Vec<ChatMessage>>,
     /// Each choice's spellings (`["yes", "Yes"]`); a choice's probability is that of the first
     /// tokens of its spellings (each token counted once).
     pub choices: Vec<Vec<String>>,
@@ -75,7 +86,7 @@ pub struct ProbeRequest {
     pub adapter: Option<usize>,
 }
 
-/// The choices' probabilities and what reading them took.
+/// One prompt's choice probabilities and what reading them took.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probed {
     /// Each choice's probability, renormalised over the choices (they sum to 1).
@@ -86,9 +97,12 @@ pub struct Probed {
     pub prompt_tokens: u64,
     /// Prompt tokens whose KV came from an earlier sequence (not prefilled again).
     pub cached_prompt_tokens: u64,
-    /// Forward passes of the model this took (prefill chunks count as one pass).
+    /// Forward passes of the model this took (prefill chunks count as one pass; a packed
+    /// forward counts for the first prompt in it, the shared prefix's for the first prompt).
     pub forward_passes: u64,
     pub queued: Duration,
+    /// This prompt's share of the prefill: its packed forward's time split evenly, the shared
+    /// prefix's counted for the first prompt.
     pub prefill: Duration,
 }
 

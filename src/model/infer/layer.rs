@@ -83,8 +83,15 @@ pub(crate) struct Proj {
 }
 
 impl Proj {
-    /// `x` `[1, s, in]` → `[1, s, out]`, with the adapter on the positions `rows` says.
-    pub(crate) fn forward_with(&self, x: &Tensor, rows: AdapterRows) -> Result<Tensor> {
+    /// `x` `[1, s, in]` → `[1, s, out]`, with the adapter on the positions `rows` says; in a
+    /// packed forward ([`Geometry::layer_packed`]) "the last position" is each sequence's
+    /// last, `lasts`.
+    pub(crate) fn forward_with(
+        &self,
+        x: &Tensor,
+        rows: AdapterRows,
+        lasts: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let y = self.forward(x)?;
         let (slot, every) = match rows {
             AdapterRows::Off => return Ok(y),
@@ -102,9 +109,10 @@ impl Proj {
                 .matmul(&l.b_t)?
                 .reshape((b, t, ()))
         };
-        match every {
-            true => y + side(x)?,
-            false => {
+        match (every, lasts) {
+            (true, _) => y + side(x)?,
+            (false, Some(lasts)) => y.index_add(lasts, &side(&x.index_select(lasts, 1)?)?, 1),
+            (false, None) => {
                 let last = (y.narrow(1, s - 1, 1)? + side(&x.narrow(1, s - 1, 1)?)?)?;
                 if s == 1 {
                     Ok(last)
@@ -216,6 +224,56 @@ impl Layer {
     }
 }
 
+/// Several sequences that continue one cached prefix, laid end to end in one forward: each
+/// position sees the prefix and the positions of its own sequence up to itself, never another
+/// sequence's. What a group's probe suffixes need: one pass over the weights for all of them.
+/// The projections multiply every position at once; attention runs sequence by sequence, on
+/// exactly the shapes a sequence run alone has, so its logits do not depend on what it was
+/// packed with.
+pub(crate) struct Packing {
+    /// Cached positions every sequence continues.
+    pub(crate) prefix: usize,
+    /// Each sequence's positions, in order.
+    pub(crate) lens: Vec<usize>,
+    /// RoPE rows of each position `[total, head_dim / 2]`.
+    pub(crate) cos: Tensor,
+    pub(crate) sin: Tensor,
+    /// Index of each sequence's last position, u32 `[sequences]`.
+    pub(crate) lasts: Tensor,
+}
+
+impl Packing {
+    /// The packing of sequences of `lens` positions after `prefix` cached ones, their RoPE rows
+    /// taken from the tables `cos`, `sin` (`[context, head_dim / 2]`).
+    pub(crate) fn new(
+        prefix: usize,
+        lens: &[usize],
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> Result<Packing> {
+        let device = cos.device();
+        let positions: Vec<u32> = lens
+            .iter()
+            .flat_map(|&n| (prefix..prefix + n).map(|p| p as u32))
+            .collect();
+        let lasts: Vec<u32> = lens
+            .iter()
+            .scan(0, |end, &n| {
+                *end += n;
+                Some((*end - 1) as u32)
+            })
+            .collect();
+        let positions = Tensor::new(positions, device)?;
+        Ok(Packing {
+            prefix,
+            lens: lens.to_vec(),
+            cos: cos.index_select(&positions, 0)?,
+            sin: sin.index_select(&positions, 0)?,
+            lasts: Tensor::new(lasts, device)?,
+        })
+    }
+}
+
 /// What one layer's forward needs besides its weights and cache.
 pub(crate) struct Geometry {
     pub(crate) heads: usize,
@@ -241,14 +299,56 @@ impl Geometry {
         rows: AdapterRows,
     ) -> Result<Tensor> {
         let s = x.dim(1)?;
+        let (cos, sin) = (self.cos.narrow(0, pos, s)?, self.sin.narrow(0, pos, s)?);
+        let (q, k, v) = self.qkv(layer, x, &cos, &sin, rows, None)?;
+        let y = self.attend(cache, q, k, v, pos)?;
+        self.finish(layer, x, &y, rows, None)
+    }
+
+    /// One layer over the sequences `packing` lays end to end in `x` (`[1, total, hidden]`),
+    /// each continuing the prefix `cache` holds (which is only read); returns the layer's
+    /// output and each sequence's keys and values (the prefix's and its own, as its cache would
+    /// hold them had it run alone).
+    pub(crate) fn layer_packed(
+        &self,
+        layer: &Layer,
+        cache: &Option<(Tensor, Tensor)>,
+        x: &Tensor,
+        packing: &Packing,
+        rows: AdapterRows,
+    ) -> Result<(Tensor, Vec<(Tensor, Tensor)>)> {
+        let lasts = Some(&packing.lasts);
+        let (q, k, v) = self.qkv(layer, x, &packing.cos, &packing.sin, rows, lasts)?;
+        let mut ys = Vec::with_capacity(packing.lens.len());
+        let mut kept = Vec::with_capacity(packing.lens.len());
+        let mut start = 0;
+        for &n in &packing.lens {
+            let mut own = cache.clone();
+            let part = |t: &Tensor| t.narrow(2, start, n)?.contiguous();
+            ys.push(self.attend(&mut own, part(&q)?, part(&k)?, part(&v)?, packing.prefix)?);
+            kept.push(own.expect("attend fills the cache"));
+            start += n;
+        }
+        let y = Tensor::cat(&ys, 1)?;
+        Ok((self.finish(layer, x, &y, rows, lasts)?, kept))
+    }
+
+    /// The attention's queries, keys and values of `x` (`[1, heads, s, d]` and
+    /// `[1, kv_heads, s, d]`), rotated by `cos`, `sin` (`[s, d / 2]`).
+    fn qkv(
+        &self,
+        layer: &Layer,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        rows: AdapterRows,
+        lasts: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let s = x.dim(1)?;
         let (nh, nkv, d, eps) = (self.heads, self.kv_heads, self.head_dim, self.eps);
-        let group = nh / nkv;
-        let cos = self.cos.narrow(0, pos, s)?;
-        let sin = self.sin.narrow(0, pos, s)?;
-        let scale = 1.0 / (d as f64).sqrt();
         let h = candle_nn::ops::rms_norm(x, &layer.attn_norm, eps)?;
         let heads = |p: &Proj, n: usize, norm: &Option<Tensor>| -> Result<Tensor> {
-            let t = p.forward_with(&h, rows)?.reshape((1, s, n, d))?;
+            let t = p.forward_with(&h, rows, lasts)?.reshape((1, s, n, d))?;
             let t = match norm {
                 Some(w) => candle_nn::ops::rms_norm(&t, w, eps)?,
                 None => t,
@@ -258,8 +358,44 @@ impl Geometry {
         let q = heads(&layer.q, nh, &layer.q_norm)?;
         let k = heads(&layer.k, nkv, &layer.k_norm)?;
         let v = heads(&layer.v, nkv, &None)?;
-        let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
-        let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
+        let q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
+        let k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
+        Ok((q, k, v))
+    }
+
+    /// The rest of the layer after attention (`y`, `[1, s, heads · d]`): output projection,
+    /// residual, SwiGLU feed-forward, residual.
+    fn finish(
+        &self,
+        layer: &Layer,
+        x: &Tensor,
+        y: &Tensor,
+        rows: AdapterRows,
+        lasts: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let x = (x + layer.o.forward_with(y, rows, lasts)?)?;
+        let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps)?;
+        let ff = fused::silu_mul(
+            &layer.gate.forward_with(&h, rows, lasts)?,
+            &layer.up.forward_with(&h, rows, lasts)?,
+        )?;
+        x + layer.down.forward_with(&ff, rows, lasts)?
+    }
+
+    /// Attention of `q` (`[1, heads, s, d]`, positions `pos..pos + s`) over the cached keys and
+    /// values and `k`, `v` (`[1, kv_heads, s, d]`, appended to the cache): `[1, s, heads · d]`.
+    fn attend(
+        &self,
+        cache: &mut Option<(Tensor, Tensor)>,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        pos: usize,
+    ) -> Result<Tensor> {
+        let s = q.dim(2)?;
+        let (nh, nkv, d) = (self.heads, self.kv_heads, self.head_dim);
+        let group = nh / nkv;
+        let scale = 1.0 / (d as f64).sqrt();
         let (k, v) = match cache.take() {
             Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
             None => (k, v),
@@ -274,17 +410,9 @@ impl Geometry {
         } else {
             candle_nn::ops::softmax_last_dim(&att)?
         };
-        let y = att
-            .matmul(&v)?
+        att.matmul(&v)?
             .reshape((1, nh, s, d))?
             .transpose(1, 2)?
-            .reshape((1, s, nh * d))?;
-        let x = (x + layer.o.forward_with(&y, rows)?)?;
-        let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-        let ff = fused::silu_mul(
-            &layer.gate.forward_with(&h, rows)?,
-            &layer.up.forward_with(&h, rows)?,
-        )?;
-        x + layer.down.forward_with(&ff, rows)?
+            .reshape((1, s, nh * d))
     }
 }

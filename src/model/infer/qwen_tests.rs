@@ -183,9 +183,22 @@ mod tests {
     }
 }
 
+/// The tiny Qwen2 as a GGUF of `dtype` weights in `dir`, opened.
+#[cfg(test)]
+fn quantized_tiny(
+    dir: &std::path::Path,
+    dtype: crate::model::testkit::GgmlDType,
+) -> crate::model::ModelFiles {
+    let mut o = crate::model::testkit::TinyOptions::new(crate::model::Arch::Qwen2);
+    o.gguf_dtype = dtype;
+    let path = dir.join(format!("m-{dtype:?}.gguf"));
+    crate::model::testkit::write_gguf(&path, &o, &[]).unwrap();
+    crate::model::ModelFiles::open(&path).unwrap()
+}
+
 mod keep_dense_tests {
     use super::super::*;
-    use crate::model::testkit::{write_gguf, GgmlDType, TinyOptions};
+    use crate::model::testkit::GgmlDType;
 
     /// Layers dequantized once and kept give bit-identical logits to the dense path that
     /// dequantizes on every forward, for a prefill and for a one-token continuation.
@@ -193,11 +206,7 @@ mod keep_dense_tests {
     fn kept_dense_layers_give_the_same_logits() {
         let tmp = tempfile::tempdir().unwrap();
         for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
-            let mut o = TinyOptions::new(Arch::Qwen2);
-            o.gguf_dtype = dtype;
-            let path = tmp.path().join(format!("m-{dtype:?}.gguf"));
-            write_gguf(&path, &o, &[]).unwrap();
-            let files = ModelFiles::open(&path).unwrap();
+            let files = super::quantized_tiny(tmp.path(), dtype);
             let load = || {
                 let mut m = Qwen::from_files(&files, DType::F32, &Device::Cpu).unwrap();
                 m.set_dense_always(true);
@@ -210,6 +219,111 @@ mod keep_dense_tests {
                 let b = kept.forward(tokens).unwrap().to_vec1::<f32>().unwrap();
                 assert_eq!(a, b, "{dtype:?}");
             }
+        }
+    }
+}
+
+mod packed_tests {
+    use super::super::*;
+    use crate::model::adapter::{Adapter, LoraConfig, LoraPair};
+    use crate::model::testkit::{self, GgmlDType};
+
+    /// An adapter on every projection of the top layer, random but seeded.
+    fn adapter(cfg: &QwenConfig) -> Adapter {
+        let lora = LoraConfig {
+            r: 4,
+            ..LoraConfig::default()
+        };
+        let top = cfg.num_hidden_layers - 1;
+        let mut weights = std::collections::BTreeMap::new();
+        for (n, module) in crate::model::adapter::TARGETS.iter().enumerate() {
+            let (out, inp) = crate::model::adapter::projection_shape(cfg, module).unwrap();
+            let t = |rows, cols, seed: u64| {
+                let v: Vec<f32> = (0..rows * cols)
+                    .map(|i| {
+                        (((i as u64 + 7 * seed) * 2_654_435_761 % 1000) as f32 / 1000.0 - 0.5) * 0.2
+                    })
+                    .collect();
+                Tensor::from_vec(v, (rows, cols), &Device::Cpu).unwrap()
+            };
+            let pair = LoraPair {
+                a: t(4, inp, 2 * n as u64),
+                b: t(out, 4, 2 * n as u64 + 1),
+            };
+            weights.insert((top, module.to_string()), pair);
+        }
+        Adapter {
+            dir: "test-adapter".into(),
+            lora,
+            layers: Some(vec![top]),
+            record: None,
+            weights,
+            identity: "test".into(),
+        }
+    }
+
+    /// Sequences run together after one cached prefix give the logits each gets run alone
+    /// after it (within 1e-4), with no adapter, a verdict adapter on each one's last position,
+    /// and an adapter on every position; the cache keeps the prefix only.
+    #[test]
+    fn a_packed_forward_equals_each_sequence_run_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        for dtype in [GgmlDType::Q8_0, GgmlDType::Q4_0] {
+            let files = super::quantized_tiny(tmp.path(), dtype);
+            let mut m = Qwen::from_files(&files, DType::F32, &Device::Cpu).unwrap();
+            m.set_dense_always(true);
+            let slot = m.attach_adapter(&adapter(&files.config)).unwrap();
+            let prefix = [5u32, 80, 17, 300, 2, 9, 44];
+            let seqs: [&[u32]; 3] = [&[61, 200, 3], &[120, 7, 7, 7, 9], &[3, 3, 40, 41]];
+            for rows in [
+                AdapterRows::Off,
+                AdapterRows::Last(slot),
+                AdapterRows::All(slot),
+            ] {
+                // The prefix's keys and values are the base model's unless the adapter runs
+                // on every position.
+                let prefix_rows = match rows {
+                    AdapterRows::Last(_) => AdapterRows::Off,
+                    r => r,
+                };
+                m.clear_kv_cache();
+                m.set_adapter_rows(prefix_rows);
+                m.forward(&prefix).unwrap();
+                let state = m.kv_state();
+                m.set_adapter_rows(rows);
+                let (packed, states) = m.forward_packed(&seqs).unwrap();
+                assert_eq!(packed.dims(), &[3, files.config.vocab_size]);
+                assert_eq!(
+                    m.cached_len(),
+                    prefix.len(),
+                    "the cache keeps the prefix only"
+                );
+                for (i, seq) in seqs.iter().enumerate() {
+                    m.restore(&state, prefix.len()).unwrap();
+                    let alone = m.forward(seq).unwrap();
+                    let d = testkit::max_abs_diff(&packed.get(i).unwrap(), &alone);
+                    assert!(d < 1e-4, "{dtype:?} {rows:?} sequence {i}: {d}");
+                    // Its keys and values are those the sequence run alone left.
+                    assert_eq!(states[i].len(), prefix.len() + seq.len());
+                    for layer in 0..files.config.num_hidden_layers {
+                        let (k, v) = m.cached_kv(layer).unwrap();
+                        let (pk, pv) = states[i].kv[layer].as_ref().unwrap();
+                        let d = testkit::max_abs_diff(&pk.squeeze(0).unwrap(), &k)
+                            .max(testkit::max_abs_diff(&pv.squeeze(0).unwrap(), &v));
+                        assert!(
+                            d < 1e-4,
+                            "{dtype:?} {rows:?} sequence {i} layer {layer}: {d}"
+                        );
+                    }
+                }
+            }
+            // Not a copy of one answer: the sequences' logits differ.
+            m.set_adapter_rows(AdapterRows::Off);
+            m.clear_kv_cache();
+            m.forward(&prefix).unwrap();
+            let (packed, _) = m.forward_packed(&seqs).unwrap();
+            let d = testkit::max_abs_diff(&packed.get(0).unwrap(), &packed.get(1).unwrap());
+            assert!(d > 1e-3, "{d}");
         }
     }
 }

@@ -1,0 +1,200 @@
+//! The local judge under a training loop's load, on the tiny random-weight models: a group's
+//! probes packed into batched forwards give the scores they get one at a time, groups sent at
+//! once get the scores they get alone, and `/metrics` shows the batches and the prefix cache.
+
+use serde_json::{json, Value};
+
+use super::serving::{example, local_config, tiny_models, with};
+use crate::common::{rewards, Gavel};
+use gavel::prompt::JudgeMode;
+
+fn usage(body: &Value, key: &str) -> u64 {
+    body["usage"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key}: {body}"))
+}
+
+/// The value of an unlabelled sample in Prometheus text.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The example group with the user's question marked `k`: a distinct group of the same shape.
+fn distinct_group(k: usize) -> Value {
+    let mut g = example("rag_answer.json");
+    for t in g["trajectories"].as_array_mut().unwrap() {
+        for m in t["messages"].as_array_mut().unwrap() {
+            if m["role"] == "user" {
+                let text = format!("{} (case {k})", m["content"].as_str().unwrap());
+                m["content"] = json!(text);
+            }
+        }
+    }
+    g
+}
+
+/// Each mode's response to the example group from a judge packing at most `max_batch_tokens`
+/// suffix tokens a forward, on a fresh store (judges differing only in batching share their
+/// verdicts, as they should: their numbers are the same).
+async fn judged(
+    model: &std::path::Path,
+    store: &std::path::Path,
+    max_batch_tokens: usize,
+) -> Vec<Value> {
+    judged_in(model, store, max_batch_tokens, &["pointwise", "pairwise"]).await
+}
+
+async fn judged_in(
+    model: &std::path::Path,
+    store: &std::path::Path,
+    max_batch_tokens: usize,
+    modes: &[&str],
+) -> Vec<Value> {
+    let cfg = local_config(model, store, |j| {
+        j.mode = Some(JudgeMode::Pointwise);
+        j.max_batch_tokens = max_batch_tokens;
+    });
+    let gavel = Gavel::start(cfg).await;
+    let mut out = Vec::new();
+    for mode in modes {
+        let group = with(example("rag_answer.json"), "judge_mode", json!(mode));
+        let (status, body) = gavel.post("/v1/score_group", &group).await;
+        assert_eq!(status, 200, "{body}");
+        out.push(body);
+    }
+    gavel.stop().await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_probes_give_the_scores_of_probes_run_one_at_a_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = example("rag_answer.json")["trajectories"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    for (i, model) in tiny_models(tmp.path()).into_iter().enumerate() {
+        let store = |s: &str| tmp.path().join(format!("{s}{i}"));
+        let batched = judged(&model, &store("batched"), 1024).await;
+        let one = judged(&model, &store("one"), 0).await;
+        // Batches of a few suffixes: several packed forwards a group.
+        let few = judged(&model, &store("few"), 400).await;
+        for (m, mode) in ["pointwise", "pairwise"].into_iter().enumerate() {
+            let prompts = if mode == "pointwise" { n } else { n * (n - 1) };
+            let (b, o, f) = (&batched[m], &one[m], &few[m]);
+            let (rb, r1, rf) = (rewards(b), rewards(o), rewards(f));
+            for ((b, o), f) in rb.iter().zip(&r1).zip(&rf) {
+                assert!(
+                    (b - o).abs() < 1e-4 && (f - o).abs() < 1e-4,
+                    "{mode}: {rb:?} {r1:?} {rf:?}"
+                );
+            }
+            let distinct: std::collections::BTreeSet<String> =
+                r1.iter().map(|x| format!("{x:.6}")).collect();
+            assert!(distinct.len() > 1, "{r1:?}");
+            // The same prompts; the shared prefix once, then packed forwards (one for the four
+            // pointwise prompts), against one forward per prompt; smaller batches take more.
+            assert_eq!(usage(b, "prompt_tokens"), usage(o, "prompt_tokens"));
+            assert_eq!(
+                usage(o, "forward_passes"),
+                prompts,
+                "{mode}: {}",
+                o["usage"]
+            );
+            let (passes, few_passes) = (usage(b, "forward_passes"), usage(f, "forward_passes"));
+            if mode == "pointwise" {
+                assert_eq!(passes, 2, "{mode}: {}", b["usage"]);
+            }
+            assert!(passes < prompts, "{mode}: {}", b["usage"]);
+            assert!(
+                few_passes > passes && few_passes <= prompts + 1,
+                "{mode}: {}",
+                f["usage"]
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_sent_at_once_get_the_scores_they_get_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_models(tmp.path()).remove(1);
+    let groups: Vec<Value> = (0..8).map(distinct_group).collect();
+    let pointwise = |j: &mut gavel::config::JudgeConfig| j.mode = Some(JudgeMode::Pointwise);
+
+    let gavel = Gavel::start(local_config(&model, &tmp.path().join("a"), pointwise)).await;
+    let mut alone = Vec::new();
+    for g in &groups {
+        let (status, body) = gavel.post("/v1/score_group", g).await;
+        assert_eq!(status, 200, "{body}");
+        alone.push(body);
+    }
+    gavel.stop().await;
+
+    // A fresh store: every group judged again, all at once.
+    let gavel = Gavel::start(local_config(&model, &tmp.path().join("b"), pointwise)).await;
+    let at_once =
+        futures::future::join_all(groups.iter().map(|g| gavel.post("/v1/score_group", g))).await;
+    for (k, ((status, body), first)) in at_once.iter().zip(&alone).enumerate() {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(usage(body, "cache_hits"), 0);
+        assert_eq!(rewards(body), rewards(first), "group {k}");
+        // Each group prefilled its own prefix once, whatever ran between its prompts.
+        assert_eq!(
+            usage(body, "forward_passes"),
+            2,
+            "group {k}: {}",
+            body["usage"]
+        );
+    }
+    let distinct: std::collections::BTreeSet<String> =
+        alone.iter().map(|b| format!("{:?}", rewards(b))).collect();
+    assert!(distinct.len() > 1, "the groups are not distinct");
+
+    let text = gavel.metrics_text().await;
+    let batches = sample(&text, "gavel_local_batch_prompts_count").unwrap_or(0.0);
+    assert!(batches >= 8.0, "{text}");
+    assert!(
+        sample(&text, "gavel_local_prefix_cache_bytes").is_some_and(|b| b > 0.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "gavel_local_prefix_cache_hits_total").is_some_and(|h| h > 0.0),
+        "{text}"
+    );
+    assert!(text.contains("# HELP gavel_local_queue_depth "), "{text}");
+    gavel.stop().await;
+}
+
+/// With `GAVEL_TEST_MODEL` (CI: the 0.5B Q4_K_M): a group's pointwise probes packed into one
+/// forward give the probabilities they give one at a time, on the real model's K-quant kernels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_model_batched_probes_equal_probes_run_alone() {
+    let Some(model) = std::env::var_os("GAVEL_TEST_MODEL") else {
+        eprintln!(
+            "skipped: set GAVEL_TEST_MODEL to the 0.5B test model (tools/fetch-model.sh 0.5b)"
+        );
+        return;
+    };
+    let model = std::path::PathBuf::from(model);
+    let tmp = tempfile::tempdir().unwrap();
+    let batched = judged_in(&model, &tmp.path().join("a"), 1024, &["pointwise"]).await;
+    let alone = judged_in(&model, &tmp.path().join("b"), 0, &["pointwise"]).await;
+    let (rb, ra) = (rewards(&batched[0]), rewards(&alone[0]));
+    for (b, a) in rb.iter().zip(&ra) {
+        assert!((b - a).abs() < 1e-4, "{rb:?} vs {ra:?}");
+    }
+    assert_eq!(
+        usage(&batched[0], "forward_passes"),
+        2,
+        "{}",
+        batched[0]["usage"]
+    );
+    assert_eq!(
+        usage(&alone[0], "forward_passes"),
+        4,
+        "{}",
+        alone[0]["usage"]
+    );
+}
