@@ -14,7 +14,8 @@
 # target/gpu/gavel-cuda.xz when only that is there; on cpu target/release/gavel),
 # GAVEL_BENCH_DEVICE (default cuda:0), OUT (default target/device-bench), PEAK_TFLOPS (the GPU's
 # dense f32 peak for MFU; default 67, an H100/H200 SXM's), SHAPES (default "0.5b,1.5b"; "tiny" on
-# the CPU).
+# the CPU), LOAD_GROUPS (groups a load run sends; default 64), LOAD_BATCH_TOKENS (max_batch_tokens
+# settings of the load runs; default "0,1024").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=${GAVEL_BENCH_DEVICE:-cuda:0}
@@ -68,7 +69,7 @@ if [[ $device == cpu ]]; then
   load_shapes=(tiny); load=(--groups 4 --concurrency 1,4 --max-batch-tokens 0,1024)
 else
   IFS=, read -r -a load_shapes <<< "${SHAPES:-0.5b,1.5b}"
-  load=(--groups "${LOAD_GROUPS:-64}" --concurrency 1,8,64 --max-batch-tokens 0,1024,4096)
+  load=(--groups "${LOAD_GROUPS:-64}" --concurrency 1,8,64 --max-batch-tokens "${LOAD_BATCH_TOKENS:-0,1024}")
 fi
 for shape in "${load_shapes[@]}"; do
   "$bin" bench-load --model "$shape" --device "$device" "${load[@]}" --output "$out/load-$shape" \

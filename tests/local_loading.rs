@@ -15,6 +15,7 @@ mod local {
     mod judge_head;
     #[cfg(feature = "train")]
     mod judge_training;
+    #[cfg(feature = "train")]
     mod load;
     mod modes;
     mod serving;

@@ -383,7 +383,7 @@ impl Judge {
     #[cfg_attr(not(feature = "local"), allow(unused_variables))]
     pub async fn choice_probabilities(
         &self,
-        prompts: &[Vec<ChatMessage>],
+        prompts: Vec<Vec<ChatMessage>>,
         choices: &[Vec<String>],
     ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
         match self {

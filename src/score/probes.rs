@@ -319,7 +319,7 @@ impl Scorer {
             let mut t = Tally::default();
             let prompts: Vec<_> = probe.prompts.iter().map(|p| p.messages.clone()).collect();
             let mut firsts = Vec::with_capacity(prompts.len());
-            for r in judge.choice_probabilities(&prompts, &choices).await? {
+            for r in judge.choice_probabilities(prompts, &choices).await? {
                 t.prompt += r.prompt_tokens;
                 t.cached += r.cached_prompt_tokens;
                 t.forwards += r.forward_passes;

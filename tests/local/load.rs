@@ -20,20 +20,6 @@ fn sample(text: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-/// The example group with the user's question marked `k`: a distinct group of the same shape.
-fn distinct_group(k: usize) -> Value {
-    let mut g = example("rag_answer.json");
-    for t in g["trajectories"].as_array_mut().unwrap() {
-        for m in t["messages"].as_array_mut().unwrap() {
-            if m["role"] == "user" {
-                let text = format!("{} (case {k})", m["content"].as_str().unwrap());
-                m["content"] = json!(text);
-            }
-        }
-    }
-    g
-}
-
 /// Each mode's response to the example group from a judge packing at most `max_batch_tokens`
 /// suffix tokens a forward, on a fresh store (judges differing only in batching share their
 /// verdicts, as they should: their numbers are the same).
@@ -120,7 +106,7 @@ async fn batched_probes_give_the_scores_of_probes_run_one_at_a_time() {
 async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(1);
-    let groups: Vec<Value> = (0..8).map(distinct_group).collect();
+    let groups: Vec<Value> = (0..8).map(gavel::devbench::load::distinct_group).collect();
     let pointwise = |j: &mut gavel::config::JudgeConfig| j.mode = Some(JudgeMode::Pointwise);
 
     let gavel = Gavel::start(local_config(&model, &tmp.path().join("a"), pointwise)).await;

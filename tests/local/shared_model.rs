@@ -42,7 +42,7 @@ fn config(model: &Path, adapter: Option<&Path>) -> JudgeConfig {
 /// (P(yes), prompt tokens, of them cached) of one probe.
 async fn probe(judge: &Judge, question: &str) -> (f64, u64, u64) {
     let p = judge
-        .choice_probabilities(&[messages(question)], &choices())
+        .choice_probabilities(vec![messages(question)], &choices())
         .await
         .unwrap()
         .remove(0);

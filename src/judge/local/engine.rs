@@ -1,12 +1,14 @@
 //! The local judge's serving side: the model lives on one owner thread fed by a channel (the
 //! text-embeddings-inference pattern), and async code holds a cloneable [`Engine`] handle.
 //!
-//! Requests are queued, not batched: one sequence runs at a time, which is what lets a
-//! permutation reuse the KV cache of the one before it. The queue is bounded up front with
-//! `Semaphore::try_acquire_owned`: a request that finds `max_queue` requests queued or running
-//! is refused at once with [`EngineError::Overloaded`] (the daemon answers 429 `overloaded`)
-//! instead of waiting behind them. A request whose caller has gone (deadline, disconnect) is
-//! skipped, or stopped between tokens.
+//! Jobs run one at a time, in the order they came: a listwise verdict, an explanation, or all
+//! the probes of one judging (a group's pointwise or pairwise prompts, run back to back on their
+//! shared prefix and packed into batched forwards, see `probe`). So groups in flight never
+//! interleave their prompts, and none overtakes another. The queue is bounded up front with
+//! `Semaphore::try_acquire_owned`: a job that finds `max_queue` jobs queued or running is
+//! refused at once with [`EngineError::Overloaded`] (the daemon answers 429 `overloaded`)
+//! instead of waiting behind them. A job whose caller has gone (deadline, disconnect) is
+//! skipped, or stopped between forwards.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -209,13 +209,13 @@ impl LocalJudge {
     /// decoding): one engine job for all of them, so a group's prompts share their prefix.
     pub async fn choice_probabilities(
         &self,
-        prompts: &[Vec<ChatMessage>],
+        prompts: Vec<Vec<ChatMessage>>,
         choices: &[Vec<String>],
     ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
         let probed = self
             .engine
             .probe(ProbeRequest {
-                prompts: prompts.to_vec(),
+                prompts,
                 choices: choices.to_vec(),
                 adapter: self.adapter_slot(),
             })
