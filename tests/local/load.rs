@@ -64,7 +64,7 @@ async fn batched_probes_give_the_scores_of_probes_run_one_at_a_time() {
         let store = |s: &str| tmp.path().join(format!("{s}{i}"));
         let batched = judged(&model, &store("batched"), 1024).await;
         let one = judged(&model, &store("one"), 0).await;
-        // Batches of a few suffixes: several packed forwards a group.
+        // A smaller limit: suffixes over it run alone (chunked), the rest in smaller batches.
         let few = judged(&model, &store("few"), 400).await;
         for (m, mode) in ["pointwise", "pairwise"].into_iter().enumerate() {
             let prompts = if mode == "pointwise" { n } else { n * (n - 1) };

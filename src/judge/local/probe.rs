@@ -91,8 +91,10 @@ impl Worker {
 
     /// The logits after each prompt. A prompt the prefix cache holds beyond the prefix the
     /// group shares runs alone from its entry (a base judge and its tuned judges on one model
-    /// ask the same prompts); the others, two or more, are packed after the shared prefix,
-    /// prefilled once and pinned meanwhile.
+    /// ask the same prompts), and so does one whose own tokens exceed `max_batch_tokens` (a
+    /// prompt alone is prefilled in chunks, which bounds its attention scores; a packed suffix
+    /// is not); the others, two or more, are packed after the shared prefix, prefilled once and
+    /// pinned meanwhile.
     fn read_group(
         &mut self,
         prompts: &[Vec<u32>],
@@ -103,6 +105,7 @@ impl Worker {
         let (alone, packed): (Vec<usize>, Vec<usize>) = (0..prompts.len()).partition(|&i| {
             self.settings.max_batch_tokens == 0
                 || shared == 0
+                || prompts[i].len() - shared > self.settings.max_batch_tokens
                 || self.prefixes.covered(&flavour, &prompts[i]) > shared
         });
         let (alone, packed) = if packed.len() < 2 {
