@@ -14,10 +14,20 @@ fn usage(body: &Value, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("{key}: {body}"))
 }
 
-/// The value of an unlabelled sample in Prometheus text.
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+/// The value of the sample of `name` whose labels include every one of `labels` (`k="v"`), in
+/// Prometheus text.
+fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?;
+        let (lab, value) = match rest.strip_prefix('{') {
+            Some(r) => r.split_once("} ")?,
+            None => ("", rest.strip_prefix(' ')?),
+        };
+        labels
+            .iter()
+            .all(|want| lab.split(',').any(|l| l == *want))
+            .then(|| value.trim().parse().ok())?
+    })
 }
 
 /// Each mode's response to the example group from a judge packing at most `max_batch_tokens`
@@ -105,7 +115,10 @@ async fn batched_probes_give_the_scores_of_probes_run_one_at_a_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     let tmp = tempfile::tempdir().unwrap();
-    let model = tiny_models(tmp.path()).remove(1);
+    // A file name of its own: the engine's gauges are labelled by it, and other tests in this
+    // process run the same tiny model.
+    let model = tmp.path().join("groups-at-once.gguf");
+    std::fs::rename(tiny_models(tmp.path()).remove(1), &model).unwrap();
     let groups: Vec<Value> = (0..8).map(gavel::devbench::load::distinct_group).collect();
     let pointwise = |j: &mut gavel::config::JudgeConfig| j.mode = Some(JudgeMode::Pointwise);
 
@@ -139,17 +152,25 @@ async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     assert!(distinct.len() > 1, "the groups are not distinct");
 
     let text = gavel.metrics_text().await;
-    let batches = sample(&text, "gavel_local_batch_prompts_count").unwrap_or(0.0);
+    let batches = sample(&text, "gavel_local_batch_prompts_count", &[]).unwrap_or(0.0);
+    // The engine's own gauges and cache counters carry its model and device.
+    let engine = ["model=\"groups-at-once.gguf\"", "device=\"cpu\""];
     assert!(batches >= 8.0, "{text}");
     assert!(
-        sample(&text, "gavel_local_prefix_cache_bytes").is_some_and(|b| b > 0.0),
+        sample(&text, "gavel_local_prefix_cache_bytes", &engine).is_some_and(|b| b > 0.0),
         "{text}"
     );
     assert!(
-        sample(&text, "gavel_local_prefix_cache_hits_total").is_some_and(|h| h > 0.0),
+        sample(&text, "gavel_local_prefix_cache_hits_total", &engine).is_some_and(|h| h > 0.0),
         "{text}"
     );
     assert!(text.contains("# HELP gavel_local_queue_depth "), "{text}");
+    // Every job answered: nothing queued.
+    assert_eq!(
+        sample(&text, "gavel_local_queue_depth", &engine),
+        Some(0.0),
+        "{text}"
+    );
     gavel.stop().await;
 }
 

@@ -95,6 +95,8 @@ pub struct Engine {
     slots: Arc<Semaphore>,
     max_queue: usize,
     info: Arc<ModelInfo>,
+    /// `model` and `device`, on the metrics each engine has one of (gauges).
+    labels: Vec<metrics::Label>,
     stats: Arc<EngineStats>,
     health: watch::Receiver<Health>,
     _joiner: Arc<Joiner>,
@@ -122,7 +124,9 @@ impl Engine {
         let (health_tx, health) = watch::channel(Health::default());
         let slots = Arc::new(Semaphore::new(max_queue));
         let thread_slots = slots.clone();
-        worker.record_prefix_cache();
+        let labels = metric_labels(&info);
+        let thread_labels = labels.clone();
+        worker.record_prefix_cache(&labels);
         let handle = std::thread::Builder::new()
             .name("gavel-local-judge".into())
             .spawn(move || {
@@ -137,10 +141,11 @@ impl Engine {
                     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
                         Ok(result) => {
                             let _ = job.reply.send(result);
-                            worker.record_prefix_cache();
+                            worker.record_prefix_cache(&thread_labels);
                             drop(job._slot);
                             let depth = max_queue - thread_slots.available_permits();
-                            metrics::gauge!("gavel_local_queue_depth").set(depth as f64);
+                            metrics::gauge!("gavel_local_queue_depth", thread_labels.clone())
+                                .set(depth as f64);
                         }
                         Err(payload) => {
                             panics.push_back(Instant::now());
@@ -179,6 +184,7 @@ impl Engine {
             slots,
             max_queue,
             info,
+            labels,
             stats,
             health,
             _joiner: Arc::new(Joiner(std::sync::Mutex::new(Some(handle)))),
@@ -238,7 +244,7 @@ impl Engine {
             metrics::counter!("gavel_local_rejected_total").increment(1);
             EngineError::Overloaded(self.max_queue)
         })?;
-        metrics::gauge!("gavel_local_queue_depth").set(self.queued() as f64);
+        metrics::gauge!("gavel_local_queue_depth", self.labels.clone()).set(self.queued() as f64);
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Job {
@@ -279,6 +285,19 @@ fn run_job(
         #[cfg(test)]
         Work::Panic => panic!("injected by a test"),
     }
+}
+
+/// The labels of an engine's own gauges: its model's file name and its device (several local
+/// models in one daemon each have their own queue and prefix cache).
+fn metric_labels(info: &ModelInfo) -> Vec<metrics::Label> {
+    let file = info.path.file_name().map_or_else(
+        || info.path.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
+    vec![
+        metrics::Label::new("model", file),
+        metrics::Label::new("device", info.device.clone()),
+    ]
 }
 
 /// The text of a panic's payload.

@@ -57,20 +57,22 @@ impl Worker {
         }
     }
 
-    /// Publishes the prefix cache's size and lookups on `/metrics`.
-    pub fn record_prefix_cache(&self) {
+    /// Publishes the prefix cache's size and lookups on `/metrics`, under the engine's labels.
+    pub fn record_prefix_cache(&self, labels: &[metrics::Label]) {
         let (hits, misses) = self.prefixes.hits_and_misses();
-        metrics::gauge!("gavel_local_prefix_cache_bytes").set(self.prefixes.bytes() as f64);
-        metrics::gauge!("gavel_local_prefix_cache_budget_bytes").set(self.prefixes.budget() as f64);
-        metrics::counter!("gavel_local_prefix_cache_hits_total").absolute(hits);
-        metrics::counter!("gavel_local_prefix_cache_misses_total").absolute(misses);
+        let l = || labels.to_vec();
+        metrics::gauge!("gavel_local_prefix_cache_bytes", l()).set(self.prefixes.bytes() as f64);
+        metrics::gauge!("gavel_local_prefix_cache_budget_bytes", l())
+            .set(self.prefixes.budget() as f64);
+        metrics::counter!("gavel_local_prefix_cache_hits_total", l()).absolute(hits);
+        metrics::counter!("gavel_local_prefix_cache_misses_total", l()).absolute(misses);
     }
 
     /// Back to a clean state after a panic interrupted a request: the KV cache and the cached
     /// prefixes may be half-written, so both go (the weights are never written).
     pub fn reset(&mut self) {
         self.model.clear_kv_cache();
-        self.prefixes = new_prefix_cache(&self.model, &self.settings);
+        self.prefixes.clear();
     }
 
     /// Completes one request. `cancelled` is polled between tokens.

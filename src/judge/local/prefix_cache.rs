@@ -85,6 +85,12 @@ impl<K: PartialEq, S> PrefixCache<K, S> {
         self.entries.len()
     }
 
+    /// Drops every entry (pinned ones too); the lookup counts stay, as `/metrics` counters must
+    /// never go back.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
     pub fn budget(&self) -> u64 {
         self.budget
     }
@@ -332,6 +338,17 @@ mod tests {
         assert_eq!(default_budget(kv, Some(64 << 30)), 32_768 * kv);
         assert_eq!(default_budget(kv, Some(8 << 30)), 1 << 30);
         assert!(physical_memory().is_some_and(|m| m > 1 << 20));
+    }
+
+    #[test]
+    fn clearing_keeps_the_lookup_counts() {
+        let mut c = cache(10);
+        c.insert(0, vec![1, 2], ());
+        c.best(&0, &[1]);
+        c.best(&0, &[3]);
+        c.clear();
+        assert_eq!((c.len(), c.bytes(), c.hits_and_misses()), (0, 0, (1, 1)));
+        assert!(c.best(&0, &[1]).is_none());
     }
 
     #[test]
