@@ -77,6 +77,51 @@ fn toy_run_learns() {
     assert!(last - first >= 0.5, "reward {first:.3} → {last:.3}");
 }
 
+/// The shuffled-reward control on the toy task: the same run with each group's rewards
+/// permuted within the group samples the same first step (the same mean reward) but does not
+/// learn, where the run with its real rewards does (`toy_run_learns`).
+#[test]
+fn toy_run_with_shuffled_rewards_does_not_learn() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, tasks) = write_toy(tmp.path()).unwrap();
+    let run = |shuffle: bool| {
+        let mut cfg = toy_config(
+            model.clone(),
+            tasks.clone(),
+            tmp.path().join(format!("{shuffle}")),
+        );
+        cfg.shuffle_rewards = shuffle;
+        let source = Source::Online {
+            tasks: read_tasks(&tasks).unwrap(),
+            rewarder: in_process(&rt),
+            rt: rt.handle().clone(),
+        };
+        Trainer::new(cfg, source).unwrap().run(false).unwrap()
+    };
+    let (real, control) = (run(false), run(true));
+    // The same rewards, summed in another order.
+    let (r0, c0) = (real[0].reward_mean, control[0].reward_mean);
+    assert!(
+        (r0 - c0).abs() < 1e-12,
+        "the first step samples alike: {r0} vs {c0}"
+    );
+    let mean = |m: &[gavel::train::trainer::StepMetrics]| {
+        m.iter().map(|s| s.reward_mean).sum::<f64>() / m.len() as f64
+    };
+    let (first, last) = (mean(&control[..10]), mean(&control[control.len() - 10..]));
+    let real_last = mean(&real[real.len() - 10..]);
+    eprintln!("control: reward {first:.3} → {last:.3}; real rewards: → {real_last:.3}");
+    assert!(
+        last - first < 0.25,
+        "the control learned: {first:.3} → {last:.3}"
+    );
+    assert!(
+        real_last - last >= 0.4,
+        "real {real_last:.3} vs control {last:.3}"
+    );
+}
+
 /// N+M steps straight give the same adapters, bit for bit, as N steps, a checkpoint, a new
 /// process-like trainer resumed from it, and M more; the checkpoint is in PEFT's layout.
 #[test]

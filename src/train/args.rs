@@ -281,6 +281,12 @@ pub struct TrainArgs {
     #[arg(long, env = "GAVEL_TRAIN_SAVE_EVERY",
           help = h("Checkpoint every N steps (0 = at the end only).", "save_every", d().save_every))]
     pub save_every: Option<u64>,
+    #[arg(long, env = "GAVEL_TRAIN_SHUFFLE_REWARDS", num_args = 0..=1, default_missing_value = "true",
+          value_name = "BOOL",
+          help = h("A control run: permute each group's rewards at random within the group (seeded) \
+                    before the loss, so they say nothing about which completion earned them.",
+                   "shuffle_rewards", d().shuffle_rewards))]
+    pub shuffle_rewards: Option<bool>,
     #[arg(long, env = "GAVEL_TRAIN_LOSS_TYPE", value_enum,
           help = h("How per-token losses are normalised (TRL's loss_type).", "grpo.loss_type", name(d().grpo.loss_type)))]
     pub loss_type: Option<LossType>,
@@ -442,6 +448,7 @@ impl TrainArgs {
         set(&mut c.max_grad_norm, &a.max_grad_norm);
         set(&mut c.seed, &a.sampling.seed);
         set(&mut c.save_every, &a.save_every);
+        set(&mut c.shuffle_rewards, &a.shuffle_rewards);
         set(&mut c.sampling.temperature, &a.sampling.temperature);
         set(&mut c.sampling.top_p, &a.sampling.top_p);
         set(&mut c.sampling.max_tokens, &a.sampling.max_tokens);

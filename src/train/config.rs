@@ -61,6 +61,10 @@ pub struct TrainConfig {
     pub adamw: AdamWConfig,
     /// `[filter]`: sample only tasks the policy sometimes solves (online; off when absent).
     pub filter: Option<FilterConfig>,
+    /// A control run: each group's rewards (and their advantages) are permuted at random
+    /// within the group before the loss, a reward that carries no information about which
+    /// completion earned it (seeded by `seed`, the step and the group).
+    pub shuffle_rewards: bool,
 }
 
 impl Default for TrainConfig {
@@ -91,6 +95,7 @@ impl Default for TrainConfig {
             grpo: GrpoConfig::default(),
             adamw: AdamWConfig::default(),
             filter: None,
+            shuffle_rewards: false,
         }
     }
 }

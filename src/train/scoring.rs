@@ -16,6 +16,20 @@ pub struct Scored {
     pub advantages: Vec<f64>,
 }
 
+impl Scored {
+    /// The same rewards and advantages, each pair moved to a completion drawn by `rng` (a
+    /// uniform permutation): the shuffled-reward control.
+    pub fn shuffled(mut self, rng: &mut crate::rng::Rng) -> Scored {
+        let mut order: Vec<usize> = (0..self.rewards.len()).collect();
+        rng.shuffle(&mut order);
+        self.rewards = order.iter().map(|&i| self.rewards[i]).collect();
+        if self.advantages.len() == order.len() {
+            self.advantages = order.iter().map(|&i| self.advantages[i]).collect();
+        }
+        self
+    }
+}
+
 /// A scorer the trainer calls once per group.
 pub enum Rewarder {
     InProcess(Arc<Scorer>),
@@ -79,5 +93,36 @@ impl Rewarder {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    #[test]
+    fn shuffled_rewards_keep_their_advantages_and_are_a_seeded_permutation() {
+        let scored = Scored {
+            rewards: vec![Some(0.1), Some(0.9), None, Some(0.5), Some(0.7), Some(0.3)],
+            advantages: vec![-1.0, 1.5, 0.0, 0.2, 0.8, -0.6],
+        };
+        let pairs = |s: &Scored| -> Vec<String> {
+            let mut v: Vec<String> = s
+                .rewards
+                .iter()
+                .zip(&s.advantages)
+                .map(|(r, a)| format!("{r:?}/{a}"))
+                .collect();
+            v.sort();
+            v
+        };
+        let a = scored.clone().shuffled(&mut Rng::new(7));
+        // The same (reward, advantage) pairs, moved.
+        assert_eq!(pairs(&a), pairs(&scored));
+        assert_ne!(a.rewards, scored.rewards);
+        // Seeded: the same seed, the same order; another seed, another.
+        assert_eq!(a, scored.clone().shuffled(&mut Rng::new(7)));
+        assert_ne!(a, scored.clone().shuffled(&mut Rng::new(8)));
     }
 }

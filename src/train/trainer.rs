@@ -226,7 +226,16 @@ impl Trainer {
             .zip(prompts)
             .zip(sampled.into_iter().zip(scored))
         {
-            let scored = scored.map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
+            let mut scored = scored.map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
+            if self.cfg.shuffle_rewards {
+                // Its own generator per step and group, not the sampler's: the control's first
+                // step samples exactly what the run unshuffled samples, and a resumed run
+                // shuffles alike.
+                let k = out.len() as u64;
+                let mut rng =
+                    Rng::new(self.cfg.seed ^ 0x5348_5546_464C_4521 ^ (self.step << 20) ^ k);
+                scored = scored.shuffled(&mut rng);
+            }
             out.push(GroupData {
                 prompts: vec![prompt; completions.len()],
                 completions,
