@@ -3,8 +3,10 @@
 # and trainer on a GPU"): `gavel bench-device` on models of the real Qwen2.5-0.5B and 1.5B
 # shapes with random weights written on the machine, on the GPU and on the machine's CPU cores,
 # then one GRPO+LoRA step and a CUDA-vs-CPU logits check; then `gavel bench-load`: distinct
-# 4-trajectory groups through the daemon at concurrency 1, 8 and 64, groups/s, on each shape.
-# Writes $OUT/device-bench.json, $OUT/device-bench.md and $OUT/load-SHAPE/bench-load.{json,md}.
+# 4-trajectory groups through the daemon at concurrency 1, 8 and 64, groups/s, on each shape,
+# pointwise (batched probes) and listwise (verdicts decoded one at a time and together).
+# Writes $OUT/device-bench.json, $OUT/device-bench.md, $OUT/load-SHAPE/bench-load.{json,md} and
+# $OUT/load-listwise-SHAPE/bench-load.{json,md}.
 #
 #   benches/gpu.sh                               # on the GPU machine, with tools/gpu-binary.sh's
 #                                                # target/gpu/gavel-cuda.xz carried there
@@ -15,7 +17,8 @@
 # GAVEL_BENCH_DEVICE (default cuda:0), OUT (default target/device-bench), PEAK_TFLOPS (the GPU's
 # dense f32 peak for MFU; default 67, an H100/H200 SXM's), SHAPES (default "0.5b,1.5b"; "tiny" on
 # the CPU), LOAD_GROUPS (groups a load run sends; default 64), LOAD_BATCH_TOKENS (max_batch_tokens
-# settings of the load runs; default "0,1024").
+# settings of the load runs; default "0,1024"), LOAD_DECODE_BATCH (max_decode_batch settings of
+# the listwise load runs; default "1,64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=${GAVEL_BENCH_DEVICE:-cuda:0}
@@ -67,13 +70,17 @@ echo "benches/gpu.sh: $(( $(date +%s) - start )) s" >&2
 # and with each prompt alone.
 if [[ $device == cpu ]]; then
   load_shapes=(tiny); load=(--groups 4 --concurrency 1,4 --max-batch-tokens 0,1024)
+  listwise=(--groups 4 --concurrency 1,4 --max-decode-batch 1,8)
 else
   IFS=, read -r -a load_shapes <<< "${SHAPES:-0.5b,1.5b}"
   load=(--groups "${LOAD_GROUPS:-64}" --concurrency 1,8,64 --max-batch-tokens "${LOAD_BATCH_TOKENS:-0,1024}")
+  listwise=(--groups "${LOAD_GROUPS:-64}" --concurrency 1,64 --max-decode-batch "${LOAD_DECODE_BATCH:-1,64}")
 fi
 for shape in "${load_shapes[@]}"; do
   "$bin" bench-load --model "$shape" --device "$device" "${load[@]}" --output "$out/load-$shape" \
     > /dev/null
+  "$bin" bench-load --model "$shape" --device "$device" "${listwise[@]}" --mode listwise \
+    --explain-bytes 200 --output "$out/load-listwise-$shape" > /dev/null
 done
 echo "benches/gpu.sh: $(( $(date +%s) - start )) s with the load runs" >&2
 
@@ -83,4 +90,7 @@ if [[ $device != cpu ]]; then
   echo "GPU: $(cat "$out/gpu.txt"); peak memory used while running: ${peak} MiB" >> "$out/device-bench.md"
 fi
 cat "$out/device-bench.md"
-for shape in "${load_shapes[@]}"; do echo; echo "Load, $shape on $device:"; cat "$out/load-$shape/bench-load.md"; done
+for shape in "${load_shapes[@]}"; do
+  echo; echo "Load, $shape on $device, pointwise:"; cat "$out/load-$shape/bench-load.md"
+  echo; echo "Load, $shape on $device, listwise:"; cat "$out/load-listwise-$shape/bench-load.md"
+done

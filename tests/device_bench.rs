@@ -154,6 +154,29 @@ fn gpu_script_on_cpu_writes_the_complete_report() {
         let passes = if r["max_batch_tokens"] == 0 { 16 } else { 8 };
         assert_eq!(r["forward_passes"], passes, "{r}");
     }
+    // The listwise load runs: verdicts decoded one at a time and up to 8 together, at each
+    // concurrency, every run decoding tokens.
+    let listwise: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("load-listwise-tiny/bench-load.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(listwise["mode"], "listwise");
+    let runs = listwise["runs"].as_array().unwrap();
+    let settings: Vec<(u64, u64)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["max_decode_batch"].as_u64().unwrap(),
+                r["concurrency"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(settings, [(1, 1), (1, 4), (8, 1), (8, 4)]);
+    for r in runs {
+        has_number(r, "completion_tok_s");
+        assert!(r["completion_tokens"].as_u64().unwrap() > 0, "{r}");
+    }
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(stdout.contains("Load, tiny on cpu:"), "{stdout}");
+    assert!(stdout.contains("Load, tiny on cpu, pointwise:"), "{stdout}");
+    assert!(stdout.contains("Load, tiny on cpu, listwise:"), "{stdout}");
 }

@@ -8,6 +8,7 @@ use clap::Args;
 
 use gavel::devbench::load::{self, LoadOptions};
 use gavel::devbench::shape_by_name;
+use gavel::prompt::JudgeMode;
 
 #[derive(Args)]
 pub struct BenchLoadArgs {
@@ -37,6 +38,23 @@ pub struct BenchLoadArgs {
         default_value = "1024"
     )]
     max_batch_tokens: Vec<usize>,
+    /// The engine's max_decode_batch settings compared, a daemon each (1: one generation at a
+    /// time).
+    #[arg(
+        long,
+        env = "GAVEL_BENCH_MAX_DECODE_BATCH",
+        value_delimiter = ',',
+        default_value = "8"
+    )]
+    max_decode_batch: Vec<usize>,
+    /// How the groups are judged: pointwise or pairwise (probes), or listwise (decoded
+    /// verdicts).
+    #[arg(long, env = "GAVEL_BENCH_MODE", default_value = "pointwise")]
+    mode: JudgeMode,
+    /// Cap on each explanation, bytes: a listwise verdict's, or in pointwise and pairwise mode
+    /// the explanation decoded after each score (0: none).
+    #[arg(long, env = "GAVEL_BENCH_EXPLAIN_BYTES", default_value_t = 0)]
+    explain_bytes: usize,
     /// Folder for bench-load.json, bench-load.md and any random-weight model.
     #[arg(
         short = 'o',
@@ -48,8 +66,8 @@ pub struct BenchLoadArgs {
 }
 
 pub fn run(args: BenchLoadArgs) -> anyhow::Result<ExitCode> {
-    if args.groups == 0 || args.concurrency.contains(&0) {
-        anyhow::bail!("--groups and --concurrency must be at least 1");
+    if args.groups == 0 || args.concurrency.contains(&0) || args.max_decode_batch.contains(&0) {
+        anyhow::bail!("--groups, --concurrency and --max-decode-batch must be at least 1");
     }
     std::fs::create_dir_all(&args.out)?;
     let model = match shape_by_name(&args.model) {
@@ -66,6 +84,9 @@ pub fn run(args: BenchLoadArgs) -> anyhow::Result<ExitCode> {
         groups: args.groups,
         concurrency: args.concurrency,
         max_batch_tokens: args.max_batch_tokens,
+        max_decode_batch: args.max_decode_batch,
+        mode: args.mode,
+        explain_bytes: args.explain_bytes,
     };
     // Its own thread and runtime: the daemon, its model thread and the client share them.
     let report = std::thread::spawn(move || {

@@ -1,11 +1,12 @@
 //! `gavel bench-load`: the local judge under a training loop's load, measured through the
 //! daemon. Distinct 4-trajectory RAG groups (the example group `rag_answer.json`, its question
-//! marked per group) are judged pointwise, sent one after another and then at each concurrency
-//! asked for, by a daemon on 127.0.0.1 over a fresh temporary store; for each
-//! `max_batch_tokens` setting its own daemon. Every group is new (no verdict from the store),
-//! every run starts after one warm-up group.
+//! marked per group) are judged in one mode (pointwise by default; listwise decodes verdicts),
+//! sent one after another and then at each concurrency asked for, by a daemon on 127.0.0.1 over
+//! a fresh temporary store; for each `max_batch_tokens` and `max_decode_batch` setting its own
+//! daemon. Every group is new (no verdict from the store), every run starts after one warm-up
+//! group.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,20 @@ pub struct LoadOptions {
     pub concurrency: Vec<usize>,
     /// The engine's `max_batch_tokens` settings compared (0: each prompt alone).
     pub max_batch_tokens: Vec<usize>,
+    /// The engine's `max_decode_batch` settings compared (1: one generation at a time).
+    pub max_decode_batch: Vec<usize>,
+    /// How the groups are judged.
+    pub mode: JudgeMode,
+    /// Cap on each explanation, bytes: a listwise verdict's, or in pointwise and pairwise mode
+    /// the explanation decoded after each score (0: none).
+    pub explain_bytes: usize,
+}
+
+/// One daemon's engine settings.
+#[derive(Debug, Clone, Copy)]
+struct Setting {
+    max_batch_tokens: usize,
+    max_decode_batch: usize,
 }
 
 /// The example group with its question marked `k`: distinct content, the same shape.
@@ -49,13 +64,22 @@ pub fn distinct_group(k: usize) -> Value {
     g
 }
 
-fn config(model: &Path, device: &str, max_batch_tokens: usize) -> Config {
-    let mut j = JudgeConfig::local(model);
-    j.device = device.to_string();
-    j.mode = Some(JudgeMode::Pointwise);
-    j.max_explanation_bytes = 0;
+/// [`distinct_group`] judged in `mode`.
+fn group_in(k: usize, mode: JudgeMode) -> Value {
+    let mut g = distinct_group(k);
+    g["judge_mode"] = json!(mode);
+    g
+}
+
+fn config(o: &LoadOptions, setting: Setting) -> Config {
+    let mut j = JudgeConfig::local(&o.model);
+    j.device = o.device.clone();
+    j.mode = Some(o.mode);
+    j.explain = o.explain_bytes > 0;
+    j.max_explanation_bytes = o.explain_bytes;
     j.deadline_s = 3600.0;
-    j.max_batch_tokens = max_batch_tokens;
+    j.max_batch_tokens = setting.max_batch_tokens;
+    j.max_decode_batch = setting.max_decode_batch;
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
     cfg.judges.insert("local".into(), j);
@@ -108,18 +132,27 @@ async fn send(
     Ok((t.elapsed(), v["usage"].clone()))
 }
 
-/// Every run: for each `max_batch_tokens` setting, each concurrency.
+/// Every run: for each `max_batch_tokens` and `max_decode_batch` setting, each concurrency.
 pub async fn figures(o: &LoadOptions) -> Result<Value, BenchError> {
     let client = reqwest::Client::new();
     let mut runs = Vec::new();
     let mut next = 0;
-    for &batch in &o.max_batch_tokens {
-        let (url, stop) = start(config(&o.model, &o.device, batch)).await?;
+    let settings = o.max_batch_tokens.iter().flat_map(|&max_batch_tokens| {
+        o.max_decode_batch
+            .iter()
+            .map(move |&max_decode_batch| Setting {
+                max_batch_tokens,
+                max_decode_batch,
+            })
+    });
+    for setting in settings {
+        let (batch, decode) = (setting.max_batch_tokens, setting.max_decode_batch);
+        let (url, stop) = start(config(o, setting)).await?;
         next += 1;
-        send(&client, &url, &distinct_group(next)).await?; // warm-up
+        send(&client, &url, &group_in(next, o.mode)).await?; // warm-up
         for &c in &o.concurrency {
             let bodies: Vec<Value> = (0..o.groups)
-                .map(|k| distinct_group(next + 1 + k))
+                .map(|k| group_in(next + 1 + k, o.mode))
                 .collect();
             next += o.groups + 1;
             let t = Instant::now();
@@ -138,9 +171,13 @@ pub async fn figures(o: &LoadOptions) -> Result<Value, BenchError> {
             };
             let latency: Vec<f64> = done.iter().map(|(d, _)| d.as_secs_f64()).collect();
             let computed = sum("prompt_tokens") - sum("cached_prompt_tokens");
-            eprintln!("bench-load: max_batch_tokens {batch}, concurrency {c}: {wall:.1} s");
+            eprintln!(
+                "bench-load: max_batch_tokens {batch}, max_decode_batch {decode}, \
+                 concurrency {c}: {wall:.1} s"
+            );
             runs.push(json!({
                 "max_batch_tokens": batch,
+                "max_decode_batch": decode,
                 "concurrency": c,
                 "groups": o.groups,
                 "wall_s": wall,
@@ -151,6 +188,8 @@ pub async fn figures(o: &LoadOptions) -> Result<Value, BenchError> {
                 "computed_tokens": computed,
                 "computed_tok_s": computed as f64 / wall,
                 "forward_passes": sum("forward_passes"),
+                "completion_tokens": sum("completion_tokens"),
+                "completion_tok_s": sum("completion_tokens") as f64 / wall,
             }));
         }
         let _ = stop.send(());
@@ -158,6 +197,7 @@ pub async fn figures(o: &LoadOptions) -> Result<Value, BenchError> {
     Ok(json!({
         "model": o.model,
         "device": o.device,
+        "mode": o.mode,
         "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "runs": runs,
     }))
@@ -167,19 +207,24 @@ pub async fn figures(o: &LoadOptions) -> Result<Value, BenchError> {
 /// concurrency 1.
 pub fn markdown(r: &Value) -> String {
     let mut s = String::from(
-        "| max_batch_tokens | concurrency | groups | wall s | × one at a time | groups/s | mean latency s | computed tokens/s | forward passes |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| max_batch_tokens | max_decode_batch | concurrency | groups | wall s | × one at a time | groups/s | mean latency s | computed tokens/s | decoded tokens/s | forward passes |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let empty = Vec::new();
     let runs = r["runs"].as_array().unwrap_or(&empty);
     for run in runs {
         let one = runs
             .iter()
-            .find(|o| o["max_batch_tokens"] == run["max_batch_tokens"] && o["concurrency"] == 1)
+            .find(|o| {
+                o["max_batch_tokens"] == run["max_batch_tokens"]
+                    && o["max_decode_batch"] == run["max_decode_batch"]
+                    && o["concurrency"] == 1
+            })
             .and_then(|o| o["wall_s"].as_f64());
         let wall = run["wall_s"].as_f64().unwrap_or(0.0);
         s += &format!(
-            "| {} | {} | {} | {:.1} | {} | {:.3} | {:.2} | {:.0} | {} |\n",
+            "| {} | {} | {} | {} | {:.1} | {} | {:.3} | {:.2} | {:.0} | {:.1} | {} |\n",
             run["max_batch_tokens"],
+            run["max_decode_batch"],
             run["concurrency"],
             run["groups"],
             wall,
@@ -187,6 +232,7 @@ pub fn markdown(r: &Value) -> String {
             run["groups_per_s"].as_f64().unwrap_or(0.0),
             run["latency_mean_s"].as_f64().unwrap_or(0.0),
             run["computed_tok_s"].as_f64().unwrap_or(0.0),
+            run["completion_tok_s"].as_f64().unwrap_or(0.0),
             run["forward_passes"],
         );
     }

@@ -104,6 +104,10 @@ pub struct JudgeConfig {
     /// batched forward after the prefix they share (0: each prompt alone).
     #[serde(default = "default_max_batch_tokens")]
     pub max_batch_tokens: usize,
+    /// local, listwise mode and explanations: generations decoded together, one batched
+    /// forward a step for all of them (1: one at a time).
+    #[serde(default = "default_max_decode_batch")]
+    pub max_decode_batch: usize,
     /// local: sampling seed when `temperature` > 0.
     #[serde(default)]
     pub seed: u64,
@@ -139,6 +143,9 @@ fn default_max_queue() -> usize {
 }
 fn default_max_batch_tokens() -> usize {
     1024
+}
+fn default_max_decode_batch() -> usize {
+    8
 }
 fn default_max_explanation_bytes() -> usize {
     400
@@ -202,6 +209,7 @@ impl JudgeConfig {
             max_explanation_bytes: default_max_explanation_bytes(),
             prefix_cache_bytes: None,
             max_batch_tokens: default_max_batch_tokens(),
+            max_decode_batch: default_max_decode_batch(),
             seed: 0,
             expected_score: true,
             mode: None,

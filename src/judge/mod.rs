@@ -337,14 +337,17 @@ impl Judge {
         }
     }
 
-    /// A free-text explanation, after a probability-mode score (local judges that
-    /// [`Judge::explains`]).
+    /// A free-text explanation of each of `prompts`, after probability-mode scores (local
+    /// judges that [`Judge::explains`]): a group's explanations at once, decoded together.
     // Only local judges use the arguments.
     #[cfg_attr(not(feature = "local"), allow(unused_variables))]
-    pub async fn explain(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+    pub async fn explain(
+        &self,
+        prompts: Vec<Vec<ChatMessage>>,
+    ) -> Result<Vec<Completion>, JudgeError> {
         match self {
             #[cfg(feature = "local")]
-            Judge::Local(l) => l.explain(messages).await,
+            Judge::Local(l) => l.explain(prompts).await,
             Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
             _ => Err(JudgeError::Unavailable(format!(
                 "judge {:?} does not explain probability-mode scores",

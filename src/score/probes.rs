@@ -328,17 +328,18 @@ impl Scorer {
             // Explanations come after every probability was read: they cannot move a score.
             let mut explanations = vec![String::new(); m];
             if judge.explains() {
-                for (c, text) in explanations.iter_mut().enumerate() {
-                    let Some(messages) = explanation_prompt(probe, &firsts, c) else {
-                        continue;
-                    };
-                    let r = judge.explain(&messages).await?;
+                // All of them in one call: the judge decodes them together.
+                let (which, prompts): (Vec<usize>, Vec<_>) = (0..m)
+                    .filter_map(|c| Some((c, explanation_prompt(probe, &firsts, c)?)))
+                    .unzip();
+                let answers = judge.explain(prompts).await?;
+                for (c, r) in which.into_iter().zip(answers) {
                     t.prompt += r.prompt_tokens;
                     t.completion += r.completion_tokens;
                     t.cached += r.cached_prompt_tokens;
                     t.forwards += r.forward_passes;
                     t.calls += 1;
-                    *text = r.text;
+                    explanations[c] = r.text;
                 }
             }
             Ok::<_, JudgeError>((firsts, explanations, t))

@@ -138,6 +138,18 @@ const LOCAL_DESCRIPTIONS: &[(&str, &str)] = &[
         "Suffix tokens in one batched forward of a group's probes",
     ),
     (
+        "gavel_local_probe_jobs_joined_total",
+        "Probe jobs (judgings) whose prompts joined the last packed forward of the job before",
+    ),
+    (
+        "gavel_local_batch_generations",
+        "Generations (listwise verdicts, explanations) stepped in one batched decoding forward",
+    ),
+    (
+        "gavel_local_decode_batches_total",
+        "Decoding forwards that stepped several generations at once",
+    ),
+    (
         "gavel_local_prefix_cache_bytes",
         "Bytes of KV the prefix cache holds",
     ),

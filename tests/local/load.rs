@@ -120,7 +120,12 @@ async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     let model = tmp.path().join("groups-at-once.gguf");
     std::fs::rename(tiny_models(tmp.path()).remove(1), &model).unwrap();
     let groups: Vec<Value> = (0..8).map(gavel::devbench::load::distinct_group).collect();
-    let pointwise = |j: &mut gavel::config::JudgeConfig| j.mode = Some(JudgeMode::Pointwise);
+    // Room for several groups' suffixes (about 900 tokens a group on the tiny tokenizer) in
+    // one forward.
+    let pointwise = |j: &mut gavel::config::JudgeConfig| {
+        j.mode = Some(JudgeMode::Pointwise);
+        j.max_batch_tokens = 4096;
+    };
 
     let gavel = Gavel::start(local_config(&model, &tmp.path().join("a"), pointwise)).await;
     let mut alone = Vec::new();
@@ -155,7 +160,12 @@ async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     let batches = sample(&text, "gavel_local_batch_prompts_count", &[]).unwrap_or(0.0);
     // The engine's own gauges and cache counters carry its model and device.
     let engine = ["model=\"groups-at-once.gguf\"", "device=\"cpu\""];
-    assert!(batches >= 8.0, "{text}");
+    assert!(batches >= 1.0, "{text}");
+    // Groups queued behind a group joined its packed forward (their 4 suffixes fit the room
+    // under max_batch_tokens), and still got the scores they get alone (above), each counting
+    // its prefix and the one forward it joined.
+    let joined = sample(&text, "gavel_local_probe_jobs_joined_total", &engine).unwrap_or(0.0);
+    assert!(joined >= 1.0, "{text}");
     assert!(
         sample(&text, "gavel_local_prefix_cache_bytes", &engine).is_some_and(|b| b > 0.0),
         "{text}"
@@ -204,4 +214,70 @@ async fn on_the_real_model_batched_probes_equal_probes_run_alone() {
         "{}",
         alone[0]["usage"]
     );
+}
+
+/// Listwise verdicts decoded together: groups sent at once to a judge that steps up to 8
+/// generations in one forward get exactly the verdicts (scores and explanations) they get
+/// decoded one at a time (Q8_0 weights: gavel's row kernels do not depend on the batch), and
+/// `/metrics` counts the batched steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listwise_verdicts_decoded_together_equal_those_decoded_one_at_a_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("decode-together.gguf");
+    std::fs::rename(tiny_models(tmp.path()).remove(1), &model).unwrap();
+    let groups: Vec<Value> = (0..6)
+        .map(|k| {
+            with(
+                gavel::devbench::load::distinct_group(k),
+                "judge_mode",
+                json!("listwise"),
+            )
+        })
+        .collect();
+    let engine = ["model=\"decode-together.gguf\"", "device=\"cpu\""];
+    let mut runs = Vec::new();
+    for (name, batch) in [("one", 1), ("together", 8)] {
+        let listwise = |j: &mut gavel::config::JudgeConfig| {
+            j.mode = Some(JudgeMode::Listwise);
+            j.max_decode_batch = batch;
+        };
+        let gavel = Gavel::start(local_config(&model, &tmp.path().join(name), listwise)).await;
+        let before = sample(
+            &gavel.metrics_text().await,
+            "gavel_local_decode_batches_total",
+            &engine,
+        );
+        let answers =
+            futures::future::join_all(groups.iter().map(|g| gavel.post("/v1/score_group", g)))
+                .await;
+        let text = gavel.metrics_text().await;
+        let batched = sample(&text, "gavel_local_decode_batches_total", &engine).unwrap_or(0.0)
+            - before.unwrap_or(0.0);
+        gavel.stop().await;
+        let verdicts: Vec<(Vec<f64>, Vec<String>)> = answers
+            .iter()
+            .map(|(status, body)| {
+                assert_eq!(*status, 200, "{body}");
+                let explanations = body["scores"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["explanation"].as_str().unwrap_or_default().to_string())
+                    .collect();
+                (rewards(body), explanations)
+            })
+            .collect();
+        runs.push((verdicts, batched));
+    }
+    let ((one, one_batched), (together, together_batched)) = (&runs[0], &runs[1]);
+    assert_eq!(*one_batched, 0.0, "max_decode_batch 1 never batches");
+    assert!(*together_batched > 0.0, "no step ran several generations");
+    assert_eq!(one, together);
+    assert!(
+        one.iter().any(|(_, e)| e.iter().any(|e| !e.is_empty())),
+        "no explanation was decoded: {one:?}"
+    );
+    let distinct: std::collections::BTreeSet<String> =
+        one.iter().map(|(r, _)| format!("{r:?}")).collect();
+    assert!(distinct.len() > 1, "the groups' verdicts are not distinct");
 }

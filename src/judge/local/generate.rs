@@ -7,7 +7,7 @@
 //! opening of the verdict (`{"scores": [{"trajectory_id": "1", "explanation": "`) is run with
 //! the prompt, in the same prefill.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::constrain::{Cursor, TokenMask, VerdictGrammar};
 use super::model::LoadedModel;
@@ -27,14 +27,36 @@ pub(crate) struct Worker {
     digits: Option<([u32; 10], u32)>,
 }
 
-/// Where decoding stands.
-struct Decode<'g> {
-    grammar: Option<&'g VerdictGrammar>,
+/// One request being decoded: its grammar and where decoding stands, its own KV cache (the
+/// model's cache is shared by every generation in flight), and the tokens its next forward
+/// runs. Several generations step together in one batched forward ([`Worker::step`]).
+pub(crate) struct Generation {
+    grammar: Option<VerdictGrammar>,
     cursor: Option<Cursor>,
-    /// Output bytes (constrained) or token ids (free).
+    /// Output bytes (constrained or free text) and token ids.
     bytes: Vec<u8>,
     ids: Vec<u32>,
     forced: u64,
+    free_text: Option<usize>,
+    adapter: Option<usize>,
+    prompt_tokens: usize,
+    cached_prompt_tokens: usize,
+    kv: KvState,
+    /// The logits after the last token run.
+    logits: Vec<f32>,
+    /// What the next forward runs ([`Worker::plan`]).
+    pending: Vec<u32>,
+    rng: Rng,
+    forward_passes: u64,
+    prefill: Duration,
+    decode_started: Instant,
+}
+
+impl Generation {
+    /// The attached adapter it runs: only generations with the same one share a forward.
+    pub(crate) fn adapter(&self) -> Option<usize> {
+        self.adapter
+    }
 }
 
 impl Worker {
@@ -75,12 +97,9 @@ impl Worker {
         self.prefixes.clear();
     }
 
-    /// Completes one request. `cancelled` is polled between tokens.
-    pub fn run(
-        &mut self,
-        req: &Request,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<Generated, EngineError> {
+    /// Prefills `req`'s prompt (from the best cached prefix, with the verdict's forced opening)
+    /// and returns its generation, ready to [`Worker::plan`].
+    pub(crate) fn start(&mut self, req: &Request) -> Result<Generation, EngineError> {
         let t0 = Instant::now();
         self.model.select_adapter(req.adapter);
         let passes = self.model.forward_passes();
@@ -94,95 +113,143 @@ impl Worker {
                 self.settings.max_explanation_bytes,
             )
         });
-        let mut d = Decode {
+        let mut gen = Generation {
             cursor: grammar.as_ref().map(VerdictGrammar::start),
-            grammar: grammar.as_ref(),
+            grammar,
             bytes: Vec::new(),
             ids: Vec::new(),
             forced: 0,
+            free_text,
+            adapter: req.adapter,
+            prompt_tokens: prompt.len(),
+            cached_prompt_tokens: 0,
+            kv: KvState::default(),
+            logits: Vec::new(),
+            pending: Vec::new(),
+            rng: Rng::new(self.settings.seed, &prompt),
+            forward_passes: 0,
+            prefill: Duration::ZERO,
+            decode_started: t0,
         };
-        let mut seq = prompt.clone();
-        if let Some(opening) = self.forced_tokens(&d) {
+        let mut seq = prompt;
+        if let Some(opening) = self.forced_tokens(&gen) {
             seq.extend_from_slice(&opening);
-            self.accept_forced(&mut d, &opening);
+            self.accept_forced(&mut gen, &opening);
         }
         if seq.len() >= context {
             return Err(EngineError::TooLong {
-                prompt: prompt.len(),
+                prompt: gen.prompt_tokens,
                 context,
             });
         }
-        let (reused, mut logits) = self.prefill(&seq, 1)?;
-        let prefill = t0.elapsed();
-        let t1 = Instant::now();
-        let mut rng = Rng::new(self.settings.seed, &prompt);
-        loop {
-            if cancelled() {
-                return Err(EngineError::Cancelled);
+        let (reused, logits) = self.prefill(&seq, 1)?;
+        gen.cached_prompt_tokens = reused.min(gen.prompt_tokens);
+        gen.logits = logits;
+        gen.kv = self.model.kv_state();
+        gen.forward_passes = self.model.forward_passes() - passes;
+        gen.prefill = t0.elapsed();
+        gen.decode_started = Instant::now();
+        Ok(gen)
+    }
+
+    /// Chooses `gen`'s next token (or the run of tokens the grammar forces) from its logits and
+    /// sets them to run in its next forward: true, or false when the generation is complete.
+    pub(crate) fn plan(&mut self, gen: &mut Generation) -> Result<bool, EngineError> {
+        if let (Some(g), Some(c)) = (&gen.grammar, &gen.cursor) {
+            if g.is_complete(c) {
+                return Ok(false);
             }
-            if let (Some(g), Some(c)) = (d.grammar, &d.cursor) {
-                if g.is_complete(c) {
-                    break;
+            let forced = match self.forced_tokens(gen) {
+                None if self.settings.expected_score && g.at_score(c) => {
+                    self.room(gen, 4)?;
+                    // The two probe steps run on the model's own cache, from this generation's.
+                    self.model.restore_kv(&gen.kv, gen.kv.len())?;
+                    self.expected_score_tokens(g, c, &gen.logits)?
                 }
-                let forced = match self.forced_tokens(&d) {
-                    None if self.settings.expected_score && g.at_score(c) => {
-                        self.room(4, &prompt)?;
-                        self.expected_score_tokens(g, c, &logits)?
-                    }
-                    f => f,
-                };
-                if let Some(forced) = forced {
-                    self.room(forced.len(), &prompt)?;
-                    let pos = self.model.cached_len();
-                    logits = self.model.forward_logits(&forced, pos)?;
-                    self.accept_forced(&mut d, &forced);
-                    continue;
-                }
-                self.mask.apply(g, c, &mut logits);
+                f => f,
+            };
+            if let Some(forced) = forced {
+                self.room(gen, forced.len())?;
+                self.accept_forced(gen, &forced);
+                gen.pending = forced;
+                return Ok(true);
             }
-            let id = rng.pick(&logits, self.settings.temperature);
-            if d.grammar.is_none() && self.model.eos_ids().contains(&id) {
-                break;
-            }
-            self.accept(&mut d, id);
-            if d.grammar.is_none() && d.ids.len() >= self.settings.max_tokens {
-                break;
-            }
-            if let Some(cap) = free_text {
-                d.bytes
-                    .extend_from_slice(&self.model.vocab_bytes()[id as usize]);
-                if d.bytes.len() >= cap {
-                    break;
-                }
-            }
-            if d.grammar
-                .is_some_and(|g| g.is_complete(d.cursor.as_ref().expect("cursor")))
-            {
-                // The verdict is whole: EOS is the only token left, no need to run this one.
-                break;
-            }
-            self.room(1, &prompt)?;
-            let pos = self.model.cached_len();
-            logits = self.model.forward_logits(&[id], pos)?;
+            self.mask.apply(g, c, &mut gen.logits);
         }
-        let text = match d.grammar {
-            Some(_) => String::from_utf8_lossy(&d.bytes).into_owned(),
+        let id = gen.rng.pick(&gen.logits, self.settings.temperature);
+        if gen.grammar.is_none() && self.model.eos_ids().contains(&id) {
+            return Ok(false);
+        }
+        self.accept(gen, id);
+        if gen.grammar.is_none() && gen.ids.len() >= self.settings.max_tokens {
+            return Ok(false);
+        }
+        if let Some(cap) = gen.free_text {
+            gen.bytes
+                .extend_from_slice(&self.model.vocab_bytes()[id as usize]);
+            if gen.bytes.len() >= cap {
+                return Ok(false);
+            }
+        }
+        if let (Some(g), Some(c)) = (&gen.grammar, &gen.cursor) {
+            if g.is_complete(c) {
+                // The verdict is whole: EOS is the only token left, no need to run this one.
+                return Ok(false);
+            }
+        }
+        self.room(gen, 1)?;
+        gen.pending = vec![id];
+        Ok(true)
+    }
+
+    /// Runs each generation's planned tokens after its own cache: alone on the model's cache,
+    /// or several (all with one adapter) in one batched forward.
+    pub(crate) fn step(&mut self, gens: &mut [&mut Generation]) -> Result<(), EngineError> {
+        let Some(first) = gens.first() else {
+            return Ok(());
+        };
+        self.model.select_adapter(first.adapter);
+        if let [gen] = gens {
+            self.model.restore_kv(&gen.kv, gen.kv.len())?;
+            let pos = self.model.cached_len();
+            gen.logits = self.model.forward_logits(&gen.pending, pos)?;
+            gen.kv = self.model.kv_state();
+            gen.forward_passes += 1;
+            return Ok(());
+        }
+        debug_assert!(gens.iter().all(|g| g.adapter == first.adapter));
+        let seqs: Vec<&[u32]> = gens.iter().map(|g| &g.pending[..]).collect();
+        let mut states: Vec<KvState> = gens.iter().map(|g| g.kv.clone()).collect();
+        let logits = self.model.forward_batch(&seqs, &mut states)?;
+        metrics::histogram!("gavel_local_batch_generations").record(gens.len() as f64);
+        for ((gen, logits), kv) in gens.iter_mut().zip(logits).zip(states) {
+            gen.logits = logits;
+            gen.kv = kv;
+            gen.forward_passes += 1;
+        }
+        Ok(())
+    }
+
+    /// The completed generation's text and what producing it took.
+    pub(crate) fn finish(&self, gen: Generation) -> Result<Generated, EngineError> {
+        let text = match gen.grammar {
+            Some(_) => String::from_utf8_lossy(&gen.bytes).into_owned(),
             None => self
                 .model
                 .tokenizer()
-                .decode(&d.ids, true)
+                .decode(&gen.ids, true)
                 .map_err(|e| LocalError::Tokenizer(e.to_string()))?,
         };
         Ok(Generated {
             text,
-            prompt_tokens: prompt.len() as u64,
-            cached_prompt_tokens: reused.min(prompt.len()) as u64,
-            completion_tokens: d.ids.len() as u64,
-            forced_tokens: d.forced,
-            forward_passes: self.model.forward_passes() - passes,
-            queued: Default::default(),
-            prefill,
-            decode: t1.elapsed(),
+            prompt_tokens: gen.prompt_tokens as u64,
+            cached_prompt_tokens: gen.cached_prompt_tokens as u64,
+            completion_tokens: gen.ids.len() as u64,
+            forced_tokens: gen.forced,
+            forward_passes: gen.forward_passes,
+            queued: Duration::ZERO,
+            prefill: gen.prefill,
+            decode: gen.decode_started.elapsed(),
         })
     }
 
@@ -217,12 +284,12 @@ impl Worker {
         Ok((reused, logits))
     }
 
-    /// Errors when `n` more positions would not fit the context.
-    fn room(&self, n: usize, prompt: &[u32]) -> Result<(), EngineError> {
+    /// Errors when `n` more positions would not fit `gen`'s context.
+    fn room(&self, gen: &Generation, n: usize) -> Result<(), EngineError> {
         let context = self.model.context_length();
-        if self.model.cached_len() + n > context {
+        if gen.kv.len() + n > context {
             return Err(EngineError::TooLong {
-                prompt: prompt.len(),
+                prompt: gen.prompt_tokens,
                 context,
             });
         }
@@ -231,8 +298,8 @@ impl Worker {
 
     /// The tokens of the bytes the grammar forces next, when there are any and they tokenize
     /// back to exactly those bytes (else they are generated token by token, under the mask).
-    fn forced_tokens(&self, d: &Decode<'_>) -> Option<Vec<u32>> {
-        let (g, c) = (d.grammar?, d.cursor.as_ref()?);
+    fn forced_tokens(&self, gen: &Generation) -> Option<Vec<u32>> {
+        let (g, c) = (gen.grammar.as_ref()?, gen.cursor.as_ref()?);
         let forced = g.forced(c);
         if forced.is_empty() {
             return None;
@@ -286,21 +353,21 @@ impl Worker {
         Ok(Some(ids))
     }
 
-    fn accept_forced(&self, d: &mut Decode<'_>, ids: &[u32]) {
+    fn accept_forced(&self, gen: &mut Generation, ids: &[u32]) {
         for &id in ids {
-            self.accept(d, id);
+            self.accept(gen, id);
         }
-        d.forced += ids.len() as u64;
+        gen.forced += ids.len() as u64;
     }
 
-    fn accept(&self, d: &mut Decode<'_>, id: u32) {
-        d.ids.push(id);
-        if let (Some(g), Some(c)) = (d.grammar, d.cursor.as_mut()) {
+    fn accept(&self, gen: &mut Generation, id: u32) {
+        gen.ids.push(id);
+        if let (Some(g), Some(c)) = (&gen.grammar, gen.cursor.as_mut()) {
             let bytes = &self.model.vocab_bytes()[id as usize];
             *c = g
                 .advance(c, bytes)
                 .expect("the mask only allows tokens the grammar accepts");
-            d.bytes.extend_from_slice(bytes);
+            gen.bytes.extend_from_slice(bytes);
         }
     }
 }

@@ -161,48 +161,69 @@ impl LocalJudge {
 
     /// Runs `request` on the engine as one completion.
     async fn generate(&self, request: Request) -> Result<Completion, JudgeError> {
-        let g = self
-            .engine
-            .generate(request)
-            .await
-            .map_err(|e| self.error(e))?;
-        tracing::debug!(judge = %self.name, prompt_tokens = g.prompt_tokens,
-            cached_prompt_tokens = g.cached_prompt_tokens, completion_tokens = g.completion_tokens,
-            queued_s = g.queued.as_secs_f64(), prefill_s = g.prefill.as_secs_f64(),
-            decode_s = g.decode.as_secs_f64(), "local judge call");
-        Ok(Completion {
-            text: g.text,
-            prompt_tokens: g.prompt_tokens,
-            completion_tokens: g.completion_tokens,
-            cached_prompt_tokens: g.cached_prompt_tokens,
-            forward_passes: g.forward_passes,
-            attempts: 1,
-            retries: Default::default(),
-        })
+        let mut c = self.generate_many(vec![request]).await?;
+        Ok(c.pop().expect("one request, one completion"))
     }
 
-    /// A short free-text answer to `messages`, cut to `max_bytes` (at a character boundary):
-    /// the explanation of a score already read in a probability mode.
-    pub async fn explain(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+    /// Runs `requests` on the engine as one job: decoded together, answered together.
+    async fn generate_many(&self, requests: Vec<Request>) -> Result<Vec<Completion>, JudgeError> {
+        let generated = self
+            .engine
+            .generate_many(requests)
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(generated
+            .into_iter()
+            .map(|g| {
+                tracing::debug!(judge = %self.name, prompt_tokens = g.prompt_tokens,
+                    cached_prompt_tokens = g.cached_prompt_tokens,
+                    completion_tokens = g.completion_tokens, queued_s = g.queued.as_secs_f64(),
+                    prefill_s = g.prefill.as_secs_f64(), decode_s = g.decode.as_secs_f64(),
+                    "local judge call");
+                Completion {
+                    text: g.text,
+                    prompt_tokens: g.prompt_tokens,
+                    completion_tokens: g.completion_tokens,
+                    cached_prompt_tokens: g.cached_prompt_tokens,
+                    forward_passes: g.forward_passes,
+                    attempts: 1,
+                    retries: Default::default(),
+                }
+            })
+            .collect())
+    }
+
+    /// Short free-text answers to each of `prompts`, each cut to `max_explanation_bytes` (at a
+    /// character boundary): the explanations of scores already read in a probability mode, a
+    /// group's decoded together.
+    pub async fn explain(
+        &self,
+        prompts: Vec<Vec<ChatMessage>>,
+    ) -> Result<Vec<Completion>, JudgeError> {
         let max_bytes = self.settings.max_explanation_bytes;
-        let request = Request {
-            messages: messages.to_vec(),
-            ids: Vec::new(),
-            items: Vec::new(),
-            free_text_bytes: Some(max_bytes),
-            adapter: self.adapter_slot(),
-        };
-        let mut c = self.generate(request).await?;
-        let mut text = c.text.trim().to_string();
-        if text.len() > max_bytes {
-            let mut cut = max_bytes;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
+        let requests = prompts
+            .into_iter()
+            .map(|messages| Request {
+                messages,
+                ids: Vec::new(),
+                items: Vec::new(),
+                free_text_bytes: Some(max_bytes),
+                adapter: self.adapter_slot(),
+            })
+            .collect();
+        let mut completions = self.generate_many(requests).await?;
+        for c in &mut completions {
+            let mut text = c.text.trim().to_string();
+            if text.len() > max_bytes {
+                let mut cut = max_bytes;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
             }
-            text.truncate(cut);
+            c.text = text;
         }
-        c.text = text;
-        Ok(c)
+        Ok(completions)
     }
 
     /// Each choice's probability as the first token of the answer to each prompt (no
@@ -265,6 +286,7 @@ pub(super) fn engine_settings(cfg: &JudgeConfig) -> EngineSettings {
         seed: cfg.seed,
         prefix_cache_bytes: cfg.prefix_cache_bytes,
         max_batch_tokens: cfg.max_batch_tokens,
+        max_decode_batch: cfg.max_decode_batch,
     }
 }
 

@@ -7,8 +7,10 @@
 //!   weights) and its forward pass.
 //!   The network itself ([`crate::model::infer`]) is shared with the judge trainer.
 //! - [`request`]: what the engine is asked and answers; [`engine`]: the owner thread, its
-//!   bounded queue, its health (a watch channel) and the cloneable handle; `generate` (prefill
-//!   from the best cached prefix, constrained decoding), `probe` (a group's choice
+//!   bounded queue, its health (a watch channel) and the cloneable handle; `job` (what a job
+//!   asks and answers); `model_thread` (the
+//!   thread's loop: jobs in order, generations decoded in batches), `generate` (prefill from
+//!   the best cached prefix, constrained decoding, a batch's step), `probe` (a group's choice
 //!   probabilities, its prompts packed into batched forwards) and `prefix_cache` run on the
 //!   thread.
 //! - [`LocalJudge`]: the judge backend (`backend = "local"`) over an engine; [`shared`]: judges
@@ -24,9 +26,13 @@ pub mod engine;
 #[cfg(feature = "local")]
 mod generate;
 #[cfg(feature = "local")]
+mod job;
+#[cfg(feature = "local")]
 mod judge;
 #[cfg(feature = "local")]
 pub mod model;
+#[cfg(feature = "local")]
+mod model_thread;
 #[cfg(feature = "local")]
 mod prefix_cache;
 #[cfg(feature = "local")]

@@ -336,36 +336,41 @@ impl LoadedModel {
         Ok(())
     }
 
-    /// Runs `seqs`, each continuing the cached sequence, in one forward, and returns the logits
-    /// after each one's last token and each one's KV snapshot (as if it had run alone); the
-    /// model's cache stays as it was. After an error the cache is emptied.
-    pub(crate) fn forward_packed(
+    /// Runs each of `seqs` after its own KV snapshot in `states` (which it extends), in one
+    /// forward (see [`crate::model::infer::Qwen::forward_batch`]), and returns the logits
+    /// after each one's last token. The model's own cache is emptied.
+    pub(crate) fn forward_batch(
         &mut self,
         seqs: &[&[u32]],
-    ) -> Result<(Vec<Vec<f32>>, Vec<KvState>), LocalError> {
-        let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-        self.check_tokens(self.cached_len() + longest, seqs.iter().copied().flatten())?;
-        self.forwards += 1;
-        let result = self
-            .weights
-            .forward_packed(seqs)
-            .and_then(|(t, states)| Ok((t.to_vec2::<f32>()?, states)));
-        match result {
-            Ok((rows, states)) if rows.iter().all(|r| r.len() == self.info.vocab_size) => {
-                Ok((rows, states))
-            }
-            Ok(_) => {
-                self.clear_kv_cache();
-                Err(LocalError::Forward(format!(
-                    "the model returned logits of another length than its vocabulary of {}",
-                    self.info.vocab_size
-                )))
-            }
-            Err(e) => {
-                self.clear_kv_cache();
-                Err(LocalError::Forward(one_line(&e.to_string())))
-            }
+        states: &mut [KvState],
+    ) -> Result<Vec<Vec<f32>>, LocalError> {
+        for (seq, state) in seqs.iter().zip(states.iter()) {
+            self.check_tokens(state.len() + seq.len(), seq.iter())?;
         }
+        self.forwards += 1;
+        // The model's cache is some other sequence's; nothing may continue it by mistake.
+        self.clear_kv_cache();
+        let logits = self
+            .weights
+            .forward_batch(seqs, states)
+            .map_err(|e| LocalError::Forward(one_line(&e.to_string())))?;
+        self.logit_rows(logits)
+    }
+
+    /// `[sequences, vocab]` logits as rows, checked against the vocabulary.
+    fn logit_rows(&mut self, logits: candle_core::Tensor) -> Result<Vec<Vec<f32>>, LocalError> {
+        let rows = logits.to_vec2::<f32>().map_err(|e| {
+            self.clear_kv_cache();
+            LocalError::Forward(one_line(&e.to_string()))
+        })?;
+        if rows.iter().any(|r| r.len() != self.info.vocab_size) {
+            self.clear_kv_cache();
+            return Err(LocalError::Forward(format!(
+                "the model returned logits of another length than its vocabulary of {}",
+                self.info.vocab_size
+            )));
+        }
+        Ok(rows)
     }
 }
 

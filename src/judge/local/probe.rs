@@ -2,9 +2,10 @@
 //! prompts as one job. The prefix they share (system prompt, rubric, the group's context) is
 //! prefilled once, or found in the prefix cache, and pinned there while they run; then their
 //! suffixes go through packed forwards of at most `max_batch_tokens` tokens, each suffix seeing
-//! the prefix and itself ([`crate::model::infer::Qwen::forward_packed`]): one pass over the
-//! weights for many prompts. With `max_batch_tokens = 0` each prompt runs alone, from the
-//! longest cached prefix.
+//! its group's prefix and itself ([`crate::model::infer::Qwen::forward_batch`]): one pass over
+//! the weights for many prompts. When the next queued jobs are probes too, their groups join
+//! the last forward while it has room ([`Worker::probe_groups`]). With `max_batch_tokens = 0`
+//! each prompt runs alone, from the longest cached prefix.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::generate::Worker;
 use super::prefix_cache::common_prefix;
 use super::request::{EngineError, ProbeRequest, Probed};
+use crate::model::infer::KvState;
 use crate::model::LocalError;
 
 /// Fewest tokens of its prompt a probe runs itself, however much of it is cached or shared.
@@ -33,15 +35,94 @@ struct Read {
     prefill: Duration,
 }
 
+/// One group's prompts, tokenized, and how they will be read.
+struct GroupPlan {
+    prompts: Vec<Vec<u32>>,
+    /// Each choice's first tokens.
+    choices: Vec<Vec<u32>>,
+    /// Tokens every prompt starts with ([`shared_prefix`]).
+    shared: usize,
+    /// Prompts run alone, and prompts packed after the shared prefix.
+    alone: Vec<usize>,
+    packed: Vec<usize>,
+}
+
+impl GroupPlan {
+    fn prefix(&self) -> &[u32] {
+        &self.prompts[0][..self.shared]
+    }
+
+    /// The own tokens of each packed prompt.
+    fn packed_lens(&self) -> impl Iterator<Item = usize> + '_ {
+        self.packed
+            .iter()
+            .map(|&i| self.prompts[i].len() - self.shared)
+    }
+}
+
 impl Worker {
-    /// Reads each prompt's choice probabilities as the answer's first token: no decoding.
-    /// `cancelled` is polled between forwards.
-    pub fn probe(
+    /// Reads each prompt's choice probabilities as the answer's first token (no decoding), for
+    /// the first of `reqs` and, after it, each next one (with the same adapter) while all
+    /// its prompts fit the room the last packed forward leaves under `max_batch_tokens`: its
+    /// suffixes join that forward, after their own group's prefix. Returns the answers of the
+    /// requests read, in order: at least the first's. `cancelled` is polled between forwards.
+    pub fn probe_groups(
         &mut self,
-        req: &ProbeRequest,
+        reqs: &[&ProbeRequest],
         cancelled: &dyn Fn() -> bool,
-    ) -> Result<Vec<Probed>, EngineError> {
-        self.model.select_adapter(req.adapter);
+    ) -> Vec<Result<Vec<Probed>, EngineError>> {
+        let Some(first) = reqs.first() else {
+            return Vec::new();
+        };
+        self.model.select_adapter(first.adapter);
+        let max = self.settings.max_batch_tokens;
+        let mut plans: Vec<GroupPlan> = Vec::new();
+        // Suffix tokens in the last packed forward so far.
+        let mut last = 0;
+        for (k, req) in reqs.iter().enumerate() {
+            let plan = match self.plan_group(req) {
+                Ok(plan) => plan,
+                Err(e) if k == 0 => return vec![Err(e)],
+                Err(_) => break,
+            };
+            let lens: Vec<usize> = plan.packed_lens().collect();
+            let own: usize = lens.iter().sum();
+            if k == 0 {
+                last = pack(&lens, max)
+                    .last()
+                    .map_or(0, |run| lens[run.clone()].iter().sum());
+            } else if req.adapter == first.adapter
+                && plan.alone.is_empty()
+                && !plan.packed.is_empty()
+                && !plans[0].packed.is_empty()
+                && last + own <= max
+            {
+                last += own;
+            } else {
+                break;
+            }
+            plans.push(plan);
+        }
+        // A verdict adapter changes the last position alone (the one whose next token is
+        // read); everything before it is the base model's, shared with every other probe.
+        self.model.set_dense_always(true);
+        let reads = self.read_groups(&plans, cancelled);
+        self.model.set_verdict_adapter(false);
+        self.model.set_dense_always(false);
+        let reads = match reads {
+            Ok(reads) => reads,
+            Err(e) => return plans.iter().map(|_| Err(e.clone())).collect(),
+        };
+        reads
+            .into_iter()
+            .zip(&plans)
+            .zip(reqs)
+            .map(|((reads, plan), req)| answers(reads, plan, req))
+            .collect()
+    }
+
+    /// `req`'s prompts and choices as tokens, and which prompts run alone.
+    fn plan_group(&self, req: &ProbeRequest) -> Result<GroupPlan, EngineError> {
         let prompts = req
             .prompts
             .iter()
@@ -54,53 +135,13 @@ impl Worker {
                 context,
             });
         }
-        let tokens = self.model.choice_tokens(&req.choices)?;
-        // A verdict adapter changes the last position alone (the one whose next token is
-        // read); everything before it is the base model's, shared with every other probe.
-        self.model.set_dense_always(true);
-        let reads = self.read_group(&prompts, cancelled);
-        self.model.set_verdict_adapter(false);
-        self.model.set_dense_always(false);
-        reads?
-            .into_iter()
-            .zip(&prompts)
-            .map(|(r, prompt)| {
-                let mass = crate::model::tokenizer::answer_masses(&r.logits, &tokens);
-                // A judge failure is never a score: with no mass on any answer there is no
-                // verdict.
-                let coverage: f64 = mass.iter().sum();
-                if !(coverage > 0.0 && coverage.is_finite()) {
-                    return Err(LocalError::Forward(format!(
-                        "the model gave the answers {:?} no probability",
-                        req.choices
-                    ))
-                    .into());
-                }
-                Ok(Probed {
-                    shares: mass.iter().map(|m| m / coverage).collect(),
-                    coverage,
-                    prompt_tokens: prompt.len() as u64,
-                    cached_prompt_tokens: r.cached.min(prompt.len()) as u64,
-                    forward_passes: r.passes,
-                    queued: Duration::ZERO,
-                    prefill: r.prefill,
-                })
-            })
-            .collect()
-    }
-
-    /// The logits after each prompt. A prompt the prefix cache holds beyond the prefix the
-    /// group shares runs alone from its entry (a base judge and its tuned judges on one model
-    /// ask the same prompts), and so does one whose own tokens exceed `max_batch_tokens` (a
-    /// prompt alone is prefilled in chunks, which bounds its attention scores; a packed suffix
-    /// is not); the others, two or more, are packed after the shared prefix, prefilled once and
-    /// pinned meanwhile.
-    fn read_group(
-        &mut self,
-        prompts: &[Vec<u32>],
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<Vec<Read>, EngineError> {
-        let shared = shared_prefix(prompts);
+        let choices = self.model.choice_tokens(&req.choices)?;
+        // A prompt the prefix cache holds beyond the prefix the group shares runs alone from
+        // its entry (a base judge and its tuned judges on one model ask the same prompts), and
+        // so does one whose own tokens exceed `max_batch_tokens` (a prompt alone is prefilled
+        // in chunks, which bounds its attention scores; a packed suffix is not); the others,
+        // two or more, are packed after the shared prefix.
+        let shared = shared_prefix(&prompts);
         let flavour = self.model.kv_flavour();
         let (alone, packed): (Vec<usize>, Vec<usize>) = (0..prompts.len()).partition(|&i| {
             self.settings.max_batch_tokens == 0
@@ -113,40 +154,79 @@ impl Worker {
         } else {
             (alone, packed)
         };
-        let mut reads: Vec<Option<Read>> = (0..prompts.len()).map(|_| None).collect();
-        let prefix = &prompts[0][..shared];
-        let mut pinned = false;
+        Ok(GroupPlan {
+            prompts,
+            choices,
+            shared,
+            alone,
+            packed,
+        })
+    }
+
+    /// The logits after each prompt of each group: the groups' shared prefixes prefilled (or
+    /// found) and pinned, their packed prompts in packed forwards, then the prompts run alone.
+    fn read_groups(
+        &mut self,
+        plans: &[GroupPlan],
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Vec<Vec<Read>>, EngineError> {
+        let flavour = self.model.kv_flavour();
+        let mut reads: Vec<Vec<Option<Read>>> = plans
+            .iter()
+            .map(|p| (0..p.prompts.len()).map(|_| None).collect())
+            .collect();
+        let mut pinned: Vec<usize> = Vec::new();
         let result = (|| -> Result<(), EngineError> {
-            if !packed.is_empty() {
+            let mut prefixes: Vec<Option<KvState>> = vec![None; plans.len()];
+            let mut costs = vec![(0, 0, Duration::ZERO); plans.len()];
+            for (g, plan) in plans.iter().enumerate() {
+                if plan.packed.is_empty() {
+                    continue;
+                }
                 let (t0, passes) = (Instant::now(), self.model.forward_passes());
-                let (reused, _) = self.prefill(prefix, PROBE_MIN_RUN)?;
-                let (prefill, passes) = (t0.elapsed(), self.model.forward_passes() - passes);
-                pinned = self.prefixes.pin(&flavour, prefix);
-                let chosen: Vec<&[u32]> = packed.iter().map(|&i| &prompts[i][..]).collect();
-                let mut got = self.read_packed(&chosen, shared, cancelled)?;
-                // What the shared prefix cost goes to the first packed prompt.
-                got[0].cached = reused;
-                got[0].passes += passes;
-                got[0].prefill += prefill;
-                for (&i, r) in packed.iter().zip(got) {
-                    reads[i] = Some(r);
+                let (reused, _) = self.prefill(plan.prefix(), PROBE_MIN_RUN)?;
+                costs[g] = (reused, self.model.forward_passes() - passes, t0.elapsed());
+                prefixes[g] = Some(self.model.kv_state());
+                if self.prefixes.pin(&flavour, plan.prefix()) {
+                    pinned.push(g);
                 }
             }
-            for &i in &alone {
-                reads[i] = Some(self.read_alone(&prompts[i], cancelled)?);
-                if !pinned && shared > 0 {
-                    pinned = self.prefixes.pin(&flavour, prefix);
+            self.read_packed(plans, &prefixes, &mut reads, cancelled)?;
+            // What a shared prefix cost goes to its group's first packed prompt.
+            for ((plan, group), (reused, passes, prefill)) in
+                plans.iter().zip(&mut reads).zip(costs)
+            {
+                if let Some(r) = plan.packed.first().and_then(|&i| group[i].as_mut()) {
+                    r.cached = reused;
+                    r.passes += passes;
+                    r.prefill += prefill;
+                }
+            }
+            for (g, plan) in plans.iter().enumerate() {
+                for &i in &plan.alone {
+                    reads[g][i] = Some(self.read_alone(&plan.prompts[i], cancelled)?);
+                    if !pinned.contains(&g)
+                        && plan.shared > 0
+                        && self.prefixes.pin(&flavour, plan.prefix())
+                    {
+                        pinned.push(g);
+                    }
                 }
             }
             Ok(())
         })();
-        if pinned {
-            self.prefixes.unpin(&flavour, prefix);
+        for &g in &pinned {
+            self.prefixes.unpin(&flavour, plans[g].prefix());
         }
         result?;
         Ok(reads
             .into_iter()
-            .map(|r| r.expect("every prompt read"))
+            .map(|group| {
+                group
+                    .into_iter()
+                    .map(|r| r.expect("every prompt read"))
+                    .collect()
+            })
             .collect())
     }
 
@@ -173,52 +253,107 @@ impl Worker {
         })
     }
 
-    /// `prompts`' suffixes after the `shared` prefix the model's cache holds, in packed
-    /// forwards; each prompt's KV is kept in the prefix cache, as a prompt run alone leaves it.
+    /// The packed prompts of every group, their suffixes after their groups' prefixes (KV in
+    /// `prefixes`) in packed forwards, in order; each prompt's KV is kept in the prefix cache,
+    /// as a prompt run alone leaves it.
     fn read_packed(
         &mut self,
-        prompts: &[&[u32]],
-        shared: usize,
+        plans: &[GroupPlan],
+        prefixes: &[Option<KvState>],
+        reads: &mut [Vec<Option<Read>>],
         cancelled: &dyn Fn() -> bool,
-    ) -> Result<Vec<Read>, EngineError> {
-        let lens: Vec<usize> = prompts.iter().map(|p| p.len() - shared).collect();
-        let mut reads = Vec::with_capacity(prompts.len());
+    ) -> Result<(), EngineError> {
+        let runs: Vec<(usize, usize)> = plans
+            .iter()
+            .enumerate()
+            .flat_map(|(g, p)| p.packed.iter().map(move |&i| (g, i)))
+            .collect();
+        let lens: Vec<usize> = runs
+            .iter()
+            .map(|&(g, i)| plans[g].prompts[i].len() - plans[g].shared)
+            .collect();
         for batch in pack(&lens, self.settings.max_batch_tokens) {
             if cancelled() {
                 return Err(EngineError::Cancelled);
             }
-            debug_assert_eq!(self.model.cached_len(), shared);
             let t0 = Instant::now();
-            let chosen = &prompts[batch.clone()];
-            let suffixes: Vec<&[u32]> = chosen.iter().map(|p| &p[shared..]).collect();
+            let chosen = &runs[batch.clone()];
+            let suffixes: Vec<&[u32]> = chosen
+                .iter()
+                .map(|&(g, i)| &plans[g].prompts[i][plans[g].shared..])
+                .collect();
+            let mut states: Vec<KvState> = chosen
+                .iter()
+                .map(|&(g, _)| {
+                    prefixes[g]
+                        .clone()
+                        .expect("a packed group's prefix is prefilled")
+                })
+                .collect();
             self.model.set_verdict_adapter(true);
             // After a verdict adapter ran on the last positions, only those before them are
             // the base model's, to be reused.
             let cut = usize::from(self.model.verdict_adapter_on());
-            let forward = self.model.forward_packed(&suffixes);
+            let forward = self.model.forward_batch(&suffixes, &mut states);
             self.model.set_verdict_adapter(false);
-            let (logits, states) = forward?;
+            let logits = forward?;
             let n = suffixes.len();
             metrics::histogram!("gavel_local_batch_prompts").record(n as f64);
             metrics::histogram!("gavel_local_batch_tokens")
                 .record(lens[batch].iter().sum::<usize>() as f64);
             let each = t0.elapsed() / n as u32;
             let flavour = self.model.kv_flavour();
-            for (i, ((logits, state), prompt)) in
-                logits.into_iter().zip(states).zip(chosen).enumerate()
+            for (k, ((&(g, i), logits), state)) in chosen.iter().zip(logits).zip(states).enumerate()
             {
+                let prompt = &plans[g].prompts[i];
                 self.prefixes
                     .insert(flavour, prompt[..prompt.len() - cut].to_vec(), state);
-                reads.push(Read {
+                // The forward counts once for each group in it.
+                let first_of_group = chosen[..k].iter().all(|&(h, _)| h != g);
+                reads[g][i] = Some(Read {
                     logits,
-                    cached: shared,
-                    passes: u64::from(i == 0),
+                    cached: plans[g].shared,
+                    passes: u64::from(first_of_group),
                     prefill: each,
                 });
             }
         }
-        Ok(reads)
+        Ok(())
     }
+}
+
+/// A group's answers from its prompts' logits: each choice's share of the mass on the choices.
+fn answers(
+    reads: Vec<Read>,
+    plan: &GroupPlan,
+    req: &ProbeRequest,
+) -> Result<Vec<Probed>, EngineError> {
+    reads
+        .into_iter()
+        .zip(&plan.prompts)
+        .map(|(r, prompt)| {
+            let mass = crate::model::tokenizer::answer_masses(&r.logits, &plan.choices);
+            // A judge failure is never a score: with no mass on any answer there is no
+            // verdict.
+            let coverage: f64 = mass.iter().sum();
+            if !(coverage > 0.0 && coverage.is_finite()) {
+                return Err(LocalError::Forward(format!(
+                    "the model gave the answers {:?} no probability",
+                    req.choices
+                ))
+                .into());
+            }
+            Ok(Probed {
+                shares: mass.iter().map(|m| m / coverage).collect(),
+                coverage,
+                prompt_tokens: prompt.len() as u64,
+                cached_prompt_tokens: r.cached.min(prompt.len()) as u64,
+                forward_passes: r.passes,
+                queued: Duration::ZERO,
+                prefill: r.prefill,
+            })
+        })
+        .collect()
 }
 
 /// Tokens every prompt starts with, leaving each at least [`PROBE_MIN_RUN`] of its own; 0 when

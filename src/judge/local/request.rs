@@ -32,6 +32,9 @@ pub struct EngineSettings {
     /// Most suffix tokens of a group's prompts packed into one forward after their shared
     /// prefix; 0 runs each prompt alone.
     pub max_batch_tokens: usize,
+    /// Generations (listwise verdicts, explanations) decoded together, one batched forward a
+    /// step; 1 decodes one at a time.
+    pub max_decode_batch: usize,
     /// Bytes of prefilled sequences' KV kept for prefix reuse (0 turns reuse off); None: the
     /// default for the model and machine ([`super::prefix_cache::default_budget`]).
     pub prefix_cache_bytes: Option<u64>,
@@ -40,6 +43,10 @@ pub struct EngineSettings {
 /// The default of [`EngineSettings::max_batch_tokens`] (BENCHMARKS.md, "Local judge under
 /// load").
 pub const DEFAULT_MAX_BATCH_TOKENS: usize = 1024;
+
+/// The default of [`EngineSettings::max_decode_batch`] (BENCHMARKS.md, "Local judge under
+/// load").
+pub const DEFAULT_MAX_DECODE_BATCH: usize = 8;
 
 impl Default for EngineSettings {
     fn default() -> Self {
@@ -53,6 +60,7 @@ impl Default for EngineSettings {
             seed: 0,
             prefix_cache_bytes: None,
             max_batch_tokens: DEFAULT_MAX_BATCH_TOKENS,
+            max_decode_batch: DEFAULT_MAX_DECODE_BATCH,
         }
     }
 }

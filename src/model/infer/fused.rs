@@ -16,6 +16,10 @@ pub(crate) fn causal_softmax(att: Tensor, s: usize, pos: usize) -> Result<Tensor
         att.inplace_op1(&CausalSoftmax { s, pos })?;
         return Ok(att);
     }
+    if s == 1 {
+        // One query sees every key.
+        return candle_nn::ops::softmax_last_dim(&att);
+    }
     let kv_len = att.dim(candle_core::D::Minus1)?;
     let mask = causal_mask(s, pos, att.dtype(), att.device())?;
     let rows = att.elem_count() / kv_len;
@@ -24,6 +28,24 @@ pub(crate) fn causal_softmax(att: Tensor, s: usize, pos: usize) -> Result<Tensor
         .broadcast_add(&mask)?
         .reshape(att.shape())?;
     candle_nn::ops::softmax_last_dim(&att)
+}
+
+/// `att · v` for attention probabilities from [`causal_softmax`] (`att`: `[1, kv_heads, rows,
+/// kv_len]`, rows ordered as there; `v`: `[1, kv_heads, kv_len, head_dim]`): each row sums its
+/// visible values one key after another, in key order. candle's matmul blocks the key axis by
+/// a length that depends on the whole matrix (the number of keys, of rows, and the machine's
+/// caches), so the same query got other roundings alone than in a longer chunk or after a
+/// prefix prefilled apart; on the 0.5B model that moved a probe's probabilities by 0.007.
+/// Summed this way a row's output depends on its own keys only, and the masked half is skipped.
+pub(crate) fn causal_values(att: &Tensor, v: &Tensor, s: usize, pos: usize) -> Result<Tensor> {
+    let fused = att.device().is_cpu()
+        && att.dtype() == DType::F32
+        && v.dtype() == DType::F32
+        && att.is_contiguous();
+    if !fused {
+        return att.matmul(v);
+    }
+    att.apply_op2_no_bwd(&v.contiguous()?, &CausalValues { s, pos })
 }
 
 /// `silu(gate) * up`, elementwise.
@@ -79,22 +101,84 @@ impl InplaceOp1 for CausalSoftmax {
                 self.pos
             );
         }
-        data[start..end]
-            .par_chunks_mut(kv_len)
-            .enumerate()
-            .for_each(|(r, row)| {
-                let (seen, hidden) = row.split_at_mut(self.pos + r % self.s + 1);
-                let max = seen.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0.0f32;
-                for x in seen.iter_mut() {
-                    *x = (*x - max).exp();
-                    sum += *x;
-                }
-                let inv = 1.0 / sum;
-                seen.iter_mut().for_each(|x| *x *= inv);
-                hidden.fill(0.0);
-            });
+        let softmax = |(r, row): (usize, &mut [f32])| {
+            let (seen, hidden) = row.split_at_mut(self.pos + r % self.s + 1);
+            let max = seen.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f32;
+            for x in seen.iter_mut() {
+                *x = (*x - max).exp();
+                sum += *x;
+            }
+            let inv = 1.0 / sum;
+            seen.iter_mut().for_each(|x| *x *= inv);
+            hidden.fill(0.0);
+        };
+        let data = &mut data[start..end];
+        // A decode step's few rows run on the calling thread (see `SiluMul`).
+        if data.len() <= 1 << 16 {
+            data.chunks_mut(kv_len).enumerate().for_each(softmax);
+        } else {
+            data.par_chunks_mut(kv_len).enumerate().for_each(softmax);
+        }
         Ok(())
+    }
+}
+
+struct CausalValues {
+    s: usize,
+    pos: usize,
+}
+
+impl CustomOp2 for CausalValues {
+    fn name(&self) -> &'static str {
+        "gavel-causal-values"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(att), CpuStorage::F32(v)) = (s1, s2) else {
+            candle_core::bail!("causal values: f32 only");
+        };
+        let (Some((a0, a1)), Some((v0, v1))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+        else {
+            candle_core::bail!("causal values: contiguous inputs only");
+        };
+        let (&[b, heads, rows, keys], &[vb, vheads, vkeys, d]) = (l1.dims(), l2.dims()) else {
+            candle_core::bail!("causal values: 4-D inputs only");
+        };
+        if b != 1 || vb != 1 || heads != vheads || keys != vkeys || keys != self.pos + self.s {
+            candle_core::bail!(
+                "causal values: scores {:?} and values {:?} for {} queries after {}",
+                l1.dims(),
+                l2.dims(),
+                self.s,
+                self.pos
+            );
+        }
+        let (att, v) = (&att[a0..a1], &v[v0..v1]);
+        let mut out = vec![0f32; heads * rows * d];
+        let row = |(i, o): (usize, &mut [f32])| {
+            let (h, r) = (i / rows, i % rows);
+            let p = &att[i * keys..(i + 1) * keys];
+            let vh = &v[h * keys * d..(h + 1) * keys * d];
+            for (j, &pj) in p[..self.pos + r % self.s + 1].iter().enumerate() {
+                for (o, &x) in o.iter_mut().zip(&vh[j * d..(j + 1) * d]) {
+                    *o += pj * x;
+                }
+            }
+        };
+        // A decode step's few rows run on the calling thread (see `SiluMul`).
+        if heads * rows * keys * d <= 1 << 16 {
+            out.chunks_mut(d).enumerate().for_each(row);
+        } else {
+            out.par_chunks_mut(d).enumerate().for_each(row);
+        }
+        Ok((CpuStorage::F32(out), Shape::from((1, heads, rows, d))))
     }
 }
 
@@ -186,6 +270,37 @@ mod tests {
                 assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
             }
         }
+    }
+
+    /// The weighted values are the matmul's, and a query's row is the same whether it ran in
+    /// a chunk of queries or alone after the keys before it (bit for bit).
+    #[test]
+    fn causal_values_match_the_matmul_and_do_not_depend_on_the_chunk() {
+        let (heads, group, d) = (2, 3, 16);
+        let (s, pos) = (5, 600);
+        let n = pos + s;
+        let scores = Tensor::randn(0f32, 3.0, (1, heads, group * s, n), &Device::Cpu).unwrap();
+        let v = Tensor::randn(0f32, 1.0, (1, heads, n, d), &Device::Cpu).unwrap();
+        let att = causal_softmax(scores.copy().unwrap(), s, pos).unwrap();
+        let got = causal_values(&att, &v, s, pos).unwrap();
+        let want = att.matmul(&v).unwrap();
+        assert_eq!(got.dims(), want.dims());
+        assert!(testkit::max_abs_diff(&got, &want) < 1e-5);
+        // The chunk's third query again, alone after its 602 keys.
+        let q = 2;
+        let rows: Vec<Tensor> = (0..group)
+            .map(|g| scores.narrow(2, g * s + q, 1).unwrap())
+            .collect();
+        let one = Tensor::cat(&rows, 2).unwrap().narrow(3, 0, pos + q + 1).unwrap();
+        let one = causal_softmax(one.contiguous().unwrap(), 1, pos + q).unwrap();
+        let alone = causal_values(&one, &v.narrow(2, 0, pos + q + 1).unwrap(), 1, pos + q).unwrap();
+        for g in 0..group {
+            let a = alone.narrow(2, g, 1).unwrap().flatten_all().unwrap();
+            let c = got.narrow(2, g * s + q, 1).unwrap().flatten_all().unwrap();
+            assert_eq!(a.to_vec1::<f32>().unwrap(), c.to_vec1::<f32>().unwrap());
+        }
+        let e = causal_values(&att, &v.narrow(2, 0, n - 1).unwrap(), s, pos).unwrap_err();
+        assert!(e.to_string().contains("for 5 queries after 600"), "{e}");
     }
 
     #[test]

@@ -224,15 +224,15 @@ impl Layer {
     }
 }
 
-/// Several sequences that continue one cached prefix, laid end to end in one forward: each
-/// position sees the prefix and the positions of its own sequence up to itself, never another
-/// sequence's. What a group's probe suffixes need: one pass over the weights for all of them.
-/// The projections multiply every position at once; attention runs sequence by sequence, on
-/// exactly the shapes a sequence run alone has, so its logits do not depend on what it was
-/// packed with.
+/// Several sequences laid end to end in one forward, each continuing its own cached positions
+/// (a group's probe suffixes continue one shared prefix; decoding generations continue their
+/// own): each position sees its own sequence's cache and its own sequence up to itself, never
+/// another sequence's. One pass over the weights for all of them. The projections multiply
+/// every position at once; attention runs sequence by sequence, on exactly the shapes a
+/// sequence run alone has, so its logits do not depend on what it was packed with.
 pub(crate) struct Packing {
-    /// Cached positions every sequence continues.
-    pub(crate) prefix: usize,
+    /// Cached positions each sequence continues.
+    pub(crate) starts: Vec<usize>,
     /// Each sequence's positions, in order.
     pub(crate) lens: Vec<usize>,
     /// RoPE rows of each position `[total, head_dim / 2]`.
@@ -243,18 +243,19 @@ pub(crate) struct Packing {
 }
 
 impl Packing {
-    /// The packing of sequences of `lens` positions after `prefix` cached ones, their RoPE rows
+    /// The packing of sequences of `lens` positions after `starts` cached ones, their RoPE rows
     /// taken from the tables `cos`, `sin` (`[context, head_dim / 2]`).
     pub(crate) fn new(
-        prefix: usize,
+        starts: &[usize],
         lens: &[usize],
         cos: &Tensor,
         sin: &Tensor,
     ) -> Result<Packing> {
         let device = cos.device();
-        let positions: Vec<u32> = lens
+        let positions: Vec<u32> = starts
             .iter()
-            .flat_map(|&n| (prefix..prefix + n).map(|p| p as u32))
+            .zip(lens)
+            .flat_map(|(&start, &n)| (start..start + n).map(|p| p as u32))
             .collect();
         let lasts: Vec<u32> = lens
             .iter()
@@ -265,7 +266,7 @@ impl Packing {
             .collect();
         let positions = Tensor::new(positions, device)?;
         Ok(Packing {
-            prefix,
+            starts: starts.to_vec(),
             lens: lens.to_vec(),
             cos: cos.index_select(&positions, 0)?,
             sin: sin.index_select(&positions, 0)?,
@@ -306,31 +307,26 @@ impl Geometry {
     }
 
     /// One layer over the sequences `packing` lays end to end in `x` (`[1, total, hidden]`),
-    /// each continuing the prefix `cache` holds (which is only read); returns the layer's
-    /// output and each sequence's keys and values (the prefix's and its own, as its cache would
-    /// hold them had it run alone).
+    /// each continuing its own cache in `caches` and appending to it, as it would alone.
     pub(crate) fn layer_packed(
         &self,
         layer: &Layer,
-        cache: &Option<(Tensor, Tensor)>,
+        caches: &mut [&mut Option<(Tensor, Tensor)>],
         x: &Tensor,
         packing: &Packing,
         rows: AdapterRows,
-    ) -> Result<(Tensor, Vec<(Tensor, Tensor)>)> {
+    ) -> Result<Tensor> {
         let lasts = Some(&packing.lasts);
         let (q, k, v) = self.qkv(layer, x, &packing.cos, &packing.sin, rows, lasts)?;
         let mut ys = Vec::with_capacity(packing.lens.len());
-        let mut kept = Vec::with_capacity(packing.lens.len());
         let mut start = 0;
-        for &n in &packing.lens {
-            let mut own = cache.clone();
+        for ((&n, &pos), cache) in packing.lens.iter().zip(&packing.starts).zip(caches) {
             let part = |t: &Tensor| t.narrow(2, start, n)?.contiguous();
-            ys.push(self.attend(&mut own, part(&q)?, part(&k)?, part(&v)?, packing.prefix)?);
-            kept.push(own.expect("attend fills the cache"));
+            ys.push(self.attend(cache, part(&q)?, part(&k)?, part(&v)?, pos)?);
             start += n;
         }
         let y = Tensor::cat(&ys, 1)?;
-        Ok((self.finish(layer, x, &y, rows, lasts)?, kept))
+        self.finish(layer, x, &y, rows, lasts)
     }
 
     /// The attention's queries, keys and values of `x` (`[1, heads, s, d]` and
@@ -405,12 +401,10 @@ impl Geometry {
         // heads that share a kv head are stacked along the sequence axis.
         let q = (q * scale)?.reshape((1, nkv, group * s, d))?;
         let att = q.matmul(&k.t()?)?;
-        let att = if s > 1 {
-            fused::causal_softmax(att, s, pos)?
-        } else {
-            candle_nn::ops::softmax_last_dim(&att)?
-        };
-        att.matmul(&v)?
+        // One token's scores go through the same softmax as a chunk's, so a query's
+        // probabilities do not depend on how many queries ran with it.
+        let att = fused::causal_softmax(att, s, pos)?;
+        fused::causal_values(&att, &v, s, pos)?
             .reshape((1, nh, s, d))?
             .transpose(1, 2)?
             .reshape((1, s, nh * d))

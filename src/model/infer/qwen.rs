@@ -13,7 +13,7 @@ use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::layer::{AdapterRows, Geometry, Layer, Packing, Proj, SidePath, Weight};
+use super::layer::{AdapterRows, Geometry, Layer, Proj, SidePath, Weight};
 use crate::model::adapter::Adapter;
 use crate::model::{Arch, LocalError, ModelFiles, QwenConfig, WeightFiles};
 
@@ -32,7 +32,7 @@ pub struct KvState {
 }
 
 impl KvState {
-    #[cfg(test)]
+    /// Positions it holds.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -483,61 +483,6 @@ impl Qwen {
         Ok((logits, captured))
     }
 
-    /// Runs several sequences, each continuing the cached positions, in one forward (see
-    /// [`Packing`]), and returns the logits after each one's last token (`[sequences, vocab]`,
-    /// f32) and each one's KV cache as it would stand had it run alone. The model's own cache
-    /// is left as it was. An adapter on the last position ([`AdapterRows::Last`]) runs on each
-    /// sequence's last.
-    pub fn forward_packed(&mut self, seqs: &[&[u32]]) -> Result<(Tensor, Vec<KvState>)> {
-        if seqs.is_empty() || seqs.iter().any(|s| s.is_empty()) {
-            candle_core::bail!("a packed forward needs sequences of at least one token");
-        }
-        let prefix = self.cache.len;
-        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
-        let total: usize = lens.iter().sum();
-        let device = self.geo.device.clone();
-        let packing = Packing::new(prefix, &lens, &self.geo.cos, &self.geo.sin)?;
-        let ids = Tensor::new(seqs.concat(), &device)?;
-        let mut x = self
-            .embed
-            .index_select(&ids, 0)?
-            .to_dtype(self.geo.dtype)?
-            .unsqueeze(0)?;
-        let dense = device.is_cpu() && total >= self.dense_from;
-        let mut states: Vec<KvState> = lens
-            .iter()
-            .map(|n| KvState {
-                kv: Vec::with_capacity(self.layers.len()),
-                len: prefix + n,
-            })
-            .collect();
-        for i in 0..self.layers.len() {
-            let dense_layer;
-            let layer = if dense {
-                dense_layer = self.layers[i].dense(&device)?;
-                &dense_layer
-            } else {
-                &self.layers[i]
-            };
-            let cache = &self.cache.kv[i];
-            let (out, kept) =
-                self.geo
-                    .layer_packed(layer, cache, &x, &packing, self.adapter_rows)?;
-            for (state, kv) in states.iter_mut().zip(kept) {
-                state.kv.push(Some(kv));
-            }
-            x = out;
-        }
-        let last = x.index_select(&packing.lasts, 1)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.geo.eps)?;
-        let logits = self
-            .lm_head
-            .forward(&last)?
-            .squeeze(0)?
-            .to_dtype(DType::F32)?;
-        Ok((logits, states))
-    }
-
     /// Keys and values the cache holds for `layer`: `[kv_heads, len, head_dim]` each (keys
     /// after RoPE), or None when it holds nothing.
     pub fn cached_kv(&self, layer: usize) -> Option<(Tensor, Tensor)> {
@@ -570,6 +515,8 @@ fn argmax(t: &Tensor) -> u32 {
         .unwrap()
 }
 
+#[path = "qwen_batch.rs"]
+mod qwen_batch;
 #[cfg(test)]
 #[path = "qwen_tests.rs"]
 mod qwen_tests;
