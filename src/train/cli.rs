@@ -69,7 +69,10 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
         Some(TrainAction::Sample(_)) | None => {}
         Some(TrainAction::Judge(j)) => return super::judge::run(j, &rt),
     }
-    cfg.validate()?;
+    match args.action {
+        Some(TrainAction::Sample(_)) => cfg.validate_for_sampling()?,
+        _ => cfg.validate()?,
+    }
     if cfg.sft.is_some() {
         return sft(cfg, &args);
     }

@@ -117,8 +117,19 @@ impl TrainConfig {
         })
     }
 
-    /// Checks every number and that the inputs are named.
+    /// Checks every number and that the inputs are named, for training: a group needs two
+    /// completions or more (one has no advantage).
     pub fn validate(&self) -> Result<(), TrainError> {
+        self.check(2)
+    }
+
+    /// [`TrainConfig::validate`] for `train sample`, where a group of one is a policy's answer
+    /// to each task (with `temperature = 0`, its greedy answer: what an evaluation reads).
+    pub fn validate_for_sampling(&self) -> Result<(), TrainError> {
+        self.check(1)
+    }
+
+    fn check(&self, min_group: usize) -> Result<(), TrainError> {
         let err = |m: String| Err(TrainError::Config(m));
         if self.model.as_os_str().is_empty() {
             return err(
@@ -149,10 +160,11 @@ impl TrainConfig {
         if self.sft_batch_size == 0 || self.sft_micro_batch_tokens == 0 {
             return err("sft_batch_size and sft_micro_batch_tokens must be >= 1".into());
         }
-        if self.prompts_per_step == 0 || self.group_size < 2 || self.micro_batch_groups == 0 {
-            return err(
-                "prompts_per_step and micro_batch_groups must be >= 1, group_size >= 2".into(),
-            );
+        if self.prompts_per_step == 0 || self.group_size < min_group || self.micro_batch_groups == 0
+        {
+            return err(format!(
+                "prompts_per_step and micro_batch_groups must be >= 1, group_size >= {min_group}"
+            ));
         }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
             return err(format!(
@@ -192,6 +204,21 @@ mod tests {
         std::fs::write(&bad, "steps = 3\nlearning_rat = 1.0\n").unwrap();
         let e = TrainConfig::from_file(&bad).unwrap_err().to_string();
         assert!(e.contains("t.toml:2: unknown field `learning_rat`"), "{e}");
+    }
+
+    /// A group of one is a policy's answer to each task: `train sample` takes it, training
+    /// does not (it has no advantage).
+    #[test]
+    fn a_group_of_one_samples_but_does_not_train() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/train.toml");
+        let mut c = TrainConfig::from_file(Path::new(path)).unwrap();
+        c.group_size = 1;
+        c.validate_for_sampling().unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("group_size >= 2"), "{e}");
+        c.group_size = 0;
+        let e = c.validate_for_sampling().unwrap_err().to_string();
+        assert!(e.contains("group_size >= 1"), "{e}");
     }
 
     #[test]

@@ -168,7 +168,8 @@ fn zero_b_adapters_equal_the_base_model_and_gradients_reach_only_adapters() {
 fn cached_decoding_matches_the_full_forward() {
     let tmp = tempfile::tempdir().unwrap();
     testkit::write_folder(tmp.path(), &TinyOptions::new(Arch::Qwen3)).unwrap();
-    let m = ours(Arch::Qwen3, tmp.path());
+    let mut m = ours(Arch::Qwen3, tmp.path());
+    m.add_lora(&LoraConfig::default(), &mut Rng::new(5)).unwrap();
     let full = m.forward(&ids(), true).unwrap();
     let mut cache = super::model::KvCache::default();
     let ids = ids();
@@ -187,5 +188,23 @@ fn cached_decoding_matches_the_full_forward() {
             testkit::max_abs_diff(&step, &full.narrow(1, p, 1).unwrap()) < 1e-5,
             "position {p}"
         );
+    }
+    // The step's output is trainable (the adapters are `Var`s), the cache is not: it holds
+    // values only, not the graph of every step that made them.
+    assert!(h.track_op());
+    assert!(cache.layers().count() > 0);
+    for (k, v) in cache.layers() {
+        assert!(!k.track_op() && !v.track_op());
+    }
+    // Rows of the cache, repeated: what a group of samples of one prompt starts from.
+    let rows = Tensor::new(&[0u32, 0, 0], &Device::Cpu).unwrap();
+    let three = cache.select_rows(&rows).unwrap();
+    assert_eq!(three.len(), 7);
+    for ((k1, v1), (k3, v3)) in cache.layers().zip(three.layers()) {
+        assert_eq!(k3.dim(0).unwrap(), 3);
+        for r in 0..3 {
+            assert_eq!(testkit::max_abs_diff(&k3.get(r).unwrap(), &k1.get(0).unwrap()), 0.0);
+            assert_eq!(testkit::max_abs_diff(&v3.get(r).unwrap(), &v1.get(0).unwrap()), 0.0);
+        }
     }
 }

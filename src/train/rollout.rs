@@ -6,6 +6,8 @@
 use std::path::Path;
 
 use candle_core::{DType, Tensor, D};
+#[cfg(test)]
+use candle_core::Device;
 use serde::{Deserialize, Serialize};
 
 use super::lora::LoraConfig;
@@ -286,33 +288,47 @@ pub fn sample_rows(
             finish: Finish::Length,
         })
         .collect();
-    let mut done = vec![false; n];
-    let mut cache = KvCache::default();
-    let rows: Vec<u32> = prompts.concat();
-    let mut input = Tensor::from_vec(rows, (n, p), &dev)?;
-    let mut offset = 0;
-    for _ in 0..max_tokens {
-        let t = input.dim(1)?;
-        let h = m.hidden(&input, offset, Some(&mut cache), true)?;
-        offset += t;
-        let logits = m.logits(&h.narrow(1, t - 1, 1)?)?.squeeze(1)?;
+    // Each distinct prompt is prefilled once (a group's rows are one prompt repeated); its rows
+    // start from copies of its cache.
+    let mut distinct: Vec<&[u32]> = Vec::new();
+    let mut source = Vec::with_capacity(n);
+    for &row in prompts {
+        let j = match distinct.iter().position(|&d| d == row) {
+            Some(j) => j,
+            None => {
+                distinct.push(row);
+                distinct.len() - 1
+            }
+        };
+        source.push(j as u32);
+    }
+    let mut prefilled = KvCache::default();
+    let ids = Tensor::from_vec(distinct.concat(), (distinct.len(), p), &dev)?;
+    let h = m.hidden(&ids, 0, Some(&mut prefilled), true)?;
+    let source = Tensor::new(source, &dev)?;
+    let mut cache = prefilled.select_rows(&source)?;
+    drop(prefilled);
+    let mut logits = m
+        .logits(&h.narrow(1, p - 1, 1)?)?
+        .squeeze(1)?
+        .index_select(&source, 0)?;
+    // The completions still being generated, in the order of the batch's rows: a finished
+    // one leaves the batch (and its cache rows) at once.
+    let mut active: Vec<usize> = (0..n).collect();
+    for step in 0..max_tokens {
         let lp = policy
             .log_probs(&logits, cfg.temperature)?
             .to_dtype(DType::F32)?
             .to_vec2::<f32>()?;
-        let mut next = vec![0u32; n];
-        for i in 0..n {
-            if done[i] {
-                continue;
-            }
-            let tok = draw(&lp[i], cfg, rng);
-            next[i] = tok as u32;
+        let mut next = Vec::with_capacity(active.len());
+        let mut kept = Vec::with_capacity(active.len());
+        for (row, &i) in active.iter().enumerate() {
+            let tok = draw(&lp[row], cfg, rng);
             let c = &mut out[i];
             c.tokens.push(tok as u32);
-            c.logp.push(lp[i][tok]);
+            c.logp.push(lp[row][tok]);
             if eos.contains(&(tok as u32)) {
                 c.finish = Finish::Eos;
-                done[i] = true;
                 continue;
             }
             if !cfg.stop.is_empty() {
@@ -320,14 +336,22 @@ pub fn sample_rows(
                 if let Some(cut) = cfg.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
                     c.text = text[..cut].to_string();
                     c.finish = Finish::Stop;
-                    done[i] = true;
+                    continue;
                 }
             }
+            next.push(tok as u32);
+            kept.push(row as u32);
         }
-        if done.iter().all(|&d| d) {
+        if next.is_empty() || step + 1 == max_tokens {
             break;
         }
-        input = Tensor::from_vec(next, (n, 1), &dev)?;
+        if kept.len() < active.len() {
+            cache = cache.select_rows(&Tensor::new(kept.as_slice(), &dev)?)?;
+            active = kept.iter().map(|&r| active[r as usize]).collect();
+        }
+        let input = Tensor::from_vec(next, (active.len(), 1), &dev)?;
+        let h = m.hidden(&input, p + step, Some(&mut cache), true)?;
+        logits = m.logits(&h)?.squeeze(1)?;
     }
     for c in &mut out {
         if c.finish != Finish::Stop {
@@ -344,6 +368,58 @@ pub fn sample_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sampling with the cache (each prompt prefilled once, its rows copied, a finished row
+    /// leaving the batch) draws what a full forward of each row's whole sequence at every step
+    /// draws, token for token, the random draws taken in the same order; rows stop at
+    /// different steps.
+    #[test]
+    fn cached_group_sampling_draws_what_full_forwards_draw() {
+        let tmp = tempfile::tempdir().unwrap();
+        crate::train::toy::write_toy_model(tmp.path()).unwrap();
+        let lora = LoraConfig::default();
+        let policy = Policy::load(tmp.path(), "cpu", &lora, &mut Rng::new(3)).unwrap();
+        let (a, b) = (policy.encode("0123").unwrap(), policy.encode("5678").unwrap());
+        let prompts: Vec<&[u32]> = vec![&a, &a, &a, &b, &b, &b, &a];
+        let cfg = SamplingConfig {
+            max_tokens: 8,
+            stop: vec![",".into()],
+            ..SamplingConfig::default()
+        };
+        let got = sample_rows(&policy, &prompts, &cfg, &mut Rng::new(7)).unwrap();
+
+        let mut rng = Rng::new(7);
+        let mut seqs: Vec<Vec<u32>> = prompts.iter().map(|p| p.to_vec()).collect();
+        let mut want: Vec<Vec<u32>> = vec![Vec::new(); prompts.len()];
+        let mut done = vec![false; prompts.len()];
+        for _ in 0..cfg.max_tokens {
+            for i in 0..prompts.len() {
+                if done[i] {
+                    continue;
+                }
+                let ids = Tensor::new(seqs[i].as_slice(), &Device::Cpu)
+                    .unwrap()
+                    .unsqueeze(0)
+                    .unwrap();
+                let logits = policy.model.forward(&ids, true).unwrap();
+                let last = logits.get(0).unwrap().get(seqs[i].len() - 1).unwrap();
+                let lp = policy.log_probs(&last, cfg.temperature).unwrap();
+                let lp = lp.to_vec1::<f32>().unwrap();
+                let tok = draw(&lp, &cfg, &mut rng) as u32;
+                let c = &got[i];
+                let k = want[i].len();
+                assert!((c.logp[k] - lp[tok as usize]).abs() < 1e-4, "row {i} token {k}");
+                seqs[i].push(tok);
+                want[i].push(tok);
+                let text = policy.decode(&want[i]).unwrap();
+                done[i] = policy.eos_ids().contains(&tok) || text.contains(',');
+            }
+        }
+        let tokens: Vec<Vec<u32>> = got.iter().map(|c| c.tokens.clone()).collect();
+        assert_eq!(tokens, want);
+        let lengths: std::collections::BTreeSet<usize> = want.iter().map(Vec::len).collect();
+        assert!(lengths.len() > 1, "every row stopped at the same step: {want:?}");
+    }
 
     #[test]
     fn top_p_keeps_the_nucleus() {

@@ -155,4 +155,35 @@ mod tests {
         let tasks = read_tasks(path).unwrap();
         assert_eq!(tasks.len(), 3);
     }
+
+    /// The policy QA experiment's training prompts (evals/build_policy_tasks.py) read as tasks,
+    /// and none carries an answer, a reference or a verifier: the reward is the judge's alone.
+    /// Their source rows are none of the held-out test questions' rows.
+    #[test]
+    fn the_policy_qa_tasks_read_without_their_answers() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/evals/policy_qa"));
+        let tasks = read_tasks(&dir.join("train.jsonl")).unwrap();
+        assert_eq!(tasks.len(), 400);
+        let ids: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("row_ids.json")).unwrap())
+                .unwrap();
+        let rows = |key: &str| -> Vec<u64> {
+            ids[key]
+                .as_array()
+                .unwrap_or_else(|| panic!("row_ids.json has no {key}"))
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect()
+        };
+        let train = rows("train_row_ids");
+        let test: std::collections::BTreeSet<u64> = rows("test_row_ids").into_iter().collect();
+        assert_eq!((train.len(), test.len()), (400, 200));
+        assert!(train.iter().all(|r| !test.contains(r)));
+        let text = std::fs::read_to_string(dir.join("train.jsonl")).unwrap();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert!(v.get("answer").is_none() && v.get("reference").is_none(), "{line}");
+            assert!(v.get("verifiers").is_none(), "{line}");
+        }
+    }
 }

@@ -119,7 +119,8 @@ impl Trainer {
     /// Loads the policy (adapters drawn from the seeded RNG, or `init_adapter`'s) and the
     /// optimizer.
     pub fn new(cfg: TrainConfig, source: Source) -> Result<Trainer, TrainError> {
-        cfg.validate()?;
+        // What sampling takes; a training step checks the rest (a group of two or more).
+        cfg.validate_for_sampling()?;
         let mut rng = Rng::new(cfg.seed);
         let policy = Policy::load(&cfg.model, &cfg.device, &cfg.lora, &mut rng)?;
         let opt = AdamW::new(policy.model.lora_vars(), cfg.adamw.clone())?;
@@ -250,6 +251,7 @@ impl Trainer {
 
     /// One optimizer step.
     pub fn train_step(&mut self) -> Result<StepMetrics, TrainError> {
+        self.cfg.validate()?;
         let started = Instant::now();
         let mut m = StepMetrics {
             step: self.step + 1,

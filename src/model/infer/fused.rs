@@ -141,13 +141,7 @@ impl CustomOp2 for CausalValues {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(att), CpuStorage::F32(v)) = (s1, s2) else {
-            candle_core::bail!("causal values: f32 only");
-        };
-        let (Some((a0, a1)), Some((v0, v1))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
-        else {
-            candle_core::bail!("causal values: contiguous inputs only");
-        };
+        let (att, v) = f32_pair("causal values", s1, l1, s2, l2)?;
         let (&[b, heads, rows, keys], &[vb, vheads, vkeys, d]) = (l1.dims(), l2.dims()) else {
             candle_core::bail!("causal values: 4-D inputs only");
         };
@@ -160,7 +154,6 @@ impl CustomOp2 for CausalValues {
                 self.pos
             );
         }
-        let (att, v) = (&att[a0..a1], &v[v0..v1]);
         let mut out = vec![0f32; heads * rows * d];
         let row = |(i, o): (usize, &mut [f32])| {
             let (h, r) = (i / rows, i % rows);
@@ -182,6 +175,24 @@ impl CustomOp2 for CausalValues {
     }
 }
 
+/// The two inputs of a fused op as f32 slices, refused unless both are f32 and contiguous.
+fn f32_pair<'a>(
+    op: &str,
+    s1: &'a CpuStorage,
+    l1: &Layout,
+    s2: &'a CpuStorage,
+    l2: &Layout,
+) -> Result<(&'a [f32], &'a [f32])> {
+    let (CpuStorage::F32(a), CpuStorage::F32(b)) = (s1, s2) else {
+        candle_core::bail!("{op}: f32 only");
+    };
+    let (Some((a0, a1)), Some((b0, b1))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
+    else {
+        candle_core::bail!("{op}: contiguous inputs only");
+    };
+    Ok((&a[a0..a1], &b[b0..b1]))
+}
+
 struct SiluMul;
 
 impl CustomOp2 for SiluMul {
@@ -196,14 +207,7 @@ impl CustomOp2 for SiluMul {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(g), CpuStorage::F32(u)) = (s1, s2) else {
-            candle_core::bail!("silu-mul: f32 only");
-        };
-        let (Some((g0, g1)), Some((u0, u1))) = (l1.contiguous_offsets(), l2.contiguous_offsets())
-        else {
-            candle_core::bail!("silu-mul: contiguous inputs only");
-        };
-        let (g, u) = (&g[g0..g1], &u[u0..u1]);
+        let (g, u) = f32_pair("silu-mul", s1, l1, s2, l2)?;
         if g.len() != u.len() {
             candle_core::bail!("silu-mul: {} gate and {} up values", g.len(), u.len());
         }

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Does a policy learn from gavel's rewards? (README, BENCHMARKS.md "Training: a policy learns from
+# the judge"). The RULER experiment at small scale, on the CPU, 127.0.0.1 only:
+#
+#   benches/learn_from_judge.sh                       # the full run, under target/learn-from-judge
+#   STEPS=2 TEST_N=8 WORK=target/lfj-smoke benches/learn_from_judge.sh   # a smoke run of every stage
+#   GAVEL_BIN=target/release/gavel benches/learn_from_judge.sh           # a binary already built
+#
+# It reruns end to end and resumes: every stage whose output exists is skipped, and a training
+# run that stopped continues from its last checkpoint (`--resume`). Stages:
+#   base      greedy answers of the untrained policy to the held-out test questions
+#   trained   online GRPO on evals/policy_qa/train.jsonl, rewarded by gavel's local judge only
+#             (no gold answer anywhere in the reward), then its greedy answers
+#   control   the same run with --shuffle-rewards (each group's judge scores permuted within the
+#             group: a reward with no information), then its greedy answers
+#   score     evals/score_policy_answers.py: each policy's answers against HaluEval's right
+#             answers (normalised containment; token F1 >= 0.5 beside it), trained - base and
+#             control - base with paired bootstrap 95 % intervals
+# Policy: the 0.5B test model (POLICY_MODEL, default tools/fetch-model.sh 0.5b), LoRA.
+# Judge: the 1.5B test model with its shipped adapter (adapters/judge-qwen2.5-coder-1.5b), in
+# JUDGE_MODE (default pointwise: pairwise asks n(n-1) prompts a group, 56 for 8 completions).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+
+WORK="${WORK:-target/learn-from-judge}"
+STEPS="${STEPS:-100}"
+PROMPTS_PER_STEP="${PROMPTS_PER_STEP:-4}"
+GROUP_SIZE="${GROUP_SIZE:-8}"
+MAX_TOKENS="${MAX_TOKENS:-48}"
+LEARNING_RATE="${LEARNING_RATE:-2e-5}"
+SAVE_EVERY="${SAVE_EVERY:-10}"
+TEST_N="${TEST_N:-200}"
+SEED="${SEED:-0}"
+JUDGE_MODE="${JUDGE_MODE:-pointwise}"
+JUDGE_ADAPTER="${JUDGE_ADAPTER:-$ROOT/adapters/judge-qwen2.5-coder-1.5b}"
+POLICY_MODEL="${POLICY_MODEL:-$(tools/fetch-model.sh 0.5b)}"
+JUDGE_MODEL="${JUDGE_MODEL:-$(tools/fetch-model.sh 1.5b)}"
+
+if [[ -z "${GAVEL_BIN:-}" ]]; then
+    cargo build --quiet --release --bin gavel
+    GAVEL_BIN=target/release/gavel
+fi
+GAVEL="$(realpath "$GAVEL_BIN")"
+mkdir -p "$WORK"
+WORK="$(realpath "$WORK")"
+cd "$WORK"
+
+# The scorer: one local judge, the shipped adapter on the 1.5B; the rubric comes with each task.
+cat > judge.toml <<EOF
+default_judge = "policy-judge"
+
+[judges.policy-judge]
+backend = "local"
+model_path = "$JUDGE_MODEL"
+adapter = "$JUDGE_ADAPTER"
+device = "cpu"
+mode = "$JUDGE_MODE"
+EOF
+
+# The held-out questions as tasks for `train sample`: the prompt alone, scored by a length
+# verifier (no judge is asked; the reward of these samples is not what is measured).
+python3 - "$ROOT/evals/policy_qa/test.jsonl" "$TEST_N" > test_tasks.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][: int(sys.argv[2])]
+for r in rows:
+    print(json.dumps({
+        "messages": r["messages"],
+        "verifiers": [{"type": "length", "unit": "chars", "target": 120, "limit": 600}],
+        "policy": {"type": "weighted", "weights": {"length": 1.0}},
+    }))
+PY
+python3 - "$ROOT/evals/policy_qa/test.jsonl" "$TEST_N" > test.jsonl <<'PY'
+import sys
+lines = [l for l in open(sys.argv[1]) if l.strip()][: int(sys.argv[2])]
+sys.stdout.write("".join(lines))
+PY
+
+# Greedy answers of the policy (with adapter $2, or none) to the test questions, as
+# {"id", "text"} lines in test order, into $1.
+answers() {
+    local out="$1" adapter="${2:-}"
+    [[ -s "$out" ]] && return 0
+    local extra=()
+    [[ -n "$adapter" ]] && extra=(--init-adapter "$adapter")
+    "$GAVEL" train --model "$POLICY_MODEL" --tasks test_tasks.jsonl --quiet \
+        --scorer-config judge.toml --store store-eval \
+        --group-size 1 --temperature 0 --max-tokens "$MAX_TOKENS" --prompts-per-step 8 \
+        "${extra[@]}" sample --output "$out.scored"
+    python3 - "$out.scored" test.jsonl > "$out.tmp" <<'PY'
+import json, sys
+groups = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+tests = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+assert len(groups) == len(tests), (len(groups), len(tests))
+for g, t in zip(groups, tests):
+    text = g["trajectories"][0]["messages"][-1].get("content") or ""
+    print(json.dumps({"id": t["id"], "text": text}))
+PY
+    mv "$out.tmp" "$out"
+}
+
+# Online GRPO into $1 (extra flags after it), resumed from its last checkpoint if it stopped.
+train() {
+    local dir="$1"; shift
+    [[ -d "$dir/checkpoint-$STEPS" ]] && return 0
+    local resume=()
+    local last
+    last="$(ls -d "$dir"/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1 || true)"
+    [[ -n "$last" ]] && resume=(--resume "$last")
+    "$GAVEL" train --model "$POLICY_MODEL" --tasks "$ROOT/evals/policy_qa/train.jsonl" --quiet \
+        --scorer-config judge.toml --store "store-$(basename "$dir")" \
+        --steps "$STEPS" --prompts-per-step "$PROMPTS_PER_STEP" --group-size "$GROUP_SIZE" \
+        --max-tokens "$MAX_TOKENS" --learning-rate "$LEARNING_RATE" --seed "$SEED" \
+        --save-every "$SAVE_EVERY" --output-dir "$dir" "${resume[@]}" "$@"
+}
+
+start=$(date +%s)
+answers answers-base.jsonl
+train trained
+answers answers-trained.jsonl "trained/checkpoint-$STEPS"
+train control --shuffle-rewards
+answers answers-control.jsonl "control/checkpoint-$STEPS"
+
+python3 "$ROOT/evals/score_policy_answers.py" --json --test test.jsonl \
+    answers-base.jsonl answers-trained.jsonl answers-control.jsonl > result.json
+python3 "$ROOT/evals/score_policy_answers.py" --test test.jsonl \
+    answers-base.jsonl answers-trained.jsonl answers-control.jsonl | tee result.txt
+
+# Per-step cost of each run (metrics.jsonl): sampling, judging, backward.
+for run in trained control; do
+    python3 - "$run" "$run/metrics.jsonl" <<'PY'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+mean = lambda k: sum(x.get(k, 0) for x in m) / max(len(m), 1)
+print(f"{sys.argv[1]}: {len(m)} steps, per step {mean('seconds'):.1f} s = sampling "
+      f"{mean('sample_seconds'):.1f} + judging {mean('score_seconds'):.1f} + backward "
+      f"{mean('train_seconds'):.1f}; reward {m[0]['reward_mean']:.3f} -> {m[-1]['reward_mean']:.3f}")
+PY
+done | tee -a result.txt
+echo "wall $(( $(date +%s) - start )) s (this invocation)" | tee -a result.txt
