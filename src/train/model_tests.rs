@@ -169,7 +169,8 @@ fn cached_decoding_matches_the_full_forward() {
     let tmp = tempfile::tempdir().unwrap();
     testkit::write_folder(tmp.path(), &TinyOptions::new(Arch::Qwen3)).unwrap();
     let mut m = ours(Arch::Qwen3, tmp.path());
-    m.add_lora(&LoraConfig::default(), &mut Rng::new(5)).unwrap();
+    m.add_lora(&LoraConfig::default(), &mut Rng::new(5))
+        .unwrap();
     let full = m.forward(&ids(), true).unwrap();
     let mut cache = super::model::KvCache::default();
     let ids = ids();
@@ -203,8 +204,14 @@ fn cached_decoding_matches_the_full_forward() {
     for ((k1, v1), (k3, v3)) in cache.layers().zip(three.layers()) {
         assert_eq!(k3.dim(0).unwrap(), 3);
         for r in 0..3 {
-            assert_eq!(testkit::max_abs_diff(&k3.get(r).unwrap(), &k1.get(0).unwrap()), 0.0);
-            assert_eq!(testkit::max_abs_diff(&v3.get(r).unwrap(), &v1.get(0).unwrap()), 0.0);
+            assert_eq!(
+                testkit::max_abs_diff(&k3.get(r).unwrap(), &k1.get(0).unwrap()),
+                0.0
+            );
+            assert_eq!(
+                testkit::max_abs_diff(&v3.get(r).unwrap(), &v1.get(0).unwrap()),
+                0.0
+            );
         }
     }
 }

@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Tensor, D};
 #[cfg(test)]
 use candle_core::Device;
+use candle_core::{DType, Tensor, D};
 use serde::{Deserialize, Serialize};
 
 use super::lora::LoraConfig;
@@ -379,7 +379,10 @@ mod tests {
         crate::train::toy::write_toy_model(tmp.path()).unwrap();
         let lora = LoraConfig::default();
         let policy = Policy::load(tmp.path(), "cpu", &lora, &mut Rng::new(3)).unwrap();
-        let (a, b) = (policy.encode("0123").unwrap(), policy.encode("5678").unwrap());
+        let (a, b) = (
+            policy.encode("0123").unwrap(),
+            policy.encode("5678").unwrap(),
+        );
         let prompts: Vec<&[u32]> = vec![&a, &a, &a, &b, &b, &b, &a];
         let cfg = SamplingConfig {
             max_tokens: 8,
@@ -408,7 +411,10 @@ mod tests {
                 let tok = draw(&lp, &cfg, &mut rng) as u32;
                 let c = &got[i];
                 let k = want[i].len();
-                assert!((c.logp[k] - lp[tok as usize]).abs() < 1e-4, "row {i} token {k}");
+                assert!(
+                    (c.logp[k] - lp[tok as usize]).abs() < 1e-4,
+                    "row {i} token {k}"
+                );
                 seqs[i].push(tok);
                 want[i].push(tok);
                 let text = policy.decode(&want[i]).unwrap();
@@ -418,7 +424,10 @@ mod tests {
         let tokens: Vec<Vec<u32>> = got.iter().map(|c| c.tokens.clone()).collect();
         assert_eq!(tokens, want);
         let lengths: std::collections::BTreeSet<usize> = want.iter().map(Vec::len).collect();
-        assert!(lengths.len() > 1, "every row stopped at the same step: {want:?}");
+        assert!(
+            lengths.len() > 1,
+            "every row stopped at the same step: {want:?}"
+        );
     }
 
     #[test]

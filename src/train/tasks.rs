@@ -182,7 +182,10 @@ mod tests {
         let text = std::fs::read_to_string(dir.join("train.jsonl")).unwrap();
         for line in text.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            assert!(v.get("answer").is_none() && v.get("reference").is_none(), "{line}");
+            assert!(
+                v.get("answer").is_none() && v.get("reference").is_none(),
+                "{line}"
+            );
             assert!(v.get("verifiers").is_none(), "{line}");
         }
     }

@@ -295,7 +295,10 @@ mod tests {
         let rows: Vec<Tensor> = (0..group)
             .map(|g| scores.narrow(2, g * s + q, 1).unwrap())
             .collect();
-        let one = Tensor::cat(&rows, 2).unwrap().narrow(3, 0, pos + q + 1).unwrap();
+        let one = Tensor::cat(&rows, 2)
+            .unwrap()
+            .narrow(3, 0, pos + q + 1)
+            .unwrap();
         let one = causal_softmax(one.contiguous().unwrap(), 1, pos + q).unwrap();
         let alone = causal_values(&one, &v.narrow(2, 0, pos + q + 1).unwrap(), 1, pos + q).unwrap();
         for g in 0..group {

@@ -442,7 +442,9 @@ mod split_tests {
     #[test]
     fn on_the_real_model_a_prompts_logits_do_not_depend_on_its_split() {
         let Some(path) = std::env::var_os("GAVEL_TEST_MODEL") else {
-            eprintln!("skipped: set GAVEL_TEST_MODEL to the 0.5B test model (tools/fetch-model.sh 0.5b)");
+            eprintln!(
+                "skipped: set GAVEL_TEST_MODEL to the 0.5B test model (tools/fetch-model.sh 0.5b)"
+            );
             return;
         };
         let files = ModelFiles::open(std::path::Path::new(&path)).unwrap();
