@@ -396,6 +396,12 @@ mod tests {
         );
         let e = Config::from_toml(&format!("{ok}max_queue = 0\n"), "g.toml", &env).unwrap_err();
         assert!(e.to_string().contains("max_queue must be > 0"), "{e}");
+        let e =
+            Config::from_toml(&format!("{ok}max_decode_batch = 0\n"), "g.toml", &env).unwrap_err();
+        assert!(
+            e.to_string().contains("max_decode_batch must be > 0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -270,6 +270,11 @@ impl JudgeConfig {
             Backend::Local if self.max_queue == 0 => {
                 return Err("max_queue must be > 0".into());
             }
+            Backend::Local if self.max_decode_batch == 0 => {
+                return Err(
+                    "max_decode_batch must be > 0 (1 decodes one generation at a time)".into(),
+                );
+            }
             Backend::Local if self.pairwise_opponents == 0 => {
                 return Err("pairwise_opponents must be > 0".into());
             }

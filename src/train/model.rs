@@ -71,6 +71,7 @@ impl KvCache {
     }
 
     /// Each layer's cached keys and values.
+    #[cfg(test)]
     pub fn layers(&self) -> impl Iterator<Item = &(Tensor, Tensor)> {
         self.layers.iter().flatten()
     }
