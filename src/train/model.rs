@@ -37,10 +37,13 @@ struct Layer {
     ln2: Tensor,
 }
 
-/// Keys and values of the positions seen so far, per layer (for sampling).
+/// Keys and values of the positions seen so far, per layer: for sampling (values only), or a
+/// prompt's for the completions that continue it in a training pass (with their graph).
 #[derive(Default)]
 pub struct KvCache {
     layers: Vec<Option<(Tensor, Tensor)>>,
+    /// Whether the cached tensors keep the graph they came from (see [`KvCache::tracked`]).
+    keep_graph: bool,
 }
 
 impl KvCache {
@@ -56,6 +59,18 @@ impl KvCache {
         self.len() == 0
     }
 
+    /// A cache whose tensors keep their graph, so a loss on the positions after it trains the
+    /// adapters through the cached positions too. The default cache holds values only: a
+    /// tensor that tracks its ops keeps every activation it came from alive, so a sampled
+    /// completion's cache held the graph of every decoding step (12.8 GB peak for 16 completions
+    /// of 64 tokens on the 0.5B, against 8.0 GB detached; BENCHMARKS.md).
+    pub fn tracked() -> KvCache {
+        KvCache {
+            layers: Vec::new(),
+            keep_graph: true,
+        }
+    }
+
     /// The cache of rows `rows` (indices into the batch, repeats allowed): a prompt prefilled
     /// once, then sampled several times.
     pub fn select_rows(&self, rows: &Tensor) -> Result<KvCache> {
@@ -67,7 +82,10 @@ impl KvCache {
                 None => Ok(None),
             })
             .collect::<Result<_>>()?;
-        Ok(KvCache { layers })
+        Ok(KvCache {
+            layers,
+            keep_graph: self.keep_graph,
+        })
     }
 
     /// Each layer's cached keys and values.
@@ -300,11 +318,7 @@ impl Qwen {
                 k = Tensor::cat(&[pk, &k], 2)?;
                 v = Tensor::cat(&[pv, &v], 2)?;
             }
-            // Detached: a cached position is never trained through, and a tensor that tracks
-            // its ops keeps every activation it came from alive, so a sampled completion's
-            // cache held the whole graph of every decoding step (a step's peak 12.8 GB against
-            // 8.0 GB detached, 16 completions of 64 tokens on the 0.5B: BENCHMARKS.md).
-            *slot = Some((k.detach(), v.detach()));
+            *slot = Some((k.clone(), v.clone()));
         }
         let rep = n_heads / n_kv;
         let k = candle_transformers::utils::repeat_kv(k, rep)?.contiguous()?;
@@ -357,12 +371,52 @@ impl Qwen {
             let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
             let x = rms_norm_slow(&h, &l.ln1, eps)?;
             h = (h + self.attention(&l.attn, &x, offset, slot, adapters)?)?;
+            if let Some(c) = cache.as_deref_mut() {
+                if let (false, Some((k, v))) = (c.keep_graph, &mut c.layers[i]) {
+                    (*k, *v) = (k.detach(), v.detach());
+                }
+            }
             let x = rms_norm_slow(&h, &l.ln2, eps)?;
             let gate = l.mlp.gate.forward(&x, adapters)?.silu()?;
             let up = l.mlp.up.forward(&x, adapters)?;
             h = (h + l.mlp.down.forward(&(gate * up)?, adapters)?)?;
         }
         rms_norm_slow(&h, &self.norm, eps)
+    }
+
+    /// The hidden states that score each token of `completions` (`[G, L]`, right-padded), all
+    /// continuing the one prompt `prompt` (`[1, P]`): token j of row i is scored at position
+    /// P − 1 + j, as in [`Qwen::hidden`] of each row's whole sequence. The prompt runs once and
+    /// its keys and values, with their graph, serve the G rows, instead of the prompt running
+    /// once per row: a group's completions share their prompt, most of a row's tokens.
+    /// `[G, L, hidden]`.
+    pub fn completion_hidden(
+        &self,
+        prompt: &Tensor,
+        completions: &Tensor,
+        adapters: bool,
+    ) -> Result<Tensor> {
+        let (_, p) = prompt.dims2()?;
+        let (g, l) = completions.dims2()?;
+        let mut cache = KvCache::tracked();
+        let hp = self.hidden(prompt, 0, Some(&mut cache), adapters)?;
+        let last = hp
+            .narrow(1, p - 1, 1)?
+            .broadcast_as((g, 1, hp.dim(2)?))?
+            .contiguous()?;
+        if l == 1 {
+            return Ok(last);
+        }
+        let rows = Tensor::zeros(g, DType::U32, prompt.device())?;
+        let mut cache = cache.select_rows(&rows)?;
+        // The last token of a row scores nothing.
+        let hc = self.hidden(
+            &completions.narrow(1, 0, l - 1)?,
+            p,
+            Some(&mut cache),
+            adapters,
+        )?;
+        Tensor::cat(&[&last, &hc], 1)
     }
 
     /// Logits `[..., vocab]` of hidden states `[..., hidden]`.

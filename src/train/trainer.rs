@@ -308,11 +308,25 @@ impl Trainer {
 
     /// One forward/backward pass over the completions of `groups`, right-padded: completion
     /// token j of row i sits at position `p_i + j` and is scored by the logits at `p_i + j − 1`.
+    /// When every row has the same prompt (a sampled group), the prompt runs once for all of
+    /// them ([`super::model::Qwen::completion_hidden`]).
     fn micro_batch(
         &self,
         groups: &[&GroupData],
         grad_accum: usize,
         num_items: f64,
+    ) -> Result<MicroResult, TrainError> {
+        self.micro_batch_with(groups, grad_accum, num_items, true)
+    }
+
+    /// [`Trainer::micro_batch`]; with `share_prompt` off every row runs its whole sequence
+    /// (what the shared prompt is tested against).
+    fn micro_batch_with(
+        &self,
+        groups: &[&GroupData],
+        grad_accum: usize,
+        num_items: f64,
+        share_prompt: bool,
     ) -> Result<MicroResult, TrainError> {
         let model = &self.policy.model;
         let dev = model.device().clone();
@@ -363,6 +377,26 @@ impl Trainer {
             }
             adv.push(g.advantages[*i] as f32);
         }
+        let shared = rows
+            .first()
+            .map(|(g, i)| &g.prompts[*i])
+            .filter(|p| share_prompt && rows.iter().all(|(g, i)| &g.prompts[*i] == *p));
+        let completions = match shared {
+            Some(_) => {
+                let mut c = Vec::with_capacity(n * l);
+                for (g, i) in &rows {
+                    let tokens = &g.completions[*i].tokens;
+                    c.extend_from_slice(tokens);
+                    c.resize(c.len() + l - tokens.len(), 0);
+                }
+                Some(Tensor::from_vec(c, (n, l), &dev)?)
+            }
+            None => None,
+        };
+        let prompt = match shared {
+            Some(p) => Some(Tensor::new(p.as_slice(), &dev)?.unsqueeze(0)?),
+            None => None,
+        };
         let ids = Tensor::from_vec(ids, (n, t), &dev)?;
         let at = Tensor::from_vec(at, n * l, &dev)?;
         let targets = Tensor::from_vec(targets, (n, l, 1), &dev)?;
@@ -371,9 +405,18 @@ impl Trainer {
         let adv = Tensor::from_vec(adv, n, &dev)?;
         let temp = self.cfg.sampling.temperature;
         let logp_of = |adapters: bool| -> candle_core::Result<(Tensor, Tensor)> {
-            let h = model.hidden(&ids, 0, None, adapters)?;
-            let hidden = h.dim(D::Minus1)?;
-            let h = h.reshape((n * t, hidden))?.index_select(&at, 0)?;
+            let h = match (&prompt, &completions) {
+                (Some(p), Some(c)) => {
+                    let h = model.completion_hidden(p, c, adapters)?;
+                    let hidden = h.dim(D::Minus1)?;
+                    h.reshape((n * l, hidden))?
+                }
+                _ => {
+                    let h = model.hidden(&ids, 0, None, adapters)?;
+                    let hidden = h.dim(D::Minus1)?;
+                    h.reshape((n * t, hidden))?.index_select(&at, 0)?
+                }
+            };
             let logits = model.logits(&h)?.reshape((n, l, ()))?;
             let lsm = self.policy.log_probs(&logits, temp)?;
             Ok((lsm.gather(&targets, D::Minus1)?.squeeze(D::Minus1)?, lsm))
@@ -473,3 +516,7 @@ struct MicroResult {
     entropy: f64,
     grads: HashMap<String, Tensor>,
 }
+
+#[cfg(test)]
+#[path = "trainer_tests.rs"]
+mod trainer_tests;
