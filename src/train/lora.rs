@@ -2,11 +2,14 @@
 //! rsLoRA). A starts uniform in ±1/√in (PEFT's kaiming-uniform bound), B at zero, so a fresh
 //! adapter leaves the model exactly as it was. W and b are plain tensors — candle's autograd
 //! only tracks `Var`s — so gradients reach A and B and never the base weights; `Wx` is
-//! [`matmul_frozen_t`], so the backward pass does not compute W's gradient either.
+//! [`matmul_frozen_t`], so the backward pass does not compute W's gradient either, and a
+//! projection with its adapter is one op ([`lora_matmul`]) that keeps no intermediate tensor
+//! for the backward pass.
 
 use candle_core::{Result, Tensor, Var};
 
 use super::frozen::matmul_frozen_t;
+use super::lora_op::lora_matmul;
 use crate::rng::Rng;
 
 pub use crate::model::adapter::{LoraConfig, TARGETS};
@@ -62,16 +65,23 @@ impl Linear {
         let inp = *dims.last().expect("a non-scalar input");
         let rows: usize = dims[..dims.len() - 1].iter().product();
         let x2 = x.reshape((rows, inp))?;
-        let mut y = matmul_frozen_t(&x2, &self.weight)?;
-        if let Some(b) = &self.bias {
-            y = y.broadcast_add(b)?;
-        }
-        if let (true, Some(l)) = (adapters, &self.lora) {
-            let delta = x2
-                .matmul(&l.a.as_tensor().t()?)?
-                .matmul(&l.b.as_tensor().t()?)?;
-            y = (y + (delta * l.scale)?)?;
-        }
+        let y = match (adapters, &self.lora) {
+            (true, Some(l)) => lora_matmul(
+                &x2,
+                &self.weight,
+                self.bias.as_ref(),
+                l.a.as_tensor(),
+                l.b.as_tensor(),
+                l.scale,
+            )?,
+            _ => {
+                let y = matmul_frozen_t(&x2, &self.weight)?;
+                match &self.bias {
+                    Some(b) => y.broadcast_add(b)?,
+                    None => y,
+                }
+            }
+        };
         let mut out_dims = dims;
         *out_dims.last_mut().expect("non-scalar") = y.dim(1)?;
         y.reshape(out_dims)

@@ -28,6 +28,7 @@ mod frozen;
 pub mod grpo;
 pub mod judge;
 pub mod lora;
+mod lora_op;
 pub mod model;
 pub mod offline;
 pub mod optim;
