@@ -88,6 +88,18 @@ impl TinyOptions {
     }
 }
 
+/// The largest absolute value in a tensor: the scale a difference is measured against.
+pub fn max_abs(t: &Tensor) -> f32 {
+    t.abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
 /// The largest absolute difference between two tensors of the same number of elements.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     (a.flatten_all().unwrap() - b.flatten_all().unwrap())

@@ -2,6 +2,7 @@
 //! gradients of x, A and B to rounding, nothing for W or the bias.
 
 use super::*;
+use crate::model::testkit::{max_abs, max_abs_diff};
 use candle_core::{DType, Device, Var};
 
 /// The projection written with tensor ops, as `Linear::forward` did before the op.
@@ -33,19 +34,6 @@ fn randn(shape: (usize, usize), seed: u64) -> Tensor {
     Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
 }
 
-fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar()
-        .unwrap()
-}
-
 #[test]
 fn same_output_bit_for_bit_and_same_gradients_of_x_a_and_b() {
     // Shapes past gemm's small-matrix paths on both sides: 37 rows, 64 in, 48 out, r = 8.
@@ -75,15 +63,9 @@ fn same_output_bit_for_bit_and_same_gradients_of_x_a_and_b() {
                 gf.get(v.as_tensor()).unwrap(),
             );
             assert_eq!(p.dims(), f.dims(), "{name}");
-            let scale = p
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let scale = max_abs(p);
             assert!(scale > 1.0, "{name}: a gradient of {scale} proves nothing");
-            let d = max_diff(p, f);
+            let d = max_abs_diff(p, f);
             assert!(d <= 1e-5 * scale, "bias {with_bias} {name}: {d} of {scale}");
         }
         // x, A, B and nothing else: the frozen weight and bias get no gradient.
