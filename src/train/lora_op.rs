@@ -14,6 +14,9 @@ use candle_core::backend::BackendStorage;
 use candle_core::op::Add;
 use candle_core::{CpuStorage, CudaStorage, CustomOp3, Layout, Result, Shape, Storage, Tensor};
 
+/// W's storage and layout, and the bias's when there is one, on the input's device.
+type Frozen<'a, S> = (&'a S, &'a Layout, Option<(&'a S, &'a Layout)>);
+
 /// The op: holds the frozen W `[out, in]`, its bias `[out]` and the adapter scale; its inputs
 /// are x `[rows, in]`, A `[r, in]` and B `[out, r]`, its output `[rows, out]`.
 struct LoraMatmul {
@@ -26,13 +29,12 @@ impl LoraMatmul {
     /// The forward pass on one backend's storage: the ops of [`super::lora::Linear::forward`]
     /// written with tensors, one after the other. `frozen` is W's and the bias's storage, None
     /// when they live on another device.
-    #[allow(clippy::too_many_arguments)]
     fn apply<S: BackendStorage>(
         &self,
         (x, xl): (&S, &Layout),
         (a, al): (&S, &Layout),
         (b, bl): (&S, &Layout),
-        frozen: Option<(&S, &Layout, Option<(&S, &Layout)>)>,
+        frozen: Option<Frozen<'_, S>>,
     ) -> Result<(S, Shape)> {
         let Some((w, wl, bias)) = frozen else {
             candle_core::bail!(
