@@ -131,6 +131,8 @@ for run in trained control; do
     python3 - "$run" "$run/metrics.jsonl" <<'PY'
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+# One line a step (a file from before resumed runs dropped their re-run steps: the last wins).
+m = sorted({x["step"]: x for x in m if "step" in x and "reward_mean" in x}.values(), key=lambda x: x["step"])
 mean = lambda k: sum(x.get(k, 0) for x in m) / max(len(m), 1)
 print(f"{sys.argv[1]}: {len(m)} steps, per step {mean('seconds'):.1f} s = sampling "
       f"{mean('sample_seconds'):.1f} + judging {mean('score_seconds'):.1f} + backward "

@@ -274,7 +274,7 @@ impl Sft {
     /// Runs until `steps`, writing metrics.jsonl and checkpoints; `progress` shows a bar.
     pub fn run(&mut self, progress: bool) -> Result<Vec<SftMetrics>, TrainError> {
         let out = self.trainer.cfg.output_dir.clone();
-        let mut metrics = MetricsFile::open(&out)?;
+        let mut metrics = MetricsFile::open(&out, self.trainer.step)?;
         let (steps, every) = (self.trainer.cfg.steps, self.trainer.cfg.save_every);
         let bar = progress_bar(steps, self.trainer.step, progress);
         let mut all = Vec::new();

@@ -459,7 +459,7 @@ impl Trainer {
     /// Runs until `cfg.steps`, writing metrics.jsonl and checkpoints; `progress` shows a bar.
     pub fn run(&mut self, progress: bool) -> Result<Vec<StepMetrics>, TrainError> {
         let out = &self.cfg.output_dir;
-        let mut metrics = MetricsFile::open(out)?;
+        let mut metrics = MetricsFile::open(out, self.step)?;
         let bar = progress_bar(self.cfg.steps, self.step, progress);
         let mut all = Vec::new();
         while self.step < self.cfg.steps {

@@ -197,7 +197,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
         modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
         figures_line(&base_dev)
     );
-    let mut metrics = MetricsFile::open(&args.output)?;
+    let mut metrics = MetricsFile::open(&args.output, start)?;
     let progress = progress_bar(total, start, !args.quiet);
     let adapted: Vec<usize> = (first..layers).collect();
     let mode_names: Vec<String> = modes.iter().map(|m| m.name().to_string()).collect();
