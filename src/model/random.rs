@@ -446,16 +446,7 @@ mod tests {
         for (name, t) in &want {
             let got = &read[name];
             assert_eq!(got.dtype(), DType::BF16, "{name}");
-            let diff = (got.to_dtype(DType::F32).unwrap() - t)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = crate::model::testkit::max_abs_diff(&got.to_dtype(DType::F32).unwrap(), t);
             // bf16 keeps 8 bits of mantissa: within 1/128 of values of at most ~1.1.
             assert!(diff <= 1.1 / 128.0, "{name}: {diff}");
         }
