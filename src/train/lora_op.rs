@@ -1,8 +1,8 @@
 //! A LoRA projection `y = x·Wᵀ + b + s·(x·Aᵀ)·Bᵀ` as one autograd op over `(x, A, B)`, for a
 //! frozen W and bias b.
 //!
-//! Why: written as tensor ops, the projection leaves five tensors in the autograd graph until
-//! the backward pass (`x·Wᵀ`, `+ b`, `x·Aᵀ`, `·Bᵀ`, `· s`, and the sum), four of them the
+//! Why: written as tensor ops, the projection leaves six tensors in the autograd graph until
+//! the backward pass (`x·Wᵀ`, `+ b`, `x·Aᵀ`, `·Bᵀ`, `· s`, and the sum), all but `x·Aᵀ` the
 //! output's size: for the MLP of a 0.5B model (4,864 wide) that is most of what a training pass
 //! holds, and each is a fresh allocation the kernel zeroes page by page. The op keeps its
 //! inputs and its output alone and computes the three gradients from them (recomputing the
