@@ -381,20 +381,18 @@ impl Trainer {
             .first()
             .map(|(g, i)| &g.prompts[*i])
             .filter(|p| share_prompt && rows.iter().all(|(g, i)| &g.prompts[*i] == *p));
-        let completions = match shared {
-            Some(_) => {
+        // The shared prompt `[1, P]` and the completions `[n, l]`, right-padded.
+        let split = match shared {
+            Some(p) => {
                 let mut c = Vec::with_capacity(n * l);
                 for (g, i) in &rows {
                     let tokens = &g.completions[*i].tokens;
                     c.extend_from_slice(tokens);
                     c.resize(c.len() + l - tokens.len(), 0);
                 }
-                Some(Tensor::from_vec(c, (n, l), &dev)?)
+                let prompt = Tensor::new(p.as_slice(), &dev)?.unsqueeze(0)?;
+                Some((prompt, Tensor::from_vec(c, (n, l), &dev)?))
             }
-            None => None,
-        };
-        let prompt = match shared {
-            Some(p) => Some(Tensor::new(p.as_slice(), &dev)?.unsqueeze(0)?),
             None => None,
         };
         let ids = Tensor::from_vec(ids, (n, t), &dev)?;
@@ -405,13 +403,13 @@ impl Trainer {
         let adv = Tensor::from_vec(adv, n, &dev)?;
         let temp = self.cfg.sampling.temperature;
         let logp_of = |adapters: bool| -> candle_core::Result<(Tensor, Tensor)> {
-            let h = match (&prompt, &completions) {
-                (Some(p), Some(c)) => {
+            let h = match &split {
+                Some((p, c)) => {
                     let h = model.completion_hidden(p, c, adapters)?;
                     let hidden = h.dim(D::Minus1)?;
                     h.reshape((n * l, hidden))?
                 }
-                _ => {
+                None => {
                     let h = model.hidden(&ids, 0, None, adapters)?;
                     let hidden = h.dim(D::Minus1)?;
                     h.reshape((n * t, hidden))?.index_select(&at, 0)?
