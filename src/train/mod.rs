@@ -2,7 +2,8 @@
 //!
 //! - [`model`], [`lora`]: a differentiable Qwen2/Qwen3 with LoRA adapters, built from the dense
 //!   tensors of [`crate::model::ModelFiles`] (the same files, config, tokenizer and chat
-//!   template the local judge reads, opened once).
+//!   template the local judge reads, opened once); [`kv_cache`]: its keys and values, and the
+//!   left padding that lets prompts of different lengths decode in one batch.
 //! - [`rollout`]: the policy (that model, the tokenizer and template) and sampling;
 //!   [`trainer`]: the GRPO loop; [`offline`]: training on already-scored groups;
 //!   [`scoring`]: rewards from the gavel pipeline; [`tasks`]: the prompts file; [`sft`]:
@@ -27,6 +28,7 @@ pub mod filter;
 mod frozen;
 pub mod grpo;
 pub mod judge;
+pub mod kv_cache;
 pub mod lora;
 mod lora_op;
 pub mod model;

@@ -3,13 +3,15 @@
 //! candle's stock models use fused `rms_norm`, `rope` and `softmax_last_dim`, which have no
 //! backward pass, and expose no way to add adapters; this one is written with the composed ops
 //! (`rms_norm_slow`, `rope_slow`, `softmax`) so gradients flow to every LoRA `Var`. Sequences in
-//! a batch are right-padded: a causal mask is all they need, and padded positions are masked out
-//! of the loss.
+//! a training batch are right-padded: a causal mask is all they need, and padded positions are
+//! masked out of the loss. Sampling decodes prompts of different lengths from a left-padded
+//! [`KvCache`], whose padding is masked and whose rows keep their own positions.
 
 use candle_core::{DType, Device, Module, Result, Tensor, Var, D};
 use candle_nn::ops::{rms_norm_slow, softmax};
 use candle_nn::rotary_emb::rope_slow;
 
+use super::kv_cache::KvCache;
 use super::lora::{Linear, LoraConfig};
 use crate::model::{Arch, DenseWeights, QwenConfig};
 use crate::rng::Rng;
@@ -35,64 +37,6 @@ struct Layer {
     mlp: Mlp,
     ln1: Tensor,
     ln2: Tensor,
-}
-
-/// Keys and values of the positions seen so far, per layer: for sampling (values only), or a
-/// prompt's for the completions that continue it in a training pass (with their graph).
-#[derive(Default)]
-pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
-    /// Whether the cached tensors keep the graph they came from (see [`KvCache::tracked`]).
-    keep_graph: bool,
-}
-
-impl KvCache {
-    /// Positions cached.
-    pub fn len(&self) -> usize {
-        match self.layers.first() {
-            Some(Some((k, _))) => k.dim(2).unwrap_or(0),
-            _ => 0,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// A cache whose tensors keep their graph, so a loss on the positions after it trains the
-    /// adapters through the cached positions too. The default cache holds values only: a
-    /// tensor that tracks its ops keeps every activation it came from alive, so a sampled
-    /// completion's cache held the graph of every decoding step (12.8 GB peak for 16 completions
-    /// of 64 tokens on the 0.5B, against 8.0 GB detached; BENCHMARKS.md).
-    pub fn tracked() -> KvCache {
-        KvCache {
-            layers: Vec::new(),
-            keep_graph: true,
-        }
-    }
-
-    /// The cache of rows `rows` (indices into the batch, repeats allowed): a prompt prefilled
-    /// once, then sampled several times.
-    pub fn select_rows(&self, rows: &Tensor) -> Result<KvCache> {
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| match l {
-                Some((k, v)) => Ok(Some((k.index_select(rows, 0)?, v.index_select(rows, 0)?))),
-                None => Ok(None),
-            })
-            .collect::<Result<_>>()?;
-        Ok(KvCache {
-            layers,
-            keep_graph: self.keep_graph,
-        })
-    }
-
-    /// Each layer's cached keys and values.
-    #[cfg(test)]
-    pub fn layers(&self) -> impl Iterator<Item = &(Tensor, Tensor)> {
-        self.layers.iter().flatten()
-    }
 }
 
 /// The model: base tensors (constants) plus LoRA `Var`s.
@@ -291,6 +235,7 @@ impl Qwen {
         x: &Tensor,
         offset: usize,
         cache: Option<&mut Option<(Tensor, Tensor)>>,
+        padded: Option<&Padded>,
         adapters: bool,
     ) -> Result<Tensor> {
         let c = &self.cfg;
@@ -309,10 +254,18 @@ impl Qwen {
             q = rms_norm_slow(&q, qn, eps)?;
             k = rms_norm_slow(&k, kn, eps)?;
         }
-        let cos = self.cos.narrow(0, offset, t)?;
-        let sin = self.sin.narrow(0, offset, t)?;
-        q = rope_slow(&q, &cos, &sin)?;
-        k = rope_slow(&k, &cos, &sin)?;
+        match padded {
+            Some(pd) => {
+                q = rope_rows(&q, &pd.cos, &pd.sin)?;
+                k = rope_rows(&k, &pd.cos, &pd.sin)?;
+            }
+            None => {
+                let cos = self.cos.narrow(0, offset, t)?;
+                let sin = self.sin.narrow(0, offset, t)?;
+                q = rope_slow(&q, &cos, &sin)?;
+                k = rope_slow(&k, &cos, &sin)?;
+            }
+        }
         if let Some(slot) = cache {
             if let Some((pk, pv)) = slot.as_ref() {
                 k = Tensor::cat(&[pk, &k], 2)?;
@@ -326,7 +279,9 @@ impl Qwen {
         let s = k.dim(2)?;
         let scale = 1.0 / (head_dim as f64).sqrt();
         let mut scores = (q.matmul(&k.t()?)? * scale)?;
-        if t > 1 {
+        if let Some(pd) = padded {
+            scores = scores.broadcast_add(&pd.mask)?;
+        } else if t > 1 {
             let mask: Vec<f32> = (0..t)
                 .flat_map(|i| {
                     (0..s).map(move |j| {
@@ -362,15 +317,17 @@ impl Qwen {
         let eps = self.cfg.rms_norm_eps() as f32;
         let (b, t) = ids.dims2()?;
         let mut h = self.embed.embedding_rows(ids, b, t)?;
+        let mut padded = None;
         if let Some(c) = cache.as_deref_mut() {
             if c.layers.len() != self.layers.len() {
                 c.layers = vec![None; self.layers.len()];
             }
+            padded = self.padded(c, offset, t, h.dtype())?;
         }
         for (i, l) in self.layers.iter().enumerate() {
             let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
             let x = rms_norm_slow(&h, &l.ln1, eps)?;
-            h = (h + self.attention(&l.attn, &x, offset, slot, adapters)?)?;
+            h = (h + self.attention(&l.attn, &x, offset, slot, padded.as_ref(), adapters)?)?;
             if let Some(c) = cache.as_deref_mut() {
                 if let (false, Some((k, v))) = (c.keep_graph, &mut c.layers[i]) {
                     (*k, *v) = (k.detach(), v.detach());
@@ -419,6 +376,36 @@ impl Qwen {
         Tensor::cat(&[&last, &hc], 1)
     }
 
+    /// What `t` new positions after a padded cache need in every layer: each row's rotary
+    /// angles at its own positions, and the mask that hides its padding. `None` for a cache
+    /// with no padded row, whose rows share the positions `offset..offset + t`.
+    fn padded(
+        &self,
+        cache: &KvCache,
+        offset: usize,
+        t: usize,
+        dtype: DType,
+    ) -> Result<Option<Padded>> {
+        let (Some(positions), Some(mask)) = (
+            cache.positions(offset, t),
+            cache.attention_mask(offset, t, dtype, &self.device)?,
+        ) else {
+            return Ok(None);
+        };
+        let b = positions.len() / t;
+        let positions = Tensor::from_vec(positions, b * t, &self.device)?;
+        let angles = |table: &Tensor| -> Result<Tensor> {
+            let rows = table.index_select(&positions, 0)?;
+            let half = rows.dim(1)?;
+            Tensor::cat(&[&rows, &rows], 1)?.reshape((b, 1, t, 2 * half))
+        };
+        Ok(Some(Padded {
+            cos: angles(&self.cos)?,
+            sin: angles(&self.sin)?,
+            mask,
+        }))
+    }
+
     /// Logits `[..., vocab]` of hidden states `[..., hidden]`.
     pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
         let lm = Linear::new(self.lm_head.clone(), None);
@@ -429,6 +416,25 @@ impl Qwen {
     pub fn forward(&self, ids: &Tensor, adapters: bool) -> Result<Tensor> {
         self.logits(&self.hidden(ids, 0, None, adapters)?)
     }
+}
+
+/// A padded batch's per-row rotary angles, `[B, 1, t, head_dim]`, and attention mask,
+/// `[B, 1, t, s]` ([`Qwen::padded`]).
+struct Padded {
+    cos: Tensor,
+    sin: Tensor,
+    mask: Tensor,
+}
+
+/// The rotary embedding with angles per row (`rope_slow`'s formula: x·cos + rotate_half(x)·sin).
+fn rope_rows(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    let half = x.dim(D::Minus1)? / 2;
+    let (x1, x2) = (
+        x.narrow(D::Minus1, 0, half)?,
+        x.narrow(D::Minus1, half, half)?,
+    );
+    let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
+    x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?
 }
 
 /// Row lookup of an embedding matrix (`index_select`, which has a backward pass).

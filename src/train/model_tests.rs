@@ -4,6 +4,7 @@ use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::{qwen2, qwen3};
 
+use super::kv_cache::KvCache;
 use super::lora::LoraConfig;
 use super::model::Qwen;
 use crate::model::testkit::{self, TinyOptions};
@@ -166,7 +167,7 @@ fn cached_decoding_matches_the_full_forward() {
     m.add_lora(&LoraConfig::default(), &mut Rng::new(5))
         .unwrap();
     let full = m.forward(&ids(), true).unwrap();
-    let mut cache = super::model::KvCache::default();
+    let mut cache = KvCache::default();
     let ids = ids();
     let h = m
         .hidden(&ids.narrow(1, 0, 4).unwrap(), 0, Some(&mut cache), true)
@@ -206,6 +207,89 @@ fn cached_decoding_matches_the_full_forward() {
                 testkit::max_abs_diff(&v3.get(r).unwrap(), &v1.get(0).unwrap()),
                 0.0
             );
+        }
+    }
+}
+
+/// Prompts of different lengths, each prefilled alone and stacked with left padding, decode as
+/// each would alone: the padding is hidden from every query and every row keeps its own
+/// positions. Checked on both architectures, rows repeated and reordered as a batch of groups
+/// is, after a row leaves the batch, and for a step of several positions.
+#[test]
+fn left_padded_rows_decode_as_each_row_alone() {
+    for arch in [Arch::Qwen2, Arch::Qwen3] {
+        let tmp = tempfile::tempdir().unwrap();
+        testkit::write_folder(tmp.path(), &TinyOptions::new(arch)).unwrap();
+        let mut m = ours(arch, tmp.path());
+        m.add_lora(&LoraConfig::default(), &mut Rng::new(5))
+            .unwrap();
+        // Row r's whole sequence is its prompt, then two steps of one token, then one of two.
+        let prompts: [&[u32]; 3] = [&[5, 17, 290], &[250, 1, 60, 61, 62], &[9]];
+        let steps: [[u32; 4]; 3] = [[3, 99, 42, 7], [300, 11, 12, 13], [4, 8, 15, 16]];
+        let mut caches = Vec::new();
+        for p in prompts {
+            let mut c = KvCache::default();
+            let ids = Tensor::new(p, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+            m.hidden(&ids, 0, Some(&mut c), true).unwrap();
+            caches.push(c);
+        }
+        let order = [2u32, 0, 1, 2];
+        let rows = Tensor::new(&order, &Device::Cpu).unwrap();
+        let mut cache = KvCache::stack_left_padded(&caches)
+            .unwrap()
+            .select_rows(&rows)
+            .unwrap();
+        assert!(cache.is_padded());
+        let alone = |r: usize, upto: usize| -> Tensor {
+            let seq: Vec<u32> = prompts[r]
+                .iter()
+                .chain(&steps[r][..upto])
+                .copied()
+                .collect();
+            let ids = Tensor::new(seq.as_slice(), &Device::Cpu)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap();
+            let logits = m.forward(&ids, true).unwrap();
+            logits.i((0, seq.len() - 1)).unwrap()
+        };
+        let mut active: Vec<usize> = order.iter().map(|&r| r as usize).collect();
+        let longest = 5;
+        for step in 0..2 {
+            let next: Vec<u32> = active.iter().map(|&r| steps[r][step]).collect();
+            let input = Tensor::from_vec(next, (active.len(), 1), &Device::Cpu).unwrap();
+            let h = m
+                .hidden(&input, longest + step, Some(&mut cache), true)
+                .unwrap();
+            let logits = m.logits(&h).unwrap();
+            for (row, &r) in active.iter().enumerate() {
+                let want = alone(r, step + 1);
+                let got = logits.i((row, 0)).unwrap();
+                let d = testkit::max_abs_diff(&got, &want);
+                assert!(d < 1e-5, "{arch:?} row {row} (prompt {r}) step {step}: {d}");
+            }
+            if step == 0 {
+                // The second row leaves the batch.
+                let kept = Tensor::new(&[0u32, 2, 3], &Device::Cpu).unwrap();
+                cache = cache.select_rows(&kept).unwrap();
+                active = vec![active[0], active[2], active[3]];
+            }
+        }
+        // Two positions at once: causal within the step, padding still hidden.
+        let next: Vec<u32> = active
+            .iter()
+            .flat_map(|&r| [steps[r][2], steps[r][3]])
+            .collect();
+        let input = Tensor::from_vec(next, (active.len(), 2), &Device::Cpu).unwrap();
+        let h = m
+            .hidden(&input, longest + 2, Some(&mut cache), true)
+            .unwrap();
+        let logits = m.logits(&h).unwrap();
+        for (row, &r) in active.iter().enumerate() {
+            for j in 0..2 {
+                let d = testkit::max_abs_diff(&logits.i((row, j)).unwrap(), &alone(r, 3 + j));
+                assert!(d < 1e-5, "{arch:?} row {row} position {j}: {d}");
+            }
         }
     }
 }
