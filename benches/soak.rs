@@ -99,7 +99,7 @@ async fn one(client: &reqwest::Client, base: &str, addr: &str, k: usize, n: usiz
         // Over max_body_bytes.
         8 => post(vec![b' '; MAX_BODY + 1]).await,
         // A client that stalls in its headers, or in its body.
-        _ if n % 2 == 0 => {
+        _ if n.is_multiple_of(2) => {
             let head = "POST /v1/score_group HTTP/1.1\r\nHost: gavel\r\n";
             return format!("stalled headers: {}", raw(addr, head.as_bytes()).await);
         }

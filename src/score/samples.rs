@@ -150,7 +150,7 @@ pub fn combine_judges(values: &[f64], how: Aggregate) -> Option<f64> {
             let mut v = values.to_vec();
             v.sort_by(f64::total_cmp);
             let mid = v.len() / 2;
-            Some(if v.len() % 2 == 0 {
+            Some(if v.len().is_multiple_of(2) {
                 (v[mid - 1] + v[mid]) / 2.0
             } else {
                 v[mid]

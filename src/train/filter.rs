@@ -185,7 +185,9 @@ impl FilterState {
     pub fn due(&self, cfg: &FilterConfig, step: u64) -> bool {
         match self.probed_at {
             None => true,
-            Some(at) => cfg.reprobe_every > 0 && step % cfg.reprobe_every == 0 && at != step,
+            Some(at) => {
+                cfg.reprobe_every > 0 && step.is_multiple_of(cfg.reprobe_every) && at != step
+            }
         }
     }
 

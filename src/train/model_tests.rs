@@ -223,9 +223,10 @@ fn left_padded_rows_decode_as_each_row_alone() {
         let mut m = ours(arch, tmp.path());
         m.add_lora(&LoraConfig::default(), &mut Rng::new(5))
             .unwrap();
-        // Row r's whole sequence is its prompt, then two steps of one token, then one of two.
+        // Row r's whole sequence is its prompt, then two steps of one token, then one of two:
+        // the tokens of step j are `steps[j]`, one per prompt.
         let prompts: [&[u32]; 3] = [&[5, 17, 290], &[250, 1, 60, 61, 62], &[9]];
-        let steps: [[u32; 4]; 3] = [[3, 99, 42, 7], [300, 11, 12, 13], [4, 8, 15, 16]];
+        let steps: [[u32; 3]; 4] = [[3, 300, 4], [99, 11, 8], [42, 12, 15], [7, 13, 16]];
         let mut caches = Vec::new();
         for p in prompts {
             let mut c = KvCache::default();
@@ -243,8 +244,8 @@ fn left_padded_rows_decode_as_each_row_alone() {
         let alone = |r: usize, upto: usize| -> Tensor {
             let seq: Vec<u32> = prompts[r]
                 .iter()
-                .chain(&steps[r][..upto])
                 .copied()
+                .chain(steps[..upto].iter().map(|column| column[r]))
                 .collect();
             let ids = Tensor::new(seq.as_slice(), &Device::Cpu)
                 .unwrap()
@@ -255,8 +256,8 @@ fn left_padded_rows_decode_as_each_row_alone() {
         };
         let mut active: Vec<usize> = order.iter().map(|&r| r as usize).collect();
         let longest = 5;
-        for step in 0..2 {
-            let next: Vec<u32> = active.iter().map(|&r| steps[r][step]).collect();
+        for (step, column) in steps.iter().take(2).enumerate() {
+            let next: Vec<u32> = active.iter().map(|&r| column[r]).collect();
             let input = Tensor::from_vec(next, (active.len(), 1), &Device::Cpu).unwrap();
             let h = m
                 .hidden(&input, longest + step, Some(&mut cache), true)
@@ -278,7 +279,7 @@ fn left_padded_rows_decode_as_each_row_alone() {
         // Two positions at once: causal within the step, padding still hidden.
         let next: Vec<u32> = active
             .iter()
-            .flat_map(|&r| [steps[r][2], steps[r][3]])
+            .flat_map(|&r| [steps[2][r], steps[3][r]])
             .collect();
         let input = Tensor::from_vec(next, (active.len(), 2), &Device::Cpu).unwrap();
         let h = m

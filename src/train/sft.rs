@@ -288,7 +288,7 @@ impl Sft {
             ));
             all.push(m);
             let step = self.trainer.step;
-            if (every > 0 && step % every == 0) || step == steps {
+            if (every > 0 && step.is_multiple_of(every)) || step == steps {
                 self.trainer.save()?;
             }
         }

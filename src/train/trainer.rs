@@ -495,7 +495,7 @@ impl Trainer {
             ));
             all.push(m);
             let every = self.cfg.save_every;
-            if (every > 0 && self.step % every == 0) || self.step == self.cfg.steps {
+            if (every > 0 && self.step.is_multiple_of(every)) || self.step == self.cfg.steps {
                 self.save()?;
             }
         }
