@@ -9,7 +9,7 @@
 //!    is a cache miss) and through ART (`benches/art_ruler.py` calls `ruler_score_group` with the
 //!    judge `openai/art-ruler` at the mock). The mock records both requests, told apart by model
 //!    name. (a) Prompt tokens of each recorded request, counted alike with
-//!    `gavel::prompt::count_tokens` (o200k_base, OpenAI's message framing). (b) The latency each
+//!    `gavel::domain::prompt::count_tokens` (o200k_base, OpenAI's message framing). (b) The latency each
 //!    adds: its wall time (gavel: the HTTP call to the daemon; ART: the `ruler_score_group` call
 //!    timed in Python) minus the wall time of its recorded judge request replayed to the mock with
 //!    reqwest. Medians over rounds and replays. For attribution, the time `count_tokens` takes
@@ -33,8 +33,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Gavel, MockJudge};
-use gavel::prompt::{count_tokens, ChatMessage};
-use gavel::rubric::RubricSet;
+use gavel::domain::prompt::{count_tokens, ChatMessage};
+use gavel::domain::rubric::RubricSet;
 use serde_json::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");

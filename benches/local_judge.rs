@@ -55,7 +55,7 @@ fn main() {
     j.deadline_s = 3600.0;
     // The listwise verdict is what llama.cpp's decode is compared with; the probability modes
     // are timed below on a store of their own.
-    j.mode = Some(gavel::prompt::JudgeMode::Listwise);
+    j.mode = Some(gavel::domain::prompt::JudgeMode::Listwise);
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
     cfg.judges.insert("local".into(), j);

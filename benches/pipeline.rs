@@ -13,11 +13,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 use std::hint::black_box;
 
-use gavel::dedup::{DedupConfig, JudgeInput};
-use gavel::prompt::{count_tokens, GroupExtras, Prompts, DEFAULT_PROMPT};
-use gavel::rubric::RubricSet;
-use gavel::trajectory::{parse_trajectories, Trajectory};
-use gavel::verdict::{parse_verdict, ParseOptions};
+use gavel::domain::dedup::{DedupConfig, JudgeInput};
+use gavel::domain::prompt::{count_tokens, GroupExtras, Prompts, DEFAULT_PROMPT};
+use gavel::domain::rubric::RubricSet;
+use gavel::domain::trajectory::{parse_trajectories, Trajectory};
+use gavel::domain::verdict::{parse_verdict, ParseOptions};
 
 // What the daemon renders for its default judge: no tools or reference, a remote judge that
 // keeps to the verdict's JSON schema.

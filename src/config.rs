@@ -14,13 +14,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use crate::dedup::DedupSection;
+pub use crate::domain::dedup::DedupSection;
+use crate::domain::rubric::line_of;
+pub use crate::domain::seconds::{check_seconds, MAX_SECONDS};
+pub use crate::domain::secret::Secret;
 pub use crate::judge::config::{Backend, JudgeConfig, DEFAULT_MODEL, OPENAI_BASE_URL};
 pub use crate::openrlhf::config::OpenRlhfConfig;
-use crate::rubric::line_of;
 use crate::score::ScorerParts;
-pub use crate::seconds::{check_seconds, MAX_SECONDS};
-pub use crate::secret::Secret;
 pub use crate::server::config::ServerConfig;
 pub use crate::store::config::StoreConfig;
 

@@ -535,7 +535,7 @@ fn shipped_sets_read_and_are_balanced() {
         ("gavel_answers", 40),
     ] {
         let path = PathBuf::from(format!("{EVALS}/{name}.jsonl"));
-        let groups = gavel::groupfile::read_groups::<gavel::eval::Labels>(&path, 64)
+        let groups = gavel::toolkit::groupfile::read_groups::<gavel::eval::Labels>(&path, 64)
             .unwrap_or_else(|p| panic!("{}", p.join("\n")));
         assert!(groups.len() >= min_groups, "{name}: {}", groups.len());
         if name == "halueval_qa" {

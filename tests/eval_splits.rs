@@ -157,7 +157,7 @@ fn every_file_has_the_recorded_groups_and_each_is_a_labelled_group() {
             }
         }
         // And gavel's own reader (`gavel eval`, `gavel train judge`) takes every line.
-        let read = gavel::groupfile::read_groups::<gavel::eval::Labels>(&path(name), 64)
+        let read = gavel::toolkit::groupfile::read_groups::<gavel::eval::Labels>(&path(name), 64)
             .unwrap_or_else(|p| panic!("{name}: {}", p.join("\n")));
         assert_eq!(read.len(), groups.len(), "{name}");
     }

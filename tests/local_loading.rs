@@ -25,9 +25,9 @@ mod local {
 use std::path::{Path, PathBuf};
 
 use common::model::testkit::{self, special_id, GgmlDType, GgufValue, TinyOptions};
+use gavel::domain::prompt::ChatMessage;
 use gavel::judge::local::{LoadedModel, LocalModelSpec};
 use gavel::model::{Arch, LocalError, ModelFormat, RenderOptions, TemplateOrigin};
-use gavel::prompt::ChatMessage;
 
 /// Qwen2.5-Instruct's chat template, as its `tokenizer_config.json` has it (JSON-escaped).
 /// Qwen team, Apache-2.0.

@@ -250,9 +250,9 @@ async fn groups_over_the_context_are_judged_in_anchored_chunks() {
     // The mock judges consistently, so anchoring keeps every score on one scale.
     assert!(close(&floats(&r["rewards"]), &scores), "{}", r["rewards"]);
     for req in mock.requests() {
-        let msgs: Vec<gavel::prompt::ChatMessage> =
+        let msgs: Vec<gavel::domain::prompt::ChatMessage> =
             serde_json::from_value(req["messages"].clone()).unwrap();
-        assert!(gavel::prompt::count_tokens(&msgs) <= 3000 - 500);
+        assert!(gavel::domain::prompt::count_tokens(&msgs) <= 3000 - 500);
         // Both anchors are in every chunk.
         let p = common::judge_prompt(&req);
         assert!(p.contains("working step 0") && p.contains("working step 1"));

@@ -302,7 +302,7 @@ fn offline_steps_raise_high_reward_completions() {
     assert!(kept.contains("calc") && kept.contains("is") && !kept.contains("toolresult"));
     assert_eq!(agent.prompts[0], agent.prompts[1]);
 
-    let msgs = [gavel::prompt::ChatMessage {
+    let msgs = [gavel::domain::prompt::ChatMessage {
         role: "user".into(),
         content: "0 1 2 3".into(),
     }];
@@ -470,7 +470,7 @@ fn merged_weights_give_the_adapted_logits() {
         &out,
         "cpu",
         &gavel::train::lora::LoraConfig::default(),
-        &mut gavel::rng::Rng::new(1),
+        &mut gavel::domain::rng::Rng::new(1),
     )
     .unwrap();
     let ids = Tensor::new(&[[1u32, 2, 3, 4, 5, 6, 7]], &Device::Cpu).unwrap();

@@ -8,7 +8,7 @@ use clap::Args;
 
 use gavel::devbench::load::{self, LoadOptions};
 use gavel::devbench::shape_by_name;
-use gavel::prompt::JudgeMode;
+use gavel::domain::prompt::JudgeMode;
 
 #[derive(Args)]
 pub struct BenchLoadArgs {

@@ -2,7 +2,7 @@
 //! binary's glue: it loads the configuration, calls the library and turns the outcome into an
 //! exit code, so `anyhow` may appear here and nowhere in the library. Commands with a body of
 //! their own in the library (`lint`, `diff`, `eval`, `rescore`, `train`, `bench-device`, `bench-load`) get a
-//! thin entry here; `select` reads and writes its files here around the pure `gavel::select`;
+//! thin entry here; `select` reads and writes its files here around the pure `gavel::toolkit::select`;
 //! `serve`, `score`, `render`, `migrate` and `cache` are short enough to live here whole.
 
 #[cfg(feature = "train")]
@@ -26,8 +26,8 @@ use std::path::Path;
 
 use clap::Args;
 
-use gavel::groupfile::{override_request, print_problems, read_checked, GroupIn};
 use gavel::score::Scorer;
+use gavel::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
 
 /// `--rubric` and `--judge` of `score` and `render`.
 #[derive(Args, Clone)]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use gavel::cli::{build_scorer, Common};
-use gavel::groupfile::print_problems;
+use gavel::toolkit::groupfile::print_problems;
 
 use super::{read_overridden, Overrides};
 

@@ -1,5 +1,5 @@
-//! `gavel select`: best-of-N selection for SFT. Reads scored groups with [`gavel::scored`],
-//! chooses with [`gavel::select`], writes the chat lines to `-o` in one rename (a failure
+//! `gavel select`: best-of-N selection for SFT. Reads scored groups with [`gavel::toolkit::scored`],
+//! chooses with [`gavel::toolkit::select`], writes the chat lines to `-o` in one rename (a failure
 //! leaves no output, or the old one, never half a file) and prints the summary on stderr.
 //! A bad line is one `FILE:LINE: problem` line on stderr and exit status 2, as for `score`.
 
@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use gavel::scored::{read_scored_with, ScoredError};
-use gavel::select::{select, sft_line, turns, Decision, Options, Summary};
+use gavel::toolkit::scored::{read_scored_with, ScoredError};
+use gavel::toolkit::select::{select, sft_line, turns, Decision, Options, Summary};
 
 #[derive(Args)]
 pub struct SelectArgs {
@@ -68,11 +68,11 @@ pub fn run(args: SelectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes the lines whole or not at all (see [`gavel::output_file`]).
+/// Writes the lines whole or not at all (see [`gavel::toolkit::output_file`]).
 fn write_atomically<'a>(
     path: &Path,
     lines: impl Iterator<Item = &'a String>,
 ) -> anyhow::Result<()> {
-    gavel::output_file::write_lines(path, lines)
+    gavel::toolkit::output_file::write_lines(path, lines)
         .with_context(|| format!("{}: cannot write", path.display()))
 }

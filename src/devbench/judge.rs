@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::BenchError;
 use crate::config::{Config, JudgeConfig};
+use crate::domain::prompt::{ChatMessage, JudgeMode};
 use crate::judge::local::{LoadedModel, LocalModelSpec};
-use crate::prompt::{ChatMessage, JudgeMode};
 use crate::score::{ScoreRequest, Scorer};
 use crate::store::{SledStore, VerdictStore};
 

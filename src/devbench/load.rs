@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::BenchError;
 use crate::config::{Config, JudgeConfig};
-use crate::prompt::JudgeMode;
+use crate::domain::prompt::JudgeMode;
 use crate::score::Scorer;
 use crate::server::{self, AppState};
 use crate::store::{SledStore, VerdictStore};

@@ -19,9 +19,9 @@ use serde::Serialize;
 
 use crate::cli::{attach_store, build_scorer, CliError, Common};
 use crate::config::Config;
-use crate::groupfile::{override_request, print_problems, read_checked, GroupIn};
-use crate::rubric::RubricSet;
+use crate::domain::rubric::RubricSet;
 use crate::score::{ScoreRequest, Scorer};
+use crate::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
 
 pub use report::{
     build_report, compare_group, outcome, Comparison, GroupError, GroupReport, Mover, Outcome,

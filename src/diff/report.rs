@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{stats, Compare, GroupIn, SideSpec};
-use crate::rubric::{RubricError, RubricSet};
+use crate::domain::rubric::{RubricError, RubricSet};
 use crate::score::{ScoreError, ScoreResponse, Usage};
 
 /// What a side is and what it cost.

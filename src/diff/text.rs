@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{Compare, GroupReport, Report};
 use crate::cli::plural;
-use crate::html::clip;
+use crate::toolkit::html::clip;
 
 /// Widest line written.
 pub const WIDTH: usize = 100;

@@ -1,12 +1,12 @@
 //! The HTML report of `gavel eval`, built with the same page kit as `gavel diff --html`
-//! ([`crate::html`]): headline cards, accuracy bars with their intervals per set × judge ×
+//! ([`crate::toolkit::html`]): headline cards, accuracy bars with their intervals per set × judge ×
 //! rubric, the position and length figures, the comparisons, and the misranked groups with the
 //! judge's explanations.
 
 use std::fmt::Write;
 
 use super::report::{EvalReport, SetResult};
-use crate::html::{
+use crate::toolkit::html::{
     card, clip, esc, fmt_tick, legend, line, page_close, page_open, rect, svg_open, text, GRID,
     INK, MUTED,
 };

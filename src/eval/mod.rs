@@ -24,12 +24,14 @@ use serde_json::{Map, Value};
 use crate::cli::{attach_store, build_scorer, CliError, Common};
 use crate::config::Config;
 use crate::diff::{outcome, unknown_judge};
-use crate::groupfile::{label_of, override_request, print_problems, read_checked, Extra, GroupIn};
-use crate::prompt::JudgeMode;
-use crate::rubric::RubricSet;
+use crate::domain::prompt::JudgeMode;
+use crate::domain::rubric::RubricSet;
+use crate::domain::trajectory::{Role, Trajectory};
 use crate::score::request::MAX_PERMUTATIONS;
 use crate::score::{ScoreRequest, Scorer};
-use crate::trajectory::{Role, Trajectory};
+use crate::toolkit::groupfile::{
+    label_of, override_request, print_problems, read_checked, Extra, GroupIn,
+};
 
 pub use report::{Combo, EvalReport, GroupRun, Judging, LabelledGroup, SetResult};
 

@@ -10,7 +10,7 @@ use super::stats::{
 };
 use crate::diff::stats::{cmp_eps, mean, tidy};
 use crate::diff::Outcome;
-use crate::html::clip;
+use crate::toolkit::html::clip;
 
 /// Seed of every bootstrap, so the same judgings always give the same intervals.
 const BOOTSTRAP_SEED: u64 = 0x6761_7665_6c45_7661;

@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 
 use crate::diff::stats::{cmp_eps, kendall_tau_b};
-use crate::rng::Rng;
+use crate::domain::rng::Rng;
 
 /// Resamples drawn for a bootstrap interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::report::{EvalReport, SetResult};
 use crate::cli::plural;
-use crate::html::clip;
+use crate::toolkit::html::clip;
 
 /// `0.700`, or `—`.
 fn num(x: Option<f64>) -> String {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::seconds::check_seconds;
-use crate::secret::Secret;
+use crate::domain::seconds::check_seconds;
+use crate::domain::secret::Secret;
 
 /// Used when neither the config file nor `OPENAI_BASE_URL` names an endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -119,7 +119,7 @@ pub struct JudgeConfig {
     /// a request's `judge_mode` overrides it. Default: `pointwise` for local judges (the most
     /// accurate on the labelled sets, README "Judge quality"), `listwise` for remote ones.
     #[serde(default)]
-    pub mode: Option<crate::prompt::JudgeMode>,
+    pub mode: Option<crate::domain::prompt::JudgeMode>,
     /// local, pairwise mode: in groups of more than 8 distinct trajectories, how many others
     /// each one meets (in both orders); smaller groups meet every pair.
     #[serde(default = "default_pairwise_opponents")]
@@ -220,10 +220,10 @@ impl JudgeConfig {
 
     /// The mode this judge is asked in when a request names none: its `mode`, else pointwise
     /// for a local judge and listwise for a remote one.
-    pub fn effective_mode(&self) -> crate::prompt::JudgeMode {
+    pub fn effective_mode(&self) -> crate::domain::prompt::JudgeMode {
         self.mode.unwrap_or(match self.backend {
-            Backend::Local => crate::prompt::JudgeMode::LOCAL_DEFAULT,
-            Backend::Openai => crate::prompt::JudgeMode::Listwise,
+            Backend::Local => crate::domain::prompt::JudgeMode::LOCAL_DEFAULT,
+            Backend::Openai => crate::domain::prompt::JudgeMode::Listwise,
         })
     }
 

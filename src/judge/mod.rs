@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::prompt::{ChatMessage, JudgeMode};
+use crate::domain::prompt::{ChatMessage, JudgeMode};
 pub use config::{Backend, JudgeConfig};
 
 #[cfg(feature = "local")]

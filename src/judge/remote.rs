@@ -25,8 +25,8 @@ use serde_json::{json, Value};
 use super::config::JudgeConfig;
 use super::limits::JudgeLimits;
 use super::{Completion, JudgeError};
-use crate::prompt::{count_tokens, ChatMessage};
-use crate::secret::Secret;
+use crate::domain::prompt::{count_tokens, ChatMessage};
+use crate::domain::secret::Secret;
 
 /// The longest a `/readyz` reachability probe waits for the judge's server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);

@@ -3,7 +3,7 @@
 //! Every rubric file must parse; its checklist, verifiers and policy must make sense as a
 //! scoring request would use them (an `answer_line` that leaves `expected` to the request is
 //! compiled with a placeholder of its kind); and every template pair must render, through the
-//! real [`Prompts::render`](crate::prompt::Prompts::render) under strict undefined, against a built-in sample group with each
+//! real [`Prompts::render`](crate::domain::prompt::Prompts::render) under strict undefined, against a built-in sample group with each
 //! rubric (plus a plain and a checklist sample), showing the rubric text, the checklist items
 //! and the trajectories. Each finding is one `FILE:LINE: message` line (`FILE: message` where
 //! no line applies); warnings read `FILE:LINE: warning: message` and do not fail the run.
@@ -17,7 +17,7 @@ mod templates;
 use std::path::PathBuf;
 
 use crate::cli::CliError;
-use crate::prompt::PromptError;
+use crate::domain::prompt::PromptError;
 
 use rubrics::lint_rubrics;
 use templates::lint_templates;

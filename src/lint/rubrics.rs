@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 use toml::de::DeTable;
 
 use super::Report;
-use crate::reward::{ResolvedPolicy, INDEPENDENT, JUDGE};
-use crate::rubric::{line_of, Rubric, RubricSpec};
-use crate::verify::Verifier;
+use crate::domain::reward::{ResolvedPolicy, INDEPENDENT, JUDGE};
+use crate::domain::rubric::{line_of, Rubric, RubricSpec};
+use crate::domain::verify::Verifier;
 
 /// A finding about a rubric: the TOML path it concerns (e.g. `items[2].weight`, which gives
 /// its line), whether it is a warning, and the message.

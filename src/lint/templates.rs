@@ -9,10 +9,10 @@ use std::path::Path;
 use serde_json::json;
 
 use super::Report;
-use crate::dedup::{DedupConfig, JudgeInput};
-use crate::prompt::{GroupExtras, Prompts};
-use crate::rubric::Rubric;
-use crate::trajectory::{parse_trajectories, Trajectory};
+use crate::domain::dedup::{DedupConfig, JudgeInput};
+use crate::domain::prompt::{GroupExtras, Prompts};
+use crate::domain::rubric::Rubric;
+use crate::domain::trajectory::{parse_trajectories, Trajectory};
 
 /// What a judge template may use, for the hint after "`x` is undefined".
 const JUDGE_VARS: &str =

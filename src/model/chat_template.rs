@@ -8,7 +8,7 @@ use minijinja::{Environment, Error, ErrorKind};
 use serde::Serialize;
 
 use super::error::{one_line, LocalError};
-use crate::prompt::ChatMessage;
+use crate::domain::prompt::ChatMessage;
 
 /// ChatML, as Qwen writes it, for a model without a template of its own.
 pub const CHATML_FALLBACK: &str =

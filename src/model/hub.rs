@@ -88,7 +88,7 @@ pub struct Hub {
     /// `HF_ENDPOINT`, default `https://huggingface.co`.
     pub endpoint: String,
     /// `HF_TOKEN`, else the token file beside the cache; sent only with downloads.
-    pub(super) token: Option<crate::secret::Secret>,
+    pub(super) token: Option<crate::domain::secret::Secret>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -136,7 +136,7 @@ impl Hub {
             })
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty())
-            .map(crate::secret::Secret::new);
+            .map(crate::domain::secret::Secret::new);
         Ok(Hub {
             cache,
             offline: var("HF_HUB_OFFLINE").is_some_and(|v| truthy(&v)),

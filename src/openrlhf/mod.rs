@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::rubric::Rubric;
+use crate::domain::rubric::Rubric;
+use crate::domain::trajectory::{type_name, InputError, Message, Role, Trajectory};
 use crate::score::{RubricRef, ScoreRequest, ScoreResponse};
-use crate::trajectory::{type_name, InputError, Message, Role, Trajectory};
 pub use config::OpenRlhfConfig;
 
 /// Every field a `/get_reward` body may have.
@@ -52,7 +52,7 @@ pub fn parse_request(v: &Value, strip_suffixes: &[String]) -> Result<Vec<Sample>
     if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(InputError::new(
             k.clone(),
-            crate::input::unknown_field(k, FIELDS, "known"),
+            crate::domain::input::unknown_field(k, FIELDS, "known"),
         ));
     }
     let strings = |field: &str| -> Result<Vec<String>, InputError> {

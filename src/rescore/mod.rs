@@ -25,9 +25,9 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::cli::{open_scorer, CliError, Common};
+use crate::domain::secret::Secret;
+use crate::domain::trajectory::content_hash;
 use crate::score::Usage;
-use crate::secret::Secret;
-use crate::trajectory::content_hash;
 
 use ledger::{Ledger, Sink};
 use units::{in_shard, read_input, read_units, score_unit, Outcome, Unit};
@@ -126,7 +126,9 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
         match &args.input {
             // Standard input has no name that outlives the run: the job is named by what it
             // read, so piping the same lines again resumes, and other lines are another job.
-            Some(p) if crate::groupfile::is_stdin(p) => format!("stdin {}", content_hash(&text)),
+            Some(p) if crate::toolkit::groupfile::is_stdin(p) => {
+                format!("stdin {}", content_hash(&text))
+            }
             Some(p) => job_path(p),
             None => format!(
                 "log {file} {:?}",

@@ -7,13 +7,13 @@ use serde_json::{json, Map, Value};
 
 use super::{RescoreArgs, Shard};
 use crate::cli::CliError;
-use crate::groupfile::{
-    is_stdin, nonblank_lines, override_request, read_stdin, read_text, STDIN_NAME,
-};
+use crate::domain::trajectory::content_hash;
 use crate::score::request::REQUEST_FIELDS;
 use crate::score::{ScoreError, ScoreRequest, Scorer, Usage};
 use crate::store::{LogFilter, PgOptions, PgStore, ScoringLog};
-use crate::trajectory::content_hash;
+use crate::toolkit::groupfile::{
+    is_stdin, nonblank_lines, override_request, read_stdin, read_text, STDIN_NAME,
+};
 
 /// Trajectory fields in the one-trajectory-per-line form.
 const TRAJECTORY_FIELDS: &[&str] = &[

@@ -7,9 +7,9 @@ use super::memo;
 use super::request::OnJudgeError;
 use super::response::{ErrorBody, TrajectoryScore, Usage, VersionInfo};
 use super::{ScoreError, ScoreRequest, Scorer};
+use crate::domain::reward::JUDGE;
+use crate::domain::rubric::Rubric;
 use crate::judge::{JudgeError, JudgeInfo};
-use crate::reward::JUDGE;
-use crate::rubric::Rubric;
 
 /// What the judge stage gives the pipeline: the outcome (a failure kept, for the request's
 /// `on_judge_error` to decide) and which template and judges made it.

@@ -9,9 +9,9 @@ use serde_json::{json, Map, Value};
 use super::request::{OnJudgeError, RubricRef, ScoreRequest};
 use super::response::ScoreResponse;
 use super::{ScoreError, Scorer};
-use crate::reward::ScaleRewards;
+use crate::domain::reward::ScaleRewards;
+use crate::domain::trajectory::{content_hash, Message, Role, Trajectory};
 use crate::store::ScoringLogEntry;
-use crate::trajectory::{content_hash, Message, Role, Trajectory};
 
 impl Scorer {
     /// Scores one group, then appends it to the store's scoring log (when the store keeps one)

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::judging::Skeleton;
 use super::ScoreRequest;
-use crate::rubric::Rubric;
+use crate::domain::rubric::Rubric;
 
 /// Entries per generation; the memo holds at most twice this many plans.
 const GENERATION: usize = 4096;
@@ -115,7 +115,7 @@ impl PlanMemo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rubric::RubricSet;
+    use crate::domain::rubric::RubricSet;
     use serde_json::json;
 
     fn request(answer: &str, tools: Option<serde_json::Value>) -> ScoreRequest {

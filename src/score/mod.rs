@@ -23,14 +23,14 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
-use crate::dedup::DedupConfig;
+use crate::domain::dedup::DedupConfig;
+use crate::domain::prompt::{PromptError, Prompts};
+use crate::domain::reward::{advantages, AdvantageOverflow, ScaleRewards};
+use crate::domain::rubric::{Rubric, RubricError, RubricSet};
+use crate::domain::trajectory::InputError;
 use crate::judge::config::JudgeConfig;
 use crate::judge::{Judge, JudgeError};
-use crate::prompt::{PromptError, Prompts};
-use crate::reward::{advantages, AdvantageOverflow, ScaleRewards};
-use crate::rubric::{Rubric, RubricError, RubricSet};
 use crate::store::{StoreError, VerdictStore};
-use crate::trajectory::InputError;
 
 pub use judging::cache_key;
 pub use probes::{bradley_terry, verdict_choices, ProbePrompts};

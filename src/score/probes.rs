@@ -9,12 +9,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Map};
 
 use super::{Scorer, CACHE_SCHEMA};
-use crate::dedup::JudgeInput;
+use crate::domain::dedup::JudgeInput;
+use crate::domain::prompt::{GroupExtras, JudgeMode, PromptError, Prompts, RenderedPrompt};
+use crate::domain::rubric::Rubric;
+use crate::domain::trajectory::content_hash;
 use crate::judge::{Judge, JudgeError};
-use crate::prompt::{GroupExtras, JudgeMode, PromptError, Prompts, RenderedPrompt};
-use crate::rubric::Rubric;
 use crate::store::{StoredScore, StoredVerdict};
-use crate::trajectory::content_hash;
 
 /// Groups up to this many distinct trajectories are judged on every ordered pair; larger ones on
 /// a fixed schedule (see [`pair_schedule`]).
@@ -50,7 +50,7 @@ pub fn verdict_choices(mode: JudgeMode) -> Vec<Vec<String>> {
 #[derive(Debug, Clone)]
 pub struct ProbePrompts {
     /// Each prompt's messages.
-    pub prompts: Vec<Vec<crate::prompt::ChatMessage>>,
+    pub prompts: Vec<Vec<crate::domain::prompt::ChatMessage>>,
     /// The candidates each prompt shows: pointwise one, pairwise (first, second).
     pub shows: Vec<Vec<usize>>,
     /// For each trajectory of the request, its candidate (identical trajectories share one).
@@ -247,8 +247,8 @@ fn explanation_prompt(
     probe: &ProbePlan,
     firsts: &[f64],
     c: usize,
-) -> Option<Vec<crate::prompt::ChatMessage>> {
-    use crate::prompt::ChatMessage;
+) -> Option<Vec<crate::domain::prompt::ChatMessage>> {
+    use crate::domain::prompt::ChatMessage;
     let (k, answer) = match probe.mode {
         JudgeMode::Pairwise => {
             let k = probe.pairs.iter().position(|&(a, _)| a == c)?;

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::domain::prompt::ChatMessage;
 use crate::judge::JudgeInfo;
-use crate::prompt::ChatMessage;
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct VersionInfo {
@@ -142,7 +142,7 @@ pub struct ScoreResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct BatchResponse {
     pub results: Vec<ScoreResponse>,
-    pub scale_rewards: crate::reward::ScaleRewards,
+    pub scale_rewards: crate::domain::reward::ScaleRewards,
     pub usage: Usage,
 }
 

@@ -8,10 +8,10 @@ use serde_json::Value;
 use super::request::MAX_VERIFIERS;
 use super::response::TrajectoryScore;
 use super::ScoreRequest;
-use crate::reward::{ResolvedPolicy, INDEPENDENT, JUDGE};
-use crate::rubric::Rubric;
-use crate::trajectory::InputError;
-use crate::verify::Verifier;
+use crate::domain::reward::{ResolvedPolicy, INDEPENDENT, JUDGE};
+use crate::domain::rubric::Rubric;
+use crate::domain::trajectory::InputError;
+use crate::domain::verify::Verifier;
 
 /// Verifiers and policy resolved for one request.
 pub(super) struct RewardPlan {

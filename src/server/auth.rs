@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
 use super::error::ApiError;
-use crate::secret::Secret;
+use crate::domain::secret::Secret;
 
 /// The keys the daemon accepts and the paths it serves without one.
 pub struct ApiKeys {

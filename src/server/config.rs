@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::seconds::check_seconds;
-use crate::secret::Secret;
+use crate::domain::seconds::check_seconds;
+use crate::domain::secret::Secret;
 
 /// `[server]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -54,7 +54,7 @@ impl Default for ServerConfig {
         ServerConfig {
             addr: "127.0.0.1:8080".into(),
             max_body_bytes: 16 * 1024 * 1024,
-            max_group_size: crate::trajectory::MAX_GROUP_SIZE,
+            max_group_size: crate::domain::trajectory::MAX_GROUP_SIZE,
             request_timeout_s: 900.0,
             max_in_flight: 256,
             api_keys_file: None,
@@ -74,10 +74,12 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// Checks the section; the error completes "[server] ...".
     pub fn validate(&self) -> Result<(), String> {
-        if self.max_group_size == 0 || self.max_group_size > crate::trajectory::MAX_GROUP_SIZE {
+        if self.max_group_size == 0
+            || self.max_group_size > crate::domain::trajectory::MAX_GROUP_SIZE
+        {
             return Err(format!(
                 "max_group_size must be 1..={}",
-                crate::trajectory::MAX_GROUP_SIZE
+                crate::domain::trajectory::MAX_GROUP_SIZE
             ));
         }
         check_seconds(self.request_timeout_s, true)

@@ -6,10 +6,10 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::domain::rubric::RubricError;
+use crate::domain::trajectory::InputError;
 use crate::judge::JudgeError;
-use crate::rubric::RubricError;
 use crate::score::ScoreError;
-use crate::trajectory::InputError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -147,16 +147,18 @@ impl ApiError {
     /// The request field the error is about (see [`ErrorDetail::param`]).
     pub fn param(&self) -> Option<&str> {
         match self {
-            ApiError::Input(e) if crate::input::is_field_path(&e.path) => Some(&e.path),
+            ApiError::Input(e) if crate::domain::input::is_field_path(&e.path) => Some(&e.path),
             _ => None,
         }
     }
 
     /// This error with the number of a "too large" refusal as `body` (the request's JSON text)
-    /// wrote it (see [`crate::input::as_written`]).
+    /// wrote it (see [`crate::domain::input::as_written`]).
     pub fn as_written(self, body: &[u8]) -> ApiError {
         match (self, std::str::from_utf8(body)) {
-            (ApiError::Input(e), Ok(text)) => ApiError::Input(crate::input::as_written(e, text)),
+            (ApiError::Input(e), Ok(text)) => {
+                ApiError::Input(crate::domain::input::as_written(e, text))
+            }
             (other, _) => other,
         }
     }

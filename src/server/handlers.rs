@@ -64,7 +64,7 @@ async fn parse_body(state: &AppState, body: Body) -> Result<(ScoreRequest, Bytes
 /// The body's text, kept while its request is scored only when it holds a number that a
 /// refusal could have to quote as written: every other body's memory is given back at once.
 fn kept(bytes: Bytes) -> Bytes {
-    if crate::input::has_long_digit_run(&bytes) {
+    if crate::domain::input::has_long_digit_run(&bytes) {
         bytes
     } else {
         Bytes::new()

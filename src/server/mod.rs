@@ -92,7 +92,7 @@ impl AppState {
     pub fn with_openrlhf(
         mut self,
         cfg: OpenRlhfConfig,
-    ) -> Result<AppState, crate::rubric::RubricError> {
+    ) -> Result<AppState, crate::domain::rubric::RubricError> {
         let deadline = Duration::from_secs_f64(self.server.request_timeout_s);
         self.openrlhf = Arc::new(openrlhf::OpenRlhf::new(self.scorer.clone(), cfg, deadline)?);
         Ok(self)
@@ -257,7 +257,7 @@ mod tests {
             assert!(e.contains("refusing to serve"), "{e}");
         }
         let keyed = ServerConfig {
-            api_keys: vec![crate::secret::Secret::new("k")],
+            api_keys: vec![crate::domain::secret::Secret::new("k")],
             ..ServerConfig::default()
         };
         assert!(check_exposure(at("0.0.0.0:8080"), &keyed).is_ok());

@@ -21,13 +21,13 @@ use super::openapi::examples as doc;
 use super::openapi::responses::GetRewardErrors;
 use super::openapi::wire;
 use super::AppState;
+use crate::domain::rubric::RubricError;
 use crate::judge::JudgeError;
 use crate::openrlhf::assemble::{Assembler, GroupFuture};
 use crate::openrlhf::OpenRlhfConfig;
 use crate::openrlhf::{
     group_request, parse_request, response_body, split_response, LabelUse, Sample, SampleReward,
 };
-use crate::rubric::RubricError;
 use crate::score::{ScoreError, Scorer};
 
 /// A group's error, shared by every request that had a sample in it.

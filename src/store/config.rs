@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::seconds::MAX_SECONDS;
-use crate::secret::{redact_url, Secret};
+use crate::domain::seconds::MAX_SECONDS;
+use crate::domain::secret::{redact_url, Secret};
 
 /// `[store]`.
 #[derive(Debug, Clone, Deserialize)]

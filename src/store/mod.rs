@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::secret::redact_url;
+pub use crate::domain::secret::redact_url;
 pub use claim::Claim;
 pub use migrations::MigrationReport;
 pub use postgres::{PgOptions, PgStore};

@@ -10,7 +10,7 @@ use tokio_postgres::{Client, Config};
 
 use super::pg_tls::{self, MakeRustls};
 use super::StoreError;
-use crate::secret::redact_url;
+use crate::domain::secret::redact_url;
 
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

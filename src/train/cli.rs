@@ -17,7 +17,7 @@ use super::toy;
 use super::trainer::{Source, Trainer};
 use super::TrainError;
 use crate::cli::{open_scorer, Common};
-use crate::rng::Rng;
+use crate::domain::rng::Rng;
 
 /// Runs `gavel train` (from a blocking thread: sampling and backward passes are CPU work).
 pub async fn run(args: TrainArgs) -> Result<u8, TrainError> {

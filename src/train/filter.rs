@@ -18,7 +18,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
-use crate::rng::Rng;
+use crate::domain::rng::Rng;
 
 /// `[filter]`: which tasks online GRPO samples from, by their pass rate under the policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

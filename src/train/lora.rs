@@ -10,7 +10,7 @@ use candle_core::{Result, Tensor, Var};
 
 use super::frozen::matmul_frozen_t;
 use super::lora_op::lora_matmul;
-use crate::rng::Rng;
+use crate::domain::rng::Rng;
 
 pub use crate::model::adapter::{LoraConfig, TARGETS};
 

@@ -27,7 +27,7 @@ fn by_tensor_ops(
 }
 
 fn randn(shape: (usize, usize), seed: u64) -> Tensor {
-    let mut rng = crate::rng::Rng::new(seed);
+    let mut rng = crate::domain::rng::Rng::new(seed);
     let v: Vec<f32> = (0..shape.0 * shape.1)
         .map(|_| rng.symmetric(1.0) as f32)
         .collect();

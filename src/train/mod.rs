@@ -15,7 +15,7 @@
 //!   inference network's features, a differentiable head over the top layers).
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
 //! - [`cli`], [`args`], [`config`]: `gavel train`, its flags and the TOML config.
-//! - [`crate::rng`]: the one seeded generator everything random draws from.
+//! - [`crate::domain::rng`]: the one seeded generator everything random draws from.
 //!
 //! This module and `judge::local` never import each other: what both need is in
 //! [`crate::model`].

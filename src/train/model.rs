@@ -13,8 +13,8 @@ use candle_nn::rotary_emb::rope_slow;
 
 use super::kv_cache::KvCache;
 use super::lora::{Linear, LoraConfig};
+use crate::domain::rng::Rng;
 use crate::model::{Arch, DenseWeights, QwenConfig};
-use crate::rng::Rng;
 
 struct Attention {
     q: Linear,

@@ -7,9 +7,9 @@ use candle_transformers::models::{qwen2, qwen3};
 use super::kv_cache::KvCache;
 use super::lora::LoraConfig;
 use super::model::Qwen;
+use crate::domain::rng::Rng;
 use crate::model::testkit::{self, TinyOptions};
 use crate::model::{Arch, ModelFiles};
-use crate::rng::Rng;
 
 const IDS: [[u32; 7]; 2] = [[5, 17, 290, 3, 99, 42, 7], [250, 1, 60, 61, 62, 300, 11]];
 

@@ -7,7 +7,7 @@
 //!   the trajectories are; they are read from that file (its path as written, else relative to
 //!   SCORED.jsonl's folder), in any of rescore's input forms.
 //!
-//! Reading and resolving the lines is [`crate::scored`]'s (shared with `gavel select`); this
+//! Reading and resolving the lines is [`crate::toolkit::scored`]'s (shared with `gavel select`); this
 //! file tokenizes what it reads. Every trajectory is split at its last user (or system) message: what comes before is the
 //! prompt, rendered with the chat template and the assistant turn opened; what comes after (the
 //! final assistant turns, with any tool results between them) is the completion, tokenized turn
@@ -20,11 +20,11 @@ use std::path::Path;
 use super::rollout::{Completion, Finish, Policy};
 use super::trainer::GroupData;
 use super::TrainError;
-use crate::prompt::ChatMessage;
-use crate::scored::{read_scored_with, ScoredGroup};
-use crate::trajectory::{Role, Trajectory};
+use crate::domain::prompt::ChatMessage;
+use crate::domain::trajectory::{Role, Trajectory};
+use crate::toolkit::scored::{read_scored_with, ScoredGroup};
 
-/// Reads scored groups (with [`crate::scored`]'s reader) and tokenizes them for `policy`; a bad
+/// Reads scored groups (with [`crate::toolkit::scored`]'s reader) and tokenizes them for `policy`; a bad
 /// line is `FILE:LINE: problem`.
 pub fn read_scored(path: &Path, policy: &Policy) -> Result<Vec<GroupData>, TrainError> {
     let groups = read_scored_with(path, |g| group_data(&g, policy))
@@ -86,7 +86,7 @@ pub fn advantages_of(rewards: &[Option<f64>]) -> Vec<f64> {
         .collect()
 }
 
-fn chat_message(m: &crate::trajectory::Message) -> ChatMessage {
+fn chat_message(m: &crate::domain::trajectory::Message) -> ChatMessage {
     let role = match m.role {
         Role::System => "system",
         Role::User => "user",

@@ -14,11 +14,11 @@ use super::kv_cache::KvCache;
 use super::lora::LoraConfig;
 use super::model::Qwen;
 use super::TrainError;
+use crate::domain::prompt::ChatMessage;
+use crate::domain::rng::Rng;
 use crate::model::{
     ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, RenderOptions,
 };
-use crate::prompt::ChatMessage;
-use crate::rng::Rng;
 
 /// The model being trained and its tokenizer and chat template.
 pub struct Policy {

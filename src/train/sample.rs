@@ -68,7 +68,7 @@ impl Trainer {
 /// `gavel train sample --out FILE`: `group_size` completions of every task, scored, one group
 /// per line as a request body with its `rewards` and `advantages` added (the self-contained
 /// form `gavel select` and `train --offline` read), whole or not at all
-/// ([`crate::output_file`]). Returns the number of groups.
+/// ([`crate::toolkit::output_file`]). Returns the number of groups.
 pub fn write_samples(trainer: &mut Trainer, out: &Path) -> Result<usize, TrainError> {
     let groups = trainer.sample_tasks(trainer.cfg.group_size)?;
     let lines = groups.iter().map(|g| {
@@ -77,7 +77,7 @@ pub fn write_samples(trainer: &mut Trainer, out: &Path) -> Result<usize, TrainEr
         line["advantages"] = serde_json::json!(g.scored.advantages);
         line.to_string()
     });
-    crate::output_file::write_lines(out, lines)
+    crate::toolkit::output_file::write_lines(out, lines)
         .map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
     Ok(groups.len())
 }

@@ -19,7 +19,7 @@ pub struct Scored {
 impl Scored {
     /// The same rewards and advantages, each pair moved to a completion drawn by `rng` (a
     /// uniform permutation): the shuffled-reward control.
-    pub fn shuffled(mut self, rng: &mut crate::rng::Rng) -> Scored {
+    pub fn shuffled(mut self, rng: &mut crate::domain::rng::Rng) -> Scored {
         let mut order: Vec<usize> = (0..self.rewards.len()).collect();
         rng.shuffle(&mut order);
         self.rewards = order.iter().map(|&i| self.rewards[i]).collect();
@@ -99,7 +99,7 @@ impl Rewarder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
+    use crate::domain::rng::Rng;
 
     #[test]
     fn shuffled_rewards_keep_their_advantages_and_are_a_seeded_permutation() {

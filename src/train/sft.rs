@@ -37,9 +37,9 @@ use super::rollout::Policy;
 use super::run_log::{progress_bar, MetricsFile};
 use super::trainer::{Source, Trainer};
 use super::TrainError;
-use crate::groupfile::{nonblank_lines, read_text};
-use crate::rng::Rng;
-use crate::trajectory::parse_trajectory;
+use crate::domain::rng::Rng;
+use crate::domain::trajectory::parse_trajectory;
+use crate::toolkit::groupfile::{nonblank_lines, read_text};
 
 /// One tokenized chat example.
 #[derive(Debug, Clone, PartialEq)]

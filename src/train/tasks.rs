@@ -3,13 +3,13 @@
 //! ...), which say how the completions of that prompt are scored. Every line is checked when the
 //! file is read, so a bad line stops training before the first step.
 
-use crate::groupfile::{nonblank_lines, read_text};
+use crate::toolkit::groupfile::{nonblank_lines, read_text};
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
 use super::TrainError;
-use crate::prompt::ChatMessage;
+use crate::domain::prompt::ChatMessage;
 use crate::score::ScoreRequest;
 
 /// One prompt and how to score its completions.
@@ -100,7 +100,7 @@ fn parse_task(line: &str, at: &str) -> Result<Task, String> {
     };
     if let Some(Value::Array(vs)) = task.scoring.get("verifiers") {
         for (k, v) in vs.iter().enumerate() {
-            crate::verify::Verifier::from_json(v, &format!("verifiers[{k}]"))
+            crate::domain::verify::Verifier::from_json(v, &format!("verifiers[{k}]"))
                 .map_err(|e| e.to_string())?;
         }
     }

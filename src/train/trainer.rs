@@ -19,7 +19,7 @@ use super::run_log::{progress_bar, MetricsFile};
 use super::scoring::Rewarder;
 use super::tasks::Task;
 use super::TrainError;
-use crate::rng::Rng;
+use crate::domain::rng::Rng;
 
 /// One prompt's completions with their scores.
 #[derive(Debug, Clone)]

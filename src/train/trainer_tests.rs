@@ -8,7 +8,7 @@ use crate::train::toy::{toy_config, write_toy};
 /// A group of four completions of one prompt, of different lengths (padding in the batch),
 /// with advantages of both signs.
 fn group(trainer: &Trainer) -> GroupData {
-    let msgs = [crate::prompt::ChatMessage {
+    let msgs = [crate::domain::prompt::ChatMessage {
         role: "user".into(),
         content: "3456".into(),
     }];

@@ -332,16 +332,16 @@ async fn completions(
             .map(str::to_string),
     );
     let prompt_tokens = if state.count_tokens.load(std::sync::atomic::Ordering::SeqCst) {
-        let msgs: Vec<gavel::prompt::ChatMessage> = req["messages"]
+        let msgs: Vec<gavel::domain::prompt::ChatMessage> = req["messages"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| gavel::prompt::ChatMessage {
+            .map(|m| gavel::domain::prompt::ChatMessage {
                 role: m["role"].as_str().unwrap_or_default().to_string(),
                 content: m["content"].as_str().unwrap_or_default().to_string(),
             })
             .collect();
-        gavel::prompt::count_tokens(&msgs) as u64
+        gavel::domain::prompt::count_tokens(&msgs) as u64
     } else {
         100
     };

@@ -193,7 +193,7 @@ async fn judges_on_one_base_with_different_adapters_have_different_identities() 
     // A verdict adapter trained for pointwise mode only is refused by a pairwise judge.
     let mut cfg = JudgeConfig::local(&gguf);
     cfg.adapter = Some(a);
-    cfg.mode = Some(gavel::prompt::JudgeMode::Pairwise);
+    cfg.mode = Some(gavel::domain::prompt::JudgeMode::Pairwise);
     let e = LocalJudge::new("j", &cfg).unwrap_err().to_string();
     assert!(e.contains("trained for mode pointwise"), "{e}");
 }

@@ -12,11 +12,11 @@ use serde_json::json;
 
 use crate::common::model::testkit::{self, TinyOptions};
 use crate::max_diff;
+use gavel::domain::prompt::JudgeMode;
+use gavel::domain::rng::Rng;
 use gavel::judge::local::{LoadedModel, LocalModelSpec};
 use gavel::model::adapter::{base_record, JudgeRecord, LoraConfig, Reach, TARGETS};
 use gavel::model::{Arch, ModelFiles};
-use gavel::prompt::JudgeMode;
-use gavel::rng::Rng;
 use gavel::score::verdict_choices;
 use gavel::train::judge::features::BaseModel;
 use gavel::train::judge::head::VerdictHead;

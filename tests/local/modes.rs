@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::serving::{example, local_config, tiny_models, with};
 use crate::common::{rewards, Gavel, MockJudge};
-use gavel::prompt::JudgeMode;
+use gavel::domain::prompt::JudgeMode;
 
 fn usage(body: &Value, key: &str) -> u64 {
     body["usage"][key]

@@ -38,7 +38,7 @@ pub(crate) fn local_config(
     let mut j = JudgeConfig::local(model);
     // These tests are about the listwise engine (verdict JSON, explanations, re-asks); the
     // probability modes have tests/local/modes.rs.
-    j.mode = Some(gavel::prompt::JudgeMode::Listwise);
+    j.mode = Some(gavel::domain::prompt::JudgeMode::Listwise);
     j.max_explanation_bytes = EXPLANATION;
     j.deadline_s = 300.0;
     edit(&mut j);
@@ -322,7 +322,7 @@ async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = local_config(Path::new(&path), &tmp.path().join("store"), |j| {
-        j.mode = Some(gavel::prompt::JudgeMode::Pairwise);
+        j.mode = Some(gavel::domain::prompt::JudgeMode::Pairwise);
         j.deadline_s = 3600.0;
         j.device = std::env::var("GAVEL_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
     });

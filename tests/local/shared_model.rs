@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use gavel::domain::prompt::ChatMessage;
 use gavel::judge::config::JudgeConfig;
 use gavel::judge::local::LocalJudge;
 use gavel::judge::Judge;
 use gavel::model::adapter::Reach;
-use gavel::prompt::ChatMessage;
 
 use super::adapters::{options, record_for, write_adapter};
 use crate::common::model::testkit;
@@ -158,7 +158,7 @@ async fn through_the_daemon_a_tuned_judge_reuses_its_base_judges_prefixes() {
     let a = tmp.path().join("a");
     write_adapter(&a, 1, Some(&record_for(&gguf)));
     let mut cfg = local_config(&gguf, &tmp.path().join("store"), |j| {
-        j.mode = Some(gavel::prompt::JudgeMode::Pointwise);
+        j.mode = Some(gavel::domain::prompt::JudgeMode::Pointwise);
     });
     let mut tuned = cfg.judges["tiny"].clone();
     tuned.adapter = Some(a.clone());

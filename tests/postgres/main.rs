@@ -23,9 +23,9 @@ use tokio::process::Command;
 
 use common::{close, marked_group, rewards, simple_traj, Behaviour, Gavel, MockJudge, MOCK_KEY};
 use database::test_db;
+use gavel::domain::trajectory::content_hash;
 use gavel::score::ScoreRequest;
 use gavel::store::{LogFilter, PgOptions, PgStore, UnitChange};
-use gavel::trajectory::content_hash;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gavel");
 

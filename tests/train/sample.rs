@@ -27,7 +27,7 @@ fn sampled_groups_are_written_with_their_own_rewards_and_read_back() {
     assert_eq!(write_samples(&mut trainer, &out).unwrap(), n_tasks);
     assert!(!tmp.path().join("best8.jsonl.tmp").exists());
 
-    let groups = gavel::scored::read_scored(&out).unwrap();
+    let groups = gavel::toolkit::scored::read_scored(&out).unwrap();
     assert_eq!(groups.len(), n_tasks, "one group per task, in task order");
     let rescorer = in_process(&rt);
     let mut spread = 0;
@@ -75,16 +75,16 @@ fn a_group_of_one_at_temperature_zero_is_each_tasks_greedy_answer() {
     let mut trainer = Trainer::new(cfg.clone(), source).unwrap();
     let out = tmp.path().join("greedy.jsonl");
     assert_eq!(write_samples(&mut trainer, &out).unwrap(), read.len());
-    let groups = gavel::scored::read_scored(&out).unwrap();
+    let groups = gavel::toolkit::scored::read_scored(&out).unwrap();
     assert_eq!(groups.len(), read.len());
     let mut answers = std::collections::BTreeSet::new();
     for (g, task) in groups.iter().zip(&read) {
         assert_eq!(g.trajectories.len(), 1, "line {}", g.line);
         let written = g.trajectories[0].messages.last().unwrap();
-        assert_eq!(written.role, gavel::trajectory::Role::Assistant);
+        assert_eq!(written.role, gavel::domain::trajectory::Role::Assistant);
         // The greedy answer of the task's prompt alone.
         let prompt = trainer.policy.prompt_ids(&task.messages).unwrap();
-        let mut rng = gavel::rng::Rng::new(1);
+        let mut rng = gavel::domain::rng::Rng::new(1);
         let greedy = gavel::train::rollout::sample_rows(
             &trainer.policy,
             &[&prompt],

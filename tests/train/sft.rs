@@ -60,12 +60,17 @@ fn greedy_answers(t: &Trainer) -> Vec<String> {
     TOY_STARTS
         .iter()
         .map(|&s| {
-            let msgs = [gavel::prompt::ChatMessage {
+            let msgs = [gavel::domain::prompt::ChatMessage {
                 role: "user".into(),
                 content: toy_pair(s).0,
             }];
             let prompt = t.policy.prompt_ids(&msgs).unwrap();
-            let out = sample_rows(&t.policy, &[&prompt], &cfg, &mut gavel::rng::Rng::new(0));
+            let out = sample_rows(
+                &t.policy,
+                &[&prompt],
+                &cfg,
+                &mut gavel::domain::rng::Rng::new(0),
+            );
             out.unwrap().remove(0).text
         })
         .collect()

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::MAX_TAU_ROWS;
 use crate::diff::text::signed;
 use crate::diff::Report;
-use crate::html::{
+use crate::toolkit::html::{
     clip, count_axis, count_grid, esc, fmt_tick, legend, line, rect, svg_open, text, GRID, INK,
     MUTED,
 };

@@ -2,7 +2,7 @@
 //! the automaton alone.
 
 use super::*;
-use crate::verdict::{parse_verdict, ParseOptions};
+use crate::domain::verdict::{parse_verdict, ParseOptions};
 
 fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()

@@ -203,11 +203,11 @@ fn metric_labels(info: &ModelInfo) -> Vec<metrics::Label> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::prompt::ChatMessage;
     use crate::judge::local::job::MAX_PANICS;
     use crate::judge::local::model::LocalModelSpec;
     use crate::model::testkit::{self, TinyOptions};
     use crate::model::Arch;
-    use crate::prompt::ChatMessage;
 
     fn engine(dir: &std::path::Path) -> Engine {
         let folder = dir.join("tiny");

@@ -8,11 +8,11 @@ use serde_json::{json, Value};
 
 use super::engine::Engine;
 use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
+use crate::domain::prompt::{ChatMessage, JudgeMode};
 use crate::judge::config::JudgeConfig;
 use crate::judge::{ChoiceProbabilities, Completion, JudgeError};
 use crate::model::adapter::AdapterInfo;
 use crate::model::{LocalError, ModelInfo};
-use crate::prompt::{ChatMessage, JudgeMode};
 
 #[derive(Debug)]
 pub struct LocalJudge {
@@ -141,7 +141,7 @@ impl LocalJudge {
         id
     }
 
-    /// One completion. `schema` is [`crate::verdict::verdict_schema`]'s: the trajectory ids and
+    /// One completion. `schema` is [`crate::domain::verdict::verdict_schema`]'s: the trajectory ids and
     /// checklist item ids the constrained output follows are read from it.
     pub async fn complete(
         &self,
@@ -321,7 +321,7 @@ fn schema_ids(schema: &Value) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::verdict_schema;
+    use crate::domain::verdict::verdict_schema;
 
     #[test]
     fn ids_and_items_come_from_the_verdict_schema() {

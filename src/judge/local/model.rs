@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use candle_core::DType;
 use tokenizers::Tokenizer;
 
+use crate::domain::prompt::ChatMessage;
 use crate::model::adapter::{Adapter, AdapterInfo, Reach};
 use crate::model::error::one_line;
 use crate::model::infer::{AdapterRows, KvState, Qwen};
@@ -16,7 +17,6 @@ use crate::model::{
     Arch, ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, ModelInfo,
     RenderOptions,
 };
-use crate::prompt::ChatMessage;
 
 /// Where a local model comes from and where it runs: the judge's `model_path` and `device`,
 /// with the LoRA adapters to attach.

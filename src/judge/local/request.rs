@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use crate::domain::prompt::ChatMessage;
 use crate::model::LocalError;
-use crate::prompt::ChatMessage;
 
 /// How the engine generates and queues.
 #[derive(Debug, Clone, PartialEq)]

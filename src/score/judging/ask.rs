@@ -157,7 +157,7 @@ fn estimate_tokens(plan: &Plan<'_>, i: usize, judge_counted: u64) -> (u64, u64) 
     let saved = plan.input.bytes_saved(
         &plan.skeleton.samples[i].order,
         |m| quote_json(m).len() + 1,
-        |c| quote_json(&crate::json_text::JsonOrText(c)).len(),
+        |c| quote_json(&crate::domain::json_text::JsonOrText(c)).len(),
     );
     let extra = (saved as f64 * material as f64 / bytes.max(1) as f64).round() as u64;
     (counted, counted + extra)

@@ -9,13 +9,16 @@ use super::*;
 pub(in crate::score) fn check_mode(
     judge: &Judge,
     rubric: &Rubric,
-    mode: crate::prompt::JudgeMode,
+    mode: crate::domain::prompt::JudgeMode,
 ) -> Result<(), ScoreError> {
     if !mode.reads_probabilities() {
         return Ok(());
     }
     let bad = |problem: String| {
-        ScoreError::Input(crate::trajectory::InputError::new("judge_mode", problem))
+        ScoreError::Input(crate::domain::trajectory::InputError::new(
+            "judge_mode",
+            problem,
+        ))
     };
     if !judge.reads_probabilities() {
         return Err(bad(format!(
@@ -199,7 +202,7 @@ impl Scorer {
             .collect();
         let base = count_tokens(&full.messages).saturating_sub(cost.iter().sum());
         chunk_candidates(&cost, base, budget, CHUNK_ANCHORS).ok_or_else(|| {
-            ScoreError::Input(crate::trajectory::InputError::new(
+            ScoreError::Input(crate::domain::trajectory::InputError::new(
                 "trajectories",
                 format!(
                     "the group cannot be split to fit judge {:?}'s context_tokens ({context}): \

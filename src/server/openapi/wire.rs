@@ -1,6 +1,6 @@
 //! The request bodies as JSON, for the document. The daemon reads requests by hand (so that a
 //! refusal names the trajectory, message and field: see `trajectory.rs`, `score::request` and
-//! `openrlhf`), which makes [`crate::trajectory::Trajectory`] and [`crate::score::ScoreRequest`]
+//! `openrlhf`), which makes [`crate::domain::trajectory::Trajectory`] and [`crate::score::ScoreRequest`]
 //! the validated forms, not the shapes a caller sends: a message role of `developer`, content
 //! given as parts, a bare array for a trajectory or a group. These types describe those shapes;
 //! nothing is parsed with them. Everything they embed that serde does read (policies, inline
@@ -16,9 +16,9 @@ use utoipa::openapi::schema::{ArrayBuilder, Schema};
 use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::prompt::JudgeMode;
-use crate::reward::{Policy, ScaleRewards};
-use crate::rubric::RubricSpec;
+use crate::domain::prompt::JudgeMode;
+use crate::domain::reward::{Policy, ScaleRewards};
+use crate::domain::rubric::RubricSpec;
 use crate::score::samples::Aggregate;
 use crate::score::OnJudgeError;
 
@@ -152,7 +152,7 @@ pub struct TrajectoryArray;
 
 impl PartialSchema for TrajectoryArray {
     fn schema() -> RefOr<Schema> {
-        let max = crate::trajectory::MAX_GROUP_SIZE;
+        let max = crate::domain::trajectory::MAX_GROUP_SIZE;
         array(Ref::from_schema_name("Trajectory"), 1, Some(max))
     }
 }
@@ -320,7 +320,7 @@ mod tests {
         use crate::score::request::{MAX_BATCH_GROUPS, MAX_PERMUTATIONS, MAX_VERIFIERS};
         let group = serde_json::to_value(Group::schema()).unwrap();
         let field = |name: &str, key: &str| group["properties"][name][key].as_u64();
-        let max_group = crate::trajectory::MAX_GROUP_SIZE as u64;
+        let max_group = crate::domain::trajectory::MAX_GROUP_SIZE as u64;
         assert_eq!(field("trajectories", "maxItems"), Some(max_group));
         assert_eq!(
             field("permutations", "maximum"),

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::domain::prompt::JudgeMode;
 use crate::model::adapter::Reach;
-use crate::prompt::JudgeMode;
 
 /// `gavel train judge`: LoRA training of a local judge's verdict.
 #[derive(Args, Debug, Clone)]

@@ -8,7 +8,7 @@
 //! - **A teacher** (another judge's scores, soft targets): pointwise its score; pairwise
 //!   ½ + (first − second)/2.
 
-use crate::prompt::{ChatMessage, JudgeMode};
+use crate::domain::prompt::{ChatMessage, JudgeMode};
 use crate::score::{ScoreRequest, Scorer};
 
 use crate::train::TrainError;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 
+use crate::domain::prompt::ChatMessage;
 use crate::model::adapter::Reach;
 use crate::model::infer::{KvState, Qwen};
 use crate::model::ModelFiles;
-use crate::prompt::ChatMessage;
 
 use crate::train::TrainError;
 

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::examples::{Example, GroupTruth};
 use super::features::{Context, Features};
 use super::head::VerdictHead;
-use crate::prompt::JudgeMode;
-use crate::rng::Rng;
+use crate::domain::prompt::JudgeMode;
+use crate::domain::rng::Rng;
 use crate::train::optim::{accumulate, clip_grad_norm, named_grads, AdamW, AdamWConfig, Schedule};
 use crate::train::TrainError;
 

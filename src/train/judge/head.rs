@@ -14,9 +14,9 @@ use candle_nn::ops::{rms_norm_slow, softmax};
 use candle_nn::rotary_emb::rope_slow;
 
 use super::features::{Context, Features};
+use crate::domain::rng::Rng;
 use crate::model::adapter::{peft_name, LoraConfig, TARGETS};
 use crate::model::{ModelFiles, QwenConfig};
-use crate::rng::Rng;
 use crate::train::lora::Linear;
 use crate::train::TrainError;
 

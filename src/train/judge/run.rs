@@ -13,13 +13,13 @@ use super::feature_file::{self, FeatureKey};
 use super::features::BaseModel;
 use super::fit::{self, FitSettings, Split};
 use super::head::VerdictHead;
+use crate::domain::prompt::JudgeMode;
+use crate::domain::rng::Rng;
 use crate::eval::Labels;
-use crate::groupfile::read_groups;
 use crate::model::adapter::{base_record, JudgeRecord, LoraConfig, ADAPTER_CONFIG, JUDGE_RECORD};
 use crate::model::{DeviceSpec, ModelFiles};
-use crate::prompt::JudgeMode;
-use crate::rng::Rng;
 use crate::score::{verdict_choices, Scorer};
+use crate::toolkit::groupfile::read_groups;
 use crate::train::checkpoint::{self, TrainerState};
 use crate::train::run_log::{progress_bar, MetricsFile};
 use crate::train::TrainError;
@@ -304,7 +304,7 @@ fn labelled(files: &[PathBuf], scorer: &Scorer) -> Result<Vec<Source>, TrainErro
 /// A teacher's group file may be an eval file: its `labels`, `id` and `set` are not read.
 struct Unlabelled;
 
-impl crate::groupfile::Extra for Unlabelled {
+impl crate::toolkit::groupfile::Extra for Unlabelled {
     fn take(obj: &mut serde_json::Map<String, serde_json::Value>) -> Result<Unlabelled, String> {
         for k in ["labels", "id", "set"] {
             obj.remove(k);

@@ -12,7 +12,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 const DESCRIPTION: &str = "Generated from the daemon's types and handlers (`gavel`'s \
-`src/server/openapi.rs`); `tests/ops/` checks that it documents exactly the daemon's routes, \
+`src/server/openapi/`); `tests/ops/` checks that it documents exactly the daemon's routes, \
 that its examples validate against its schemas and are accepted, and that real responses match \
 the response schemas. Every error is `{\"error\": {\"type\", \"message\", \"param\"}}` \
 (`param`: the request field it is about, or null). With API keys \

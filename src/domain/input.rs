@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Number, Value};
 
-use crate::trajectory::{type_name, InputError};
+use crate::domain::trajectory::{type_name, InputError};
 
 /// The problem of an unknown field `key` among `known`: the nearest known name when `key` looks
 /// like a typo of it, else the whole list (`label` names it, e.g. "known").

@@ -8,7 +8,7 @@
 //! escaped as `\u003c`, `\u003e`, `\u0026`, so no content can close a tag, open a fake
 //! `<trajectory>` or pose as the grader. A content that is itself a JSON object or array (a
 //! tool's result, above all) is written as that JSON value, compacted, not re-quoted as a string
-//! ([`crate::json_text`]); the same escaping applies inside it. Everything else in the JSON stays as it is — non-ASCII
+//! ([`crate::domain::json_text`]); the same escaping applies inside it. Everything else in the JSON stays as it is — non-ASCII
 //! text is sent as UTF-8, which costs far fewer tokens than `\uXXXX` escapes.
 
 use std::collections::BTreeMap;
@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::dedup::{JudgeInput, JudgeMessage};
-use crate::json_text::JsonOrText;
-use crate::rubric::Rubric;
-use crate::trajectory::content_hash;
+use crate::domain::dedup::{JudgeInput, JudgeMessage};
+use crate::domain::json_text::JsonOrText;
+use crate::domain::rubric::Rubric;
+use crate::domain::trajectory::content_hash;
 
 /// The prompt used when none is named.
 pub const DEFAULT_PROMPT: &str = "relative";
@@ -97,29 +97,29 @@ impl JudgeMode {
 const BUILT_IN: &[(&str, &str)] = &[
     (
         "relative.system.jinja",
-        include_str!("../prompts/relative.system.jinja"),
+        include_str!("../../prompts/relative.system.jinja"),
     ),
     (
         "relative.user.jinja",
-        include_str!("../prompts/relative.user.jinja"),
+        include_str!("../../prompts/relative.user.jinja"),
     ),
     (
         "pointwise.system.jinja",
-        include_str!("../prompts/pointwise.system.jinja"),
+        include_str!("../../prompts/pointwise.system.jinja"),
     ),
     (
         "pointwise.user.jinja",
-        include_str!("../prompts/pointwise.user.jinja"),
+        include_str!("../../prompts/pointwise.user.jinja"),
     ),
     (
         "pairwise.system.jinja",
-        include_str!("../prompts/pairwise.system.jinja"),
+        include_str!("../../prompts/pairwise.system.jinja"),
     ),
     (
         "pairwise.user.jinja",
-        include_str!("../prompts/pairwise.user.jinja"),
+        include_str!("../../prompts/pairwise.user.jinja"),
     ),
-    ("reask.jinja", include_str!("../prompts/reask.jinja")),
+    ("reask.jinja", include_str!("../../prompts/reask.jinja")),
 ];
 
 #[derive(Debug, thiserror::Error)]

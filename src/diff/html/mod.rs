@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use super::text::{num, rank, signed};
 use super::{Compare, Comparison, GroupReport, Report};
-use crate::html::{card, clip, esc, kv_rows, page_close, page_open, MUTED};
+use crate::toolkit::html::{card, clip, esc, kv_rows, page_close, page_open, MUTED};
 
 use plots::{delta_svg, distribution_svg, tau_svg};
 

@@ -13,7 +13,7 @@ mod checks;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::trajectory::{InputError, Trajectory};
+use crate::domain::trajectory::{InputError, Trajectory};
 
 /// The result of one check: `value` in `[0, 1]`, or `None` when the check does not apply.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -72,7 +72,11 @@ impl Verifier {
                 let known: Vec<&str> = COMMON_FIELDS.iter().chain(fields.iter()).copied().collect();
                 return Err(spec.err(
                     key,
-                    crate::input::unknown_field(key, &known, &format!("known fields for {kind}")),
+                    crate::domain::input::unknown_field(
+                        key,
+                        &known,
+                        &format!("known fields for {kind}"),
+                    ),
                 ));
             }
         }
@@ -115,7 +119,7 @@ impl Verifier {
     }
 }
 
-pub(crate) use crate::trajectory::type_name;
+pub(crate) use crate::domain::trajectory::type_name;
 
 /// A verifier spec being read: typed access to its fields with errors naming `at.field`.
 /// A field set to `null` counts as absent.
@@ -181,7 +185,7 @@ impl<'a> Spec<'a> {
             Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| {
                 self.err(
                     field,
-                    crate::input::not_an_integer(n, "a non-negative integer"),
+                    crate::domain::input::not_an_integer(n, "a non-negative integer"),
                 )
             }),
             Some(v) => Err(self.wrong_type(field, "a non-negative integer", v)),
@@ -192,7 +196,7 @@ impl<'a> Spec<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::trajectory::{Message, Role, ToolCall};
+    use crate::domain::trajectory::{Message, Role, ToolCall};
     use serde_json::json;
 
     fn msg(role: Role, content: Option<&str>, calls: usize) -> Message {

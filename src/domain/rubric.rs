@@ -9,21 +9,24 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::reward::Policy;
-use crate::trajectory::content_hash;
+use crate::domain::reward::Policy;
+use crate::domain::trajectory::content_hash;
 
 /// Rubrics shipped with gavel: (name, file text).
 const BUILT_IN: &[(&str, &str)] = &[
-    ("default", include_str!("../rubrics/default.toml")),
+    ("default", include_str!("../../rubrics/default.toml")),
     (
         "rag_faithfulness",
-        include_str!("../rubrics/rag_faithfulness.toml"),
+        include_str!("../../rubrics/rag_faithfulness.toml"),
     ),
     (
         "research_report",
-        include_str!("../rubrics/research_report.toml"),
+        include_str!("../../rubrics/research_report.toml"),
     ),
-    ("retrieval_qa", include_str!("../rubrics/retrieval_qa.toml")),
+    (
+        "retrieval_qa",
+        include_str!("../../rubrics/retrieval_qa.toml"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

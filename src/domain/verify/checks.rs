@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::answer::AnswerLine;
 use super::{type_name, Outcome, Spec};
-use crate::trajectory::{InputError, Role, Trajectory};
+use crate::domain::trajectory::{InputError, Role, Trajectory};
 
 /// Every verifier type with the fields it takes besides `type`, `name` and `weight`.
 pub(super) const TYPES: &[(&str, &[&str])] = &[

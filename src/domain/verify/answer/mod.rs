@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::{type_name, Outcome, Spec};
-use crate::trajectory::InputError;
+use crate::domain::trajectory::InputError;
 
 mod value;
 

@@ -1,7 +1,7 @@
 //! Best-of-N selection for SFT (`gavel select`): from each scored group keep the best
 //! trajectory (or the top K), when it is good enough and clearly better than the rest, and
 //! write it as a chat line TRL's `SFTTrainer` reads. Pure functions on plain data; the reading
-//! is [`crate::scored`]'s and the file writing the command's.
+//! is [`crate::toolkit::scored`]'s and the file writing the command's.
 //!
 //! The rule, per group:
 //! 1. Rank the trajectories that have a reward (a null reward never wins and is never "next"):
@@ -20,8 +20,8 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
-use crate::scored::ScoredGroup;
-use crate::trajectory::{Message, Role, Trajectory};
+use crate::domain::trajectory::{Message, Role, Trajectory};
+use crate::toolkit::scored::ScoredGroup;
 
 /// Slack for the margin test: rewards are sums and products of decimals.
 const EPS: f64 = 1e-9;
@@ -422,7 +422,7 @@ mod tests {
                  "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "2"},
             {"role": "assistant", "content": "ANSWER: 2"}]}]});
-        let trajs = crate::trajectory::parse_trajectories(&v["trajectories"], 4).unwrap();
+        let trajs = crate::domain::trajectory::parse_trajectories(&v["trajectories"], 4).unwrap();
         let g = ScoredGroup {
             line: 3,
             group_id: Some(json!("g")),

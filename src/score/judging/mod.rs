@@ -21,17 +21,17 @@ use super::samples::{
     chunk_candidates, combine_judges, mean_std, merge_chunks, permutation_orders, Aggregate,
 };
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
-use crate::dedup::JudgeInput;
-use crate::judge::{Judge, JudgeError, JudgeInfo};
-use crate::prompt::{
+use crate::domain::dedup::JudgeInput;
+use crate::domain::prompt::{
     count_tokens, quote_json, ChatMessage, GroupExtras, RenderedPrompt, DEFAULT_PROMPT,
 };
-use crate::rubric::checklist_score;
-use crate::rubric::Rubric;
+use crate::domain::rubric::checklist_score;
+use crate::domain::rubric::Rubric;
+use crate::domain::trajectory::content_hash;
+use crate::domain::verdict::verdict_schema;
+use crate::domain::verdict::{parse_verdict, ParseOptions};
+use crate::judge::{Judge, JudgeError, JudgeInfo};
 use crate::store::{StoredScore, StoredVerdict};
-use crate::trajectory::content_hash;
-use crate::verdict::verdict_schema;
-use crate::verdict::{parse_verdict, ParseOptions};
 
 mod aggregate;
 mod ask;

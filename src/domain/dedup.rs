@@ -14,8 +14,8 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::json_text::JsonOrText;
-use crate::trajectory::{Message, Role, ToolCall, Trajectory};
+use crate::domain::json_text::JsonOrText;
+use crate::domain::trajectory::{Message, Role, ToolCall, Trajectory};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DedupConfig {
@@ -334,7 +334,7 @@ fn renumber_tool_calls(t: &Trajectory) -> Vec<JudgeMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trajectory::parse_trajectories;
+    use crate::domain::trajectory::parse_trajectories;
     use serde_json::json;
 
     fn group(v: serde_json::Value) -> Vec<Trajectory> {

@@ -1,9 +1,9 @@
 //! `prompt.rs`'s unit tests: what the judge templates render for each kind of group.
 
 use super::*;
-use crate::dedup::{DedupConfig, JudgeInput};
-use crate::rubric::RubricSet;
-use crate::trajectory::parse_trajectories;
+use crate::domain::dedup::{DedupConfig, JudgeInput};
+use crate::domain::rubric::RubricSet;
+use crate::domain::trajectory::parse_trajectories;
 use serde_json::json;
 
 fn render(group: serde_json::Value) -> RenderedPrompt {

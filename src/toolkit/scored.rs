@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::groupfile::nonblank_lines;
-use crate::trajectory::{parse_trajectories, Trajectory, MAX_GROUP_SIZE};
+use crate::domain::trajectory::{parse_trajectories, Trajectory, MAX_GROUP_SIZE};
+use crate::toolkit::groupfile::nonblank_lines;
 
 /// Why a scored file could not be read; each is one plain line.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,20 @@
+//! The domain: plain data and functions, no I/O beyond reading a file a caller names, and no
+//! import from any other layer of gavel. What a training loop sends ([`trajectory`], with
+//! [`input`]'s refusals worded alike), what the judge reads ([`dedup`], [`prompt`] with
+//! [`json_text`], [`rubric`]), what it answers ([`verdict`]), the verifiable rewards
+//! ([`verify`]), and how it all becomes rewards and advantages ([`reward`]); plus the small
+//! types every layer shares: [`rng`] (the one seeded generator), [`seconds`] (durations in
+//! configuration), [`secret`] (strings that never print themselves).
+
+pub mod dedup;
+pub mod input;
+pub mod json_text;
+pub mod prompt;
+pub mod reward;
+pub mod rng;
+pub mod rubric;
+pub mod seconds;
+pub mod secret;
+pub mod trajectory;
+pub mod verdict;
+pub mod verify;
