@@ -92,6 +92,12 @@ fn key_list(list: &str) -> Vec<Secret> {
 }
 
 impl Config {
+    /// The refusal of a judge name the configuration does not have, listing the ones it has.
+    pub fn unknown_judge(&self, name: &str) -> String {
+        let known: Vec<&str> = self.judges.keys().map(String::as_str).collect();
+        format!("unknown judge {name:?} (configured: {})", known.join(", "))
+    }
+
     /// Reads a TOML config file and resolves judge keys from the environment.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
         let text =

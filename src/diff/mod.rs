@@ -8,7 +8,6 @@
 
 pub mod html;
 pub mod report;
-pub mod stats;
 mod text;
 
 use std::path::PathBuf;
@@ -18,14 +17,14 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::cli::{attach_store, build_scorer, CliError, Common};
-use crate::config::Config;
 use crate::domain::rubric::RubricSet;
 use crate::score::{ScoreRequest, Scorer};
 use crate::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
+use crate::toolkit::outcome::{group_outcome, GroupOutcome};
 
 pub use report::{
-    build_report, compare_group, outcome, Comparison, GroupError, GroupReport, Mover, Outcome,
-    PerSide, Report, SideReport, SideUsage, Sides, Summary, TopMover, TrajectoryRow,
+    build_report, compare_group, Comparison, GroupError, GroupReport, Mover, PerSide, Report,
+    SideReport, SideUsage, Sides, Summary, TopMover, TrajectoryRow,
 };
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -119,22 +118,17 @@ fn side_request(g: &GroupIn, side: &SideSpec) -> ScoreRequest {
     r
 }
 
-pub(crate) fn unknown_judge(name: &str, cfg: &Config) -> String {
-    let known: Vec<&str> = cfg.judges.keys().map(String::as_str).collect();
-    format!("unknown judge {name:?} (configured: {})", known.join(", "))
-}
-
 /// Scores every group on both sides (the two sides of a group at once), at most `concurrency`
 /// groups at a time; the outcomes come back in file order.
 async fn score_all(
     scorer: &Scorer,
     requests: &[[ScoreRequest; 2]],
     concurrency: usize,
-) -> Vec<[Outcome; 2]> {
+) -> Vec<[GroupOutcome; 2]> {
     futures::stream::iter(requests)
         .map(|[a, b]| async move {
             let (a, b) = futures::join!(scorer.score_group(a), scorer.score_group(b));
-            [outcome(a), outcome(b)]
+            [group_outcome(a), group_outcome(b)]
         })
         .buffered(concurrency.max(1))
         .collect()
@@ -163,7 +157,7 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
         }
         if let Some(j) = &s.judge {
             if !cfg.judges.contains_key(j) {
-                return usage_error(format!("--judge: {}", unknown_judge(j, &cfg)));
+                return usage_error(format!("--judge: {}", cfg.unknown_judge(j)));
             }
         }
     }

@@ -6,9 +6,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{stats, Compare, GroupIn, SideSpec};
-use crate::domain::rubric::{RubricError, RubricSet};
-use crate::score::{ScoreError, ScoreResponse, Usage};
+use super::{Compare, GroupIn, SideSpec};
+use crate::domain::rubric::RubricSet;
+use crate::domain::stats;
+use crate::score::{ScoreResponse, Usage};
+use crate::toolkit::outcome::GroupOutcome;
 
 /// What a side is and what it cost.
 #[derive(Debug, Clone, Serialize)]
@@ -178,35 +180,6 @@ impl Report {
     }
 }
 
-/// The `error.type` of a scoring failure (as the daemon would answer it).
-fn error_type(e: &ScoreError) -> &'static str {
-    match e {
-        ScoreError::Judge(j) => j.error_type(),
-        ScoreError::Input(_)
-        | ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
-        | ScoreError::UnknownJudge { .. }
-        | ScoreError::NoDefaultJudge(_) => "invalid_request",
-        ScoreError::PromptTooLarge { .. } => "payload_too_large",
-        ScoreError::Rubric(RubricError::Io(..)) | ScoreError::Prompt(_) | ScoreError::Store(_) => {
-            "internal"
-        }
-    }
-}
-
-/// A side's outcome for one group: the response, or the error type and message.
-pub type Outcome = Result<ScoreResponse, (String, String)>;
-
-pub fn outcome(r: Result<ScoreResponse, ScoreError>) -> Outcome {
-    match r {
-        // `on_judge_error: "null"` answers null rewards with the error: still a failure here.
-        Ok(resp) => match &resp.error {
-            Some(e) => Err((e.kind.clone(), e.message.clone())),
-            None => Ok(resp),
-        },
-        Err(e) => Err((error_type(&e).to_string(), e.to_string())),
-    }
-}
-
 /// Compares one group's two responses.
 pub fn compare_group(labels: &[String], a: &ScoreResponse, b: &ScoreResponse) -> Comparison {
     let n = a.rewards.len().min(b.rewards.len());
@@ -332,7 +305,7 @@ pub fn build_report(
     specs: &[SideSpec; 2],
     rubrics: &RubricSet,
     groups: &[GroupIn],
-    outcomes: &[[Outcome; 2]],
+    outcomes: &[[GroupOutcome; 2]],
 ) -> Report {
     let mut usage = [SideUsage::default(), SideUsage::default()];
     let mut judges_used = [BTreeSet::new(), BTreeSet::new()];

@@ -4,7 +4,8 @@
 //! [`json_text`], [`rubric`]), what it answers ([`verdict`]), the verifiable rewards
 //! ([`verify`]), and how it all becomes rewards and advantages ([`reward`]); plus the small
 //! types every layer shares: [`rng`] (the one seeded generator), [`seconds`] (durations in
-//! configuration), [`secret`] (strings that never print themselves).
+//! configuration), [`secret`] (strings that never print themselves), [`stats`] (the statistics every tool
+//! shares).
 
 pub mod dedup;
 pub mod input;
@@ -15,6 +16,7 @@ pub mod rng;
 pub mod rubric;
 pub mod seconds;
 pub mod secret;
+pub mod stats;
 pub mod trajectory;
 pub mod verdict;
 pub mod verify;

@@ -23,7 +23,6 @@ use serde_json::{Map, Value};
 
 use crate::cli::{attach_store, build_scorer, CliError, Common};
 use crate::config::Config;
-use crate::diff::{outcome, unknown_judge};
 use crate::domain::prompt::JudgeMode;
 use crate::domain::rubric::RubricSet;
 use crate::domain::trajectory::{Role, Trajectory};
@@ -32,6 +31,7 @@ use crate::score::{ScoreRequest, Scorer};
 use crate::toolkit::groupfile::{
     label_of, override_request, print_problems, read_checked, Extra, GroupIn,
 };
+use crate::toolkit::outcome::{group_outcome, GroupOutcome};
 
 pub use report::{Combo, EvalReport, GroupRun, Judging, LabelledGroup, SetResult};
 
@@ -266,7 +266,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
     }
     for j in &args.judges {
         if !cfg.judges.contains_key(j) {
-            return usage_error(&format!("--judge: {}", unknown_judge(j, &cfg)));
+            return usage_error(&format!("--judge: {}", cfg.unknown_judge(j)));
         }
     }
     if let Some(m) = args.modes.iter().find(|m| m.reads_probabilities()) {
@@ -416,7 +416,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
 
 /// Replaces a judging's rewards by one component's values; a response without that component
 /// becomes an invalid judging (`no_component`), never a score.
-fn rank_by_component(outcome: &mut crate::diff::Outcome, name: &str) {
+fn rank_by_component(outcome: &mut GroupOutcome, name: &str) {
     let Ok(resp) = outcome else { return };
     let values: Option<Vec<Option<f64>>> = resp
         .scores
@@ -473,7 +473,7 @@ async fn judge_all(
             for order in orders {
                 let req = order_request(g, v, args.permutations, &order);
                 let t0 = Instant::now();
-                let out = outcome(scorer.score_group(&req).await);
+                let out = group_outcome(scorer.score_group(&req).await);
                 let seconds = t0.elapsed().as_secs_f64();
                 if let Some(b) = bar {
                     b.inc(1);

@@ -8,9 +8,9 @@ use serde::Serialize;
 use super::stats::{
     accuracy_ci, group_figures, histogram, paired_difference_ci, positions, GroupFigures, Tally,
 };
-use crate::diff::stats::{cmp_eps, mean, tidy};
-use crate::diff::Outcome;
+use crate::domain::stats::{cmp_eps, mean, tidy};
 use crate::toolkit::html::clip;
+use crate::toolkit::outcome::GroupOutcome;
 
 /// Seed of every bootstrap, so the same judgings always give the same intervals.
 const BOOTSTRAP_SEED: u64 = 0x6761_7665_6c45_7661;
@@ -48,7 +48,7 @@ pub struct LabelledGroup {
 pub struct Judging {
     /// `order[p]`: the file index of the trajectory shown at position p.
     pub order: Vec<usize>,
-    pub outcome: Outcome,
+    pub outcome: GroupOutcome,
     pub seconds: f64,
 }
 

@@ -3,15 +3,12 @@
 //!
 //! A *judging* is one group scored in one order; its scores are indexed by the trajectory's
 //! position in the file (mapped back from the order shown). Scores closer than
-//! [`crate::diff::stats::TIE_EPS`] are ties, and a tie earns half a pair.
+//! [`crate::domain::stats::TIE_EPS`] are ties, and a tie earns half a pair.
 
 use std::cmp::Ordering;
 
-use crate::diff::stats::{cmp_eps, kendall_tau_b};
-use crate::domain::rng::Rng;
+use crate::domain::stats::{bootstrap_ci, cmp_eps, kendall_tau_b};
 
-/// Resamples drawn for a bootstrap interval.
-pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 /// Bins of the score histogram over [0, 1].
 pub const HISTOGRAM_BINS: usize = 10;
 
@@ -157,41 +154,6 @@ pub fn group_figures(
         }
     }
     f
-}
-
-/// The percentile interval (2.5%, 97.5%) of `stat` over bootstrap resamples of `n` items
-/// (groups), seeded so that a report is reproducible. `None` for no items.
-pub fn bootstrap_ci(
-    n: usize,
-    seed: u64,
-    mut stat: impl FnMut(&[usize]) -> Option<f64>,
-) -> Option<[f64; 2]> {
-    if n == 0 {
-        return None;
-    }
-    let mut rng = Rng::new(seed);
-    let mut idx = vec![0usize; n];
-    let mut values = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
-    for _ in 0..BOOTSTRAP_RESAMPLES {
-        for slot in idx.iter_mut() {
-            *slot = rng.below(n);
-        }
-        if let Some(v) = stat(&idx) {
-            values.push(v);
-        }
-    }
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    Some([percentile(&values, 0.025), percentile(&values, 0.975)])
-}
-
-/// The `q` quantile of sorted values, linearly interpolated.
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
 /// 95% interval of the pooled accuracy Σcredit / Σcount, resampling groups.
@@ -392,8 +354,6 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(paired_difference_ci(&half, &half, 3), Some([0.0, 0.0]));
-        assert!(close(percentile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.5), 3.0));
-        assert!(close(percentile(&[0.0, 10.0], 0.25), 2.5));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::domain::stats::mean_std;
+
 /// How a panel's judges are combined.
 #[derive(
     Debug,
@@ -128,17 +130,6 @@ pub fn merge_chunks(
         .collect()
 }
 
-/// Mean and population standard deviation of the known values.
-pub fn mean_std(values: &[f64]) -> Option<(f64, f64)> {
-    if values.is_empty() {
-        return None;
-    }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-    Some((mean, var.sqrt()))
-}
-
 /// Combines per-judge scores (each already averaged over orders) into one.
 pub fn combine_judges(values: &[f64], how: Aggregate) -> Option<f64> {
     if values.is_empty() {
@@ -220,7 +211,5 @@ mod tests {
             Some(0.30000000000000004)
         );
         assert!((combine_judges(&[0.1, 0.9, 0.5], Aggregate::Mean).unwrap() - 0.5).abs() < 1e-12);
-        let (m, s) = mean_std(&[0.2, 0.4]).unwrap();
-        assert!((m - 0.3).abs() < 1e-12 && (s - 0.1).abs() < 1e-12);
     }
 }

@@ -20,6 +20,7 @@ use super::scoring::Rewarder;
 use super::tasks::Task;
 use super::TrainError;
 use crate::domain::rng::Rng;
+use crate::domain::stats;
 
 /// One prompt's completions with their scores.
 #[derive(Debug, Clone)]
@@ -104,15 +105,6 @@ pub struct Trainer {
     pub source: Source,
     /// The tasks the difficulty filter keeps (all until its first probe).
     pub filter: FilterState,
-}
-
-fn mean_std(x: &[f64]) -> (f64, f64) {
-    if x.is_empty() {
-        return (0.0, 0.0);
-    }
-    let m = x.iter().sum::<f64>() / x.len() as f64;
-    let var = x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / x.len() as f64;
-    (m, var.sqrt())
 }
 
 impl Trainer {
@@ -263,7 +255,7 @@ impl Trainer {
             .iter()
             .flat_map(|g| g.rewards.iter().flatten().copied())
             .collect();
-        (m.reward_mean, m.reward_std) = mean_std(&rewards);
+        (m.reward_mean, m.reward_std) = stats::mean_std(&rewards).unwrap_or((0.0, 0.0));
         let lens: Vec<usize> = groups
             .iter()
             .flat_map(|g| g.completions.iter().map(|c| c.tokens.len()))

@@ -18,7 +18,7 @@ use serde_json::{json, Map};
 use super::probes::{plan_probes, probe_key, ProbePlan};
 use super::response::{ItemOut, RenderResponse, Usage, VersionInfo};
 use super::samples::{
-    chunk_candidates, combine_judges, mean_std, merge_chunks, permutation_orders, Aggregate,
+    chunk_candidates, combine_judges, merge_chunks, permutation_orders, Aggregate,
 };
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::dedup::JudgeInput;
@@ -27,6 +27,7 @@ use crate::domain::prompt::{
 };
 use crate::domain::rubric::checklist_score;
 use crate::domain::rubric::Rubric;
+use crate::domain::stats::mean_std;
 use crate::domain::trajectory::content_hash;
 use crate::domain::verdict::verdict_schema;
 use crate::domain::verdict::{parse_verdict, ParseOptions};

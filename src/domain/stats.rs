@@ -1,9 +1,13 @@
-//! The pure statistics of a diff: average ranks, rank flips, Kendall's τ-b, the biggest mover.
+//! The statistics every tool shares: means and standard deviations, average ranks, rank flips,
+//! Kendall's τ-b, the biggest mover, bootstrap intervals, and rounding for reports.
 //!
 //! Rewards closer than [`TIE_EPS`] count as tied, so a judge's `0.8` and a policy's
-//! `0.7999999999999999` do not make a spurious flip.
+//! `0.7999999999999999` do not make a spurious flip. (GRPO's advantages take their own, scaled
+//! statistics with Bessel's correction, as TRL does: [`super::reward`].)
 
 use std::cmp::Ordering;
+
+use super::rng::Rng;
 
 /// Rewards closer than this are ties.
 pub const TIE_EPS: f64 = 1e-9;
@@ -129,6 +133,52 @@ pub fn tidy(x: f64) -> f64 {
     }
 }
 
+/// Mean and population standard deviation of the values; `None` for none.
+pub fn mean_std(values: &[f64]) -> Option<(f64, f64)> {
+    let mean = mean(values.iter().copied())?;
+    let n = values.len() as f64;
+    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    Some((mean, var.sqrt()))
+}
+
+/// Resamples drawn for a bootstrap interval.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// The percentile interval (2.5%, 97.5%) of `stat` over bootstrap resamples of `n` items
+/// (groups), seeded so that a report is reproducible. `None` for no items.
+pub fn bootstrap_ci(
+    n: usize,
+    seed: u64,
+    mut stat: impl FnMut(&[usize]) -> Option<f64>,
+) -> Option<[f64; 2]> {
+    if n == 0 {
+        return None;
+    }
+    let mut rng = Rng::new(seed);
+    let mut idx = vec![0usize; n];
+    let mut values = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        for slot in idx.iter_mut() {
+            *slot = rng.below(n);
+        }
+        if let Some(v) = stat(&idx) {
+            values.push(v);
+        }
+    }
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some([percentile(&values, 0.025), percentile(&values, 0.975)])
+}
+
+/// The `q` quantile of sorted values, linearly interpolated.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +274,15 @@ mod tests {
         assert!(tidy(-0.0).is_sign_positive());
         assert_eq!(mean([1.0, 2.0]), Some(1.5));
         assert_eq!(mean(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn mean_std_and_percentiles() {
+        assert_eq!(mean_std(&[]), None);
+        let (m, sd) = mean_std(&[0.2, 0.4]).unwrap();
+        assert!(close(m, 0.3) && close(sd, 0.1), "{m} {sd}");
+        assert_eq!(mean_std(&[5.0]), Some((5.0, 0.0)));
+        assert!(close(percentile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.5), 3.0));
+        assert!(close(percentile(&[0.0, 10.0], 0.25), 2.5));
     }
 }
