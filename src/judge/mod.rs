@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::domain::error_type::ErrorType;
 use crate::domain::prompt::{ChatMessage, JudgeMode};
 pub use config::{Backend, JudgeConfig};
 
@@ -42,13 +43,13 @@ pub enum JudgeError {
 
 impl JudgeError {
     /// The machine-readable `error.type` of this failure.
-    pub fn error_type(&self) -> &'static str {
+    pub fn error_type(&self) -> ErrorType {
         match self {
-            JudgeError::Unavailable(_) => "judge_unavailable",
-            JudgeError::InvalidOutput(_) => "judge_invalid_output",
-            JudgeError::Timeout(_) => "judge_timeout",
-            JudgeError::NotConfigured(_) => "no_judge_configured",
-            JudgeError::Overloaded(_) => "overloaded",
+            JudgeError::Unavailable(_) => ErrorType::JudgeUnavailable,
+            JudgeError::InvalidOutput(_) => ErrorType::JudgeInvalidOutput,
+            JudgeError::Timeout(_) => ErrorType::JudgeTimeout,
+            JudgeError::NotConfigured(_) => ErrorType::NoJudgeConfigured,
+            JudgeError::Overloaded(_) => ErrorType::Overloaded,
         }
     }
 

@@ -37,6 +37,7 @@ use serde_json::Value;
 
 use super::crash;
 use crate::cli::CliError;
+use crate::domain::error_type::ErrorType;
 use crate::store::{UnitChange, VerdictStore};
 
 /// Which file a unit's line goes to.
@@ -230,7 +231,10 @@ async fn reopen_judge_failures(
 fn judge_failure(line: &[u8]) -> Option<String> {
     let v: Value = serde_json::from_slice(line).ok()?;
     let kind = v["error_type"].as_str()?;
-    if kind.starts_with("judge_") || kind == "no_judge_configured" {
+    if kind
+        .parse::<ErrorType>()
+        .is_ok_and(ErrorType::is_judge_failure)
+    {
         v["unit"].as_str().map(str::to_string)
     } else {
         None

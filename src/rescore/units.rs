@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{RescoreArgs, Shard};
 use crate::cli::CliError;
+use crate::domain::error_type::ErrorType;
 use crate::domain::trajectory::content_hash;
 use crate::score::request::REQUEST_FIELDS;
 use crate::score::{ScoreError, ScoreRequest, Scorer, Usage};
@@ -258,8 +259,10 @@ pub(super) async fn score_unit(scorer: &Scorer, u: &Unit, file: &str) -> Outcome
         }
         Err(e) => {
             let kind = match &e {
-                ScoreError::Judge(j) => j.error_type(),
-                ScoreError::Store(_) | ScoreError::Prompt(_) => "internal",
+                ScoreError::Judge(j) => j.error_type().as_str(),
+                ScoreError::Store(_) | ScoreError::Prompt(_) => ErrorType::Internal.as_str(),
+                // Not an `error.type` of the API: a rejects line's own word for a refusal of
+                // its input, which no retry mends.
                 _ => "invalid_input",
             };
             out.insert("lines".into(), json!(u.lines));

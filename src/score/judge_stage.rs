@@ -95,7 +95,7 @@ pub(super) fn merge_judge_scores(
                 s.components.insert(JUDGE.into(), None);
             }
             let body = ErrorBody {
-                kind: e.error_type().into(),
+                kind: e.error_type(),
                 message: e.to_string(),
             };
             Ok((Usage::default(), Some(body)))

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::domain::error_type::ErrorType;
 use crate::domain::prompt::ChatMessage;
 use crate::judge::JudgeInfo;
 
@@ -17,8 +18,11 @@ pub struct VersionInfo {
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ErrorBody {
+    // Documented as a plain string, as it always was: the daemon's error responses document the
+    // enum.
     #[serde(rename = "type")]
-    pub kind: String,
+    #[schema(value_type = String)]
+    pub kind: ErrorType,
     pub message: String,
 }
 

@@ -6,6 +6,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::domain::error_type::ErrorType;
 use crate::domain::rubric::RubricError;
 use crate::domain::trajectory::InputError;
 use crate::judge::JudgeError;
@@ -43,17 +44,21 @@ pub enum ApiError {
 
 impl ApiError {
     /// Status and `error.type` for every kind of error the API returns.
-    pub fn status_and_type(&self) -> (StatusCode, &'static str) {
+    pub fn status_and_type(&self) -> (StatusCode, ErrorType) {
         match self {
             ApiError::InvalidRequest(_) | ApiError::Input(_) => {
-                (StatusCode::BAD_REQUEST, "invalid_request")
+                (StatusCode::BAD_REQUEST, ErrorType::InvalidRequest)
             }
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, "overloaded"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorType::Unauthorized),
+            ApiError::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorType::PayloadTooLarge)
+            }
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, ErrorType::RequestTimeout),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorType::NotFound),
+            ApiError::MethodNotAllowed(_) => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorType::MethodNotAllowed)
+            }
+            ApiError::Overloaded(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorType::Overloaded),
             ApiError::Judge(e) => {
                 let status = match e {
                     JudgeError::Unavailable(_) | JudgeError::InvalidOutput(_) => {
@@ -65,8 +70,8 @@ impl ApiError {
                 };
                 (status, e.error_type())
             }
-            ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorType::NotReady),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorType::Internal),
         }
     }
 }
@@ -112,35 +117,14 @@ pub struct ErrorResponse {
 pub struct ErrorDetail {
     /// What went wrong, for programs.
     #[serde(rename = "type")]
-    #[schema(value_type = ErrorType, inline)]
-    pub kind: &'static str,
+    #[schema(inline)]
+    pub kind: ErrorType,
     /// What went wrong, for people: names the field, the limit or the dependency.
     pub message: String,
     /// The request field the error is about, as a path (`rubric`, `judge[1]`,
     /// `trajectories[2].messages[5].tool_call_id`), or null when it is about no one field.
     #[schema(required = true)]
     pub param: Option<String>,
-}
-
-/// Every `error.type` the API answers.
-// The second half of `ApiError::status_and_type`, for the document; a test keeps the two in step.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
-enum ErrorType {
-    InvalidRequest,
-    Unauthorized,
-    NotFound,
-    MethodNotAllowed,
-    RequestTimeout,
-    PayloadTooLarge,
-    Overloaded,
-    JudgeUnavailable,
-    JudgeInvalidOutput,
-    NoJudgeConfigured,
-    JudgeTimeout,
-    NotReady,
-    Internal,
 }
 
 impl ApiError {
@@ -213,6 +197,7 @@ mod tests {
     use super::*;
     use utoipa::PartialSchema;
 
+    /// Every type is answered by some error, and the document lists exactly the types.
     #[test]
     fn every_error_type_is_in_the_documented_enum() {
         let doc = serde_json::to_value(ErrorType::schema()).unwrap();
@@ -222,6 +207,9 @@ mod tests {
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
+        let all: std::collections::BTreeSet<&str> =
+            ErrorType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(all, names);
         let m = || "m".to_string();
         let judge = |e: JudgeError| ApiError::Judge(e);
         let kinds = [
@@ -242,7 +230,7 @@ mod tests {
             ApiError::Internal(m()),
         ]
         .iter()
-        .map(|e| e.status_and_type().1)
+        .map(|e| e.status_and_type().1.as_str())
         .collect::<std::collections::BTreeSet<_>>();
         assert_eq!(
             kinds, names,

@@ -105,7 +105,7 @@ impl Scorer {
                         }
                         Err(e) => {
                             metrics::counter!("gavel_judge_errors_total",
-                                "judge" => judge.info().name, "type" => e.error_type())
+                                "judge" => judge.info().name, "type" => e.error_type().as_str())
                             .increment(1);
                             return Ok(Err(e));
                         }
