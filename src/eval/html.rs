@@ -3,6 +3,7 @@
 //! rubric, the position and length figures, the comparisons, and the misranked groups with the
 //! judge's explanations.
 
+use super::choice::ScoreTarget;
 use std::fmt::Write;
 
 use super::report::{EvalReport, SetResult};
@@ -162,7 +163,7 @@ fn results_table(h: &mut String, report: &EvalReport) {
             esc(&r.set),
             esc(&r.judge),
             esc(&r.rubric),
-            esc(&r.judge_mode)
+            esc(r.judge_mode.as_str())
         );
         for c in cells {
             let _ = write!(h, "<td class=\"n\">{}</td>", esc(&c));
@@ -262,10 +263,10 @@ pub fn render(report: &EvalReport) -> String {
         h,
         "<p class=\"sub\">{} · {} · each group judged in {} order{}{}</p>",
         esc(&files),
-        if report.score == "reward" {
+        if report.score == ScoreTarget::Reward {
             "ranking rewards".to_string()
         } else {
-            format!("ranking the {} component", esc(&report.score))
+            format!("ranking the {} component", esc(report.score.as_str()))
         },
         report.orders,
         if report.orders == 1 { "" } else { "s" },

@@ -9,6 +9,7 @@
 //! (counted, never scored), usage and time; with several combinations, paired comparisons.
 //! Output: a terminal summary, one JSON document, or a self-contained HTML page.
 
+pub mod choice;
 mod html;
 pub mod report;
 pub mod stats;
@@ -32,6 +33,7 @@ use crate::toolkit::groupfile::{
     label_of, override_request, print_problems, read_checked, Extra, GroupIn,
 };
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
+use choice::{ModeAsked, ScoreTarget};
 
 pub use report::{Combo, EvalReport, GroupRun, Judging, LabelledGroup, SetResult};
 
@@ -68,8 +70,8 @@ pub struct EvalArgs {
     /// What is ranked against the labels: `reward` (what training gets), or one component of
     /// it by name (`judge`, a verifier's name), e.g. the judge alone on a set whose verifier
     /// knows the truth.
-    #[arg(long, env = "GAVEL_EVAL_SCORE", default_value = "reward")]
-    pub score: String,
+    #[arg(long, env = "GAVEL_EVAL_SCORE", default_value = "reward", value_parser = ScoreTarget::parse)]
+    pub score: ScoreTarget,
     /// Passed through to every request: gavel's own order averaging within one judging.
     #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
     pub permutations: Option<u32>,
@@ -195,7 +197,7 @@ fn combos(args: &EvalArgs, cfg: &Config) -> Vec<Variant> {
                 let combo = Combo {
                     judge: name,
                     rubric: rubric.clone().unwrap_or_else(|| "as in file".into()),
-                    judge_mode: asked.map_or("as configured", JudgeMode::name).to_string(),
+                    judge_mode: asked.map_or(ModeAsked::AsConfigured, ModeAsked::Mode),
                 };
                 out.push(Variant {
                     judge: judge.clone(),
@@ -357,9 +359,9 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
     let scorer: Arc<Scorer> = attach_store(scorer, &cfg).await?;
     let mut runs = judge_all(&scorer, args, concurrency, &combos, &groups).await;
     scorer.store().flush().await?;
-    if args.score != "reward" {
+    if let ScoreTarget::Component(name) = &args.score {
         for j in runs.iter_mut().flat_map(|r| &mut r.judgings) {
-            rank_by_component(&mut j.outcome, &args.score);
+            rank_by_component(&mut j.outcome, name);
         }
     }
     let labelled: Vec<LabelledGroup> = groups.into_iter().map(|(l, _)| l).collect();

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::choice::{ModeAsked, ScoreTarget};
 use super::stats::{
     accuracy_ci, group_figures, histogram, paired_difference_ci, positions, GroupFigures, Tally,
 };
@@ -26,7 +27,7 @@ pub const ALL_SETS: &str = "all";
 pub struct Combo {
     pub judge: String,
     pub rubric: String,
-    pub judge_mode: String,
+    pub judge_mode: ModeAsked,
 }
 
 /// One labelled group as read.
@@ -134,7 +135,7 @@ pub struct SetResult {
     pub set: String,
     pub judge: String,
     pub rubric: String,
-    pub judge_mode: String,
+    pub judge_mode: ModeAsked,
     pub groups: usize,
     /// Groups whose every order was judged with a reward for every trajectory.
     pub valid_groups: usize,
@@ -182,8 +183,8 @@ pub struct ComparisonResult {
 impl Combo {
     /// `judge · rubric`, and the mode when one was asked for.
     pub fn label(&self) -> String {
-        match self.judge_mode.as_str() {
-            "as configured" => format!("{} · {}", self.judge, self.rubric),
+        match self.judge_mode {
+            ModeAsked::AsConfigured => format!("{} · {}", self.judge, self.rubric),
             m => format!("{} · {} · {m}", self.judge, self.rubric),
         }
     }
@@ -195,7 +196,7 @@ impl SetResult {
         let combo = Combo {
             judge: self.judge.clone(),
             rubric: self.rubric.clone(),
-            judge_mode: self.judge_mode.clone(),
+            judge_mode: self.judge_mode,
         };
         format!("{} · {}", self.set, combo.label())
     }
@@ -216,7 +217,7 @@ impl ComparisonResult {
 pub struct EvalReport {
     pub files: Vec<String>,
     /// What was ranked: `reward`, or a component's name.
-    pub score: String,
+    pub score: ScoreTarget,
     pub orders: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permutations: Option<u32>,
@@ -362,7 +363,7 @@ pub fn set_result(
         set: set.to_string(),
         judge: combo.judge.clone(),
         rubric: combo.rubric.clone(),
-        judge_mode: combo.judge_mode.clone(),
+        judge_mode: combo.judge_mode,
         groups: runs.len(),
         valid_groups: figures.len(),
         pairs: total.pairs,
@@ -440,7 +441,7 @@ fn misranked_group(g: &LabelledGroup, run: &GroupRun, scores: &[Vec<f64>], acc: 
 /// per combination; then each pair of combinations on each set.
 pub fn build(
     files: Vec<String>,
-    score: &str,
+    score: &ScoreTarget,
     orders: usize,
     permutations: Option<u32>,
     combos: &[Combo],
@@ -478,7 +479,7 @@ pub fn build(
     }
     EvalReport {
         files,
-        score: score.to_string(),
+        score: score.clone(),
         orders,
         permutations,
         results,

@@ -1,5 +1,6 @@
 //! The terminal summary: one block per set × combination, then the comparisons.
 
+use super::choice::{ModeAsked, ScoreTarget};
 use std::fmt::Write;
 
 use super::report::{EvalReport, SetResult};
@@ -16,8 +17,8 @@ fn interval(ci: Option<[f64; 2]>) -> String {
 }
 
 fn block(out: &mut String, r: &SetResult, orders: usize) {
-    let mode = match r.judge_mode.as_str() {
-        "as configured" => String::new(),
+    let mode = match r.judge_mode {
+        ModeAsked::AsConfigured => String::new(),
         m => format!(" · mode {m}"),
     };
     let _ = writeln!(
@@ -119,7 +120,7 @@ pub fn render(report: &EvalReport) -> String {
         out,
         "gavel eval · {} · {} · {} order{}{}",
         report.files.join(", "),
-        if report.score == "reward" {
+        if report.score == ScoreTarget::Reward {
             "ranking rewards".to_string()
         } else {
             format!("ranking the {} component", report.score)
