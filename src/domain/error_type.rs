@@ -1,7 +1,7 @@
 //! `error.type`: what went wrong, for programs. One enum for every layer that names a failure:
 //! the judge's errors, the daemon's responses and their OpenAPI document, the batch tools'
 //! reports, and `gavel rescore`'s ledger, which reads it back to tell a judge failure (worth a
-//! retry) from a refusal of the input.
+//! retry) from a refusal of the input. And [`RetryCause`]: why a judge call was made again.
 
 use std::fmt;
 use std::str::FromStr;
@@ -95,6 +95,56 @@ impl FromStr for ErrorType {
             .into_iter()
             .find(|t| t.as_str() == s)
             .ok_or_else(|| format!("unknown error type {s:?}"))
+    }
+}
+
+/// Why a judge call was made again, as `usage.retries` counts it and the
+/// `gavel_judge_retries_total` metric labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryCause {
+    /// No reply within the attempt's time limit.
+    Timeout,
+    /// The connection failed (or the reply was not HTTP at all).
+    Connection,
+    Http408,
+    Http409,
+    Http429,
+    Http5xx,
+    /// The reply was not a chat completion.
+    BadReply,
+    /// The verdict could not be used, so the judge was asked once more, with the problem.
+    Reask,
+}
+
+impl RetryCause {
+    /// The cause of a retryable HTTP status (408, 409, 429, or 5xx).
+    pub fn of_status(status: u16) -> RetryCause {
+        match status {
+            429 => RetryCause::Http429,
+            408 => RetryCause::Http408,
+            409 => RetryCause::Http409,
+            _ => RetryCause::Http5xx,
+        }
+    }
+
+    /// The name in `usage.retries` and in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryCause::Timeout => "timeout",
+            RetryCause::Connection => "connection",
+            RetryCause::Http408 => "http_408",
+            RetryCause::Http409 => "http_409",
+            RetryCause::Http429 => "http_429",
+            RetryCause::Http5xx => "http_5xx",
+            RetryCause::BadReply => "bad_reply",
+            RetryCause::Reask => "reask",
+        }
+    }
+}
+
+impl fmt::Display for RetryCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

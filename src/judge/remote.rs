@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use super::config::JudgeConfig;
 use super::limits::JudgeLimits;
 use super::{Completion, JudgeError};
+use crate::domain::error_type::RetryCause;
 use crate::domain::prompt::{count_tokens, ChatMessage};
 use crate::domain::secret::Secret;
 
@@ -154,9 +155,8 @@ enum Failure {
     Retry {
         message: String,
         retry_after: Option<Duration>,
-        /// Why, for accounting: timeout, connection, http_429, http_5xx, http_408, http_409,
-        /// bad_reply.
-        cause: &'static str,
+        /// Why, for accounting.
+        cause: RetryCause,
     },
     Fatal(String),
 }
@@ -387,7 +387,7 @@ impl RemoteJudge {
                 Err(_) => Failure::Retry {
                     message: format!("no reply within {:.1}s", limit.as_secs_f64()),
                     retry_after: None,
-                    cause: "timeout",
+                    cause: RetryCause::Timeout,
                 },
             };
             drop(admission);
@@ -407,10 +407,10 @@ impl RemoteJudge {
                     cause,
                 } => (self.scrub(message), retry_after, cause),
             };
-            metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => cause).increment(1);
-            let timed_out = cause == "timeout";
+            metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => cause.as_str()).increment(1);
+            let timed_out = cause == RetryCause::Timeout;
             timeouts += u32::from(timed_out);
-            tracing::warn!(judge = %self.name, attempt, cause, error = %message, "judge attempt failed");
+            tracing::warn!(judge = %self.name, attempt, cause = cause.as_str(), error = %message, "judge attempt failed");
             let wait = retry_after
                 .unwrap_or_else(|| backoff(attempt, self.max_backoff))
                 .min(self.max_backoff);
@@ -431,8 +431,8 @@ impl RemoteJudge {
                     JudgeError::Unavailable(message)
                 });
             }
-            *retries.entry(cause.to_string()).or_default() += 1;
-            metrics::counter!("gavel_judge_retries_total", "judge" => self.name.clone(), "cause" => cause).increment(1);
+            *retries.entry(cause.as_str().to_string()).or_default() += 1;
+            metrics::counter!("gavel_judge_retries_total", "judge" => self.name.clone(), "cause" => cause.as_str()).increment(1);
             tokio::time::sleep(wait).await;
         }
     }
@@ -481,27 +481,22 @@ fn classify(e: OpenAIError) -> Failure {
             Ok(h) if retryable_status(h.status) => Failure::Retry {
                 message: h.to_string(),
                 retry_after: h.retry_after,
-                cause: match h.status {
-                    429 => "http_429",
-                    408 => "http_408",
-                    409 => "http_409",
-                    _ => "http_5xx",
-                },
+                cause: RetryCause::of_status(h.status),
             },
             Ok(h) => Failure::Fatal(h.to_string()),
             Err(other) => Failure::Retry {
                 message: other.to_string(),
                 retry_after: None,
-                cause: "connection",
+                cause: RetryCause::Connection,
             },
         },
         OpenAIError::Reqwest(r) => Failure::Retry {
             message: format!("connection error: {}", error_chain(&r)),
             retry_after: None,
             cause: if r.is_timeout() {
-                "timeout"
+                RetryCause::Timeout
             } else {
-                "connection"
+                RetryCause::Connection
             },
         },
         OpenAIError::JSONDeserialize(err, body) => {
@@ -509,7 +504,7 @@ fn classify(e: OpenAIError) -> Failure {
             Failure::Retry {
                 message: format!("reply is not a chat completion ({err}): {body}"),
                 retry_after: None,
-                cause: "bad_reply",
+                cause: RetryCause::BadReply,
             }
         }
         other => Failure::Fatal(other.to_string()),

@@ -3,6 +3,7 @@
 //! the usage figures of the verdict.
 
 use super::*;
+use crate::domain::error_type::RetryCause;
 
 impl Scorer {
     /// Asks the judge for a verdict: one call, and one structural re-ask stating the exact
@@ -63,7 +64,9 @@ impl Scorer {
                     for (cause, n) in second.retries {
                         *retries.entry(cause).or_default() += n;
                     }
-                    *retries.entry("reask".into()).or_default() += 1;
+                    *retries
+                        .entry(RetryCause::Reask.as_str().into())
+                        .or_default() += 1;
                     parse_verdict(&second.text, &opts).map_err(|again| {
                         JudgeError::InvalidOutput(format!(
                             "judge {name:?} gave an unusable verdict twice; first: {problem}; after the re-ask: {again}"
