@@ -17,6 +17,9 @@ Writes, under evals/policy_qa/ (or --out):
                  No answer in any field: the reward is the judge's alone.
   test.jsonl     200 held-out questions with HaluEval's right answer, for
                  score_policy_answers.py only (never trained or tuned on).
+  dev.jsonl      100 more questions in the same form, what a run's settings (reward, rubric,
+                 judge mode, learning rate, steps) are chosen on; drawn after train and test
+                 from the rows left, so those two files are as they were before it existed.
   row_ids.json   seed, source, filters, excluded rows and why, the row ids of every line, sha256s.
 
 Rows are disjoint from every HaluEval QA row any other file of the repository uses (the eval set,
@@ -44,6 +47,8 @@ import build_splits  # noqa: E402  (halueval_ids)
 SEED = 20261220
 N_TEST = 200
 N_TRAIN = 400
+N_DEV = 100
+DEV_SEED = SEED + 1
 MAX_ANSWER_WORDS = 8  # right_answer, split on whitespace
 MAX_KNOWLEDGE_CHARS = 1500  # knowledge, stripped
 
@@ -204,20 +209,28 @@ def main():
     rng = random.Random(SEED)
     picked = rng.sample(pool, N_TEST + N_TRAIN)  # file order: as drawn
     test_ids, train_ids = picked[:N_TEST], picked[N_TEST:]
+    # Drawn after the first draw, from the rows it left: train and test stay what they were.
+    left = sorted(set(pool) - set(picked))
+    if len(left) < N_DEV:
+        sys.exit(f"policy_qa: {len(left)} rows left for dev, fewer than {N_DEV}")
+    dev_ids = random.Random(DEV_SEED).sample(left, N_DEV)
+    splits = (("train", train_ids), ("test", test_ids), ("dev", dev_ids))
 
     # Disjointness: from every other file's QA rows, and train from test.
     problems = []
     for name, ids in used.items():
-        for split, split_ids in (("train", train_ids), ("test", test_ids)):
+        for split, split_ids in splits:
             if ids & set(split_ids):
                 problems.append(f"{split} shares rows with {name}: {sorted(ids & set(split_ids))}")
-    if set(train_ids) & set(test_ids):
-        problems.append(f"train and test share rows: {sorted(set(train_ids) & set(test_ids))}")
-    for split, split_ids in (("train", train_ids), ("test", test_ids)):
+    for (a_name, a_ids), (b_name, b_ids) in ((splits[0], splits[1]), (splits[0], splits[2]),
+                                             (splits[1], splits[2])):
+        if set(a_ids) & set(b_ids):
+            problems.append(f"{a_name} and {b_name} share rows: {sorted(set(a_ids) & set(b_ids))}")
+    for split, split_ids in splits:
         if len(set(split_ids)) != len(split_ids):
             problems.append(f"{split}: a row appears twice")
     questions = {}
-    for i in train_ids + test_ids:
+    for i in train_ids + test_ids + dev_ids:
         q = normalize(rows[i]["question"])
         if q in questions:
             problems.append(f"rows {questions[q]} and {i}: the same question")
@@ -230,15 +243,19 @@ def main():
         line = {"messages": task_messages(rows[i]), "rubric": RUBRIC}
         check_train_line(line, rows[i])
         train.append(line)
-    test = [
-        {"id": f"policy_qa-{i}", "row_id": i, "messages": task_messages(rows[i]),
-         "answer": rows[i]["right_answer"].strip()}
-        for i in test_ids
-    ]
+    def questions_with_answers(ids):
+        return [
+            {"id": f"policy_qa-{i}", "row_id": i, "messages": task_messages(rows[i]),
+             "answer": rows[i]["right_answer"].strip()}
+            for i in ids
+        ]
+
+    test = questions_with_answers(test_ids)
+    dev = questions_with_answers(dev_ids)
 
     os.makedirs(a.out, exist_ok=True)
     files = {}
-    for name, lines in (("train.jsonl", train), ("test.jsonl", test)):
+    for name, lines in (("train.jsonl", train), ("test.jsonl", test), ("dev.jsonl", dev)):
         path = os.path.join(a.out, name)
         build_sets.write_jsonl(path, lines)
         with open(path, "rb") as f:
@@ -296,14 +313,17 @@ def main():
         "pool_rows": len(pool),
         "sampling": f"random.Random({SEED}).sample(pool, {N_TEST + N_TRAIN}) with the pool in "
                     f"row order; the first {N_TEST} drawn are test, the rest train, each file in "
-                    "drawn order",
-        "disjoint": "train and test share no row and no (normalised) question, and neither "
+                    f"drawn order; then dev: random.Random({DEV_SEED}).sample(the pool rows not "
+                    f"drawn, in row order, {N_DEV}), in drawn order",
+        "disjoint": "train, test and dev share no row and no (normalised) question, and none "
                     "shares a row with " + ", ".join(f"evals/{n}.jsonl" for n in USED_QA_FILES)
                     + " (asserted by the script)",
         "train": {"tasks": len(train_ids), "answer_words": words(train_ids)},
         "test": {"questions": len(test_ids), "answer_words": words(test_ids)},
         "train_row_ids": train_ids,
         "test_row_ids": test_ids,
+        "dev": {"questions": len(dev_ids), "answer_words": words(dev_ids)},
+        "dev_row_ids": dev_ids,
         "excluded_rows": excluded,
         "files": files,
     }

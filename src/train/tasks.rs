@@ -158,7 +158,7 @@ mod tests {
 
     /// The policy QA experiment's training prompts (evals/build_policy_tasks.py) read as tasks,
     /// and none carries an answer, a reference or a verifier: the reward is the judge's alone.
-    /// Their source rows are none of the held-out test questions' rows.
+    /// Their source rows are none of the held-out test questions' rows, nor of the dev ones.
     #[test]
     fn the_policy_qa_tasks_read_without_their_answers() {
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/evals/policy_qa"));
@@ -179,6 +179,21 @@ mod tests {
         let test: std::collections::BTreeSet<u64> = rows("test_row_ids").into_iter().collect();
         assert_eq!((train.len(), test.len()), (400, 200));
         assert!(train.iter().all(|r| !test.contains(r)));
+        // The dev questions (what a run's settings are chosen on) are neither train nor test,
+        // and dev.jsonl holds exactly them, in order.
+        let dev = rows("dev_row_ids");
+        assert_eq!(dev.len(), 100);
+        assert!(dev.iter().all(|r| !test.contains(r) && !train.contains(r)));
+        let dev_file = std::fs::read_to_string(dir.join("dev.jsonl")).unwrap();
+        let on_lines: Vec<u64> = dev_file
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["row_id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(on_lines, dev);
         let text = std::fs::read_to_string(dir.join("train.jsonl")).unwrap();
         for line in text.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
