@@ -226,7 +226,7 @@ fn the_checker_reports_each_kind_of_break() {
         &rules,
         &[
             file("domain::reward", "use crate::{score::Scorer, domain::rng};"),
-            file("judge::local::engine", "use crate::train::model::Qwen;"),
+            file("judge::local::engine", "use crate::train::model::LoraQwen;"),
             file("train", "use crate::judge::Judge;"),
             file("judge", "use crate::train::Trainer;"),
             file("unknown::thing", ""),

@@ -40,7 +40,7 @@ struct Layer {
 }
 
 /// The model: base tensors (constants) plus LoRA `Var`s.
-pub struct Qwen {
+pub struct LoraQwen {
     cfg: QwenConfig,
     embed: Tensor,
     layers: Vec<Layer>,
@@ -53,9 +53,9 @@ pub struct Qwen {
 
 pub use crate::model::adapter::peft_name;
 
-impl Qwen {
+impl LoraQwen {
     /// Builds the model from base weights, with no adapters.
-    pub fn new(w: DenseWeights) -> Result<Qwen> {
+    pub fn new(w: DenseWeights) -> Result<LoraQwen> {
         let DenseWeights {
             config: cfg,
             mut tensors,
@@ -122,7 +122,7 @@ impl Qwen {
             .to_dtype(DType::F32)?
             .reshape((context, 1))?;
         let freqs = t.matmul(&inv)?;
-        Ok(Qwen {
+        Ok(LoraQwen {
             cos: freqs.cos()?.to_dtype(dtype)?,
             sin: freqs.sin()?.to_dtype(dtype)?,
             cfg,
@@ -343,7 +343,7 @@ impl Qwen {
 
     /// The hidden states that score each token of `completions` (`[G, L]`, right-padded), all
     /// continuing the one prompt `prompt` (`[1, P]`): token j of row i is scored at position
-    /// P − 1 + j, as in [`Qwen::hidden`] of each row's whole sequence. The prompt runs once and
+    /// P − 1 + j, as in [`LoraQwen::hidden`] of each row's whole sequence. The prompt runs once and
     /// its keys and values, with their graph, serve the G rows, instead of the prompt running
     /// once per row: a group's completions share their prompt, most of a row's tokens.
     /// `[G, L, hidden]`.
@@ -419,7 +419,7 @@ impl Qwen {
 }
 
 /// A padded batch's per-row rotary angles, `[B, 1, t, head_dim]`, and attention mask,
-/// `[B, 1, t, s]` ([`Qwen::padded`]).
+/// `[B, 1, t, s]` ([`LoraQwen::padded`]).
 struct Padded {
     cos: Tensor,
     sin: Tensor,

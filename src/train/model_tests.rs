@@ -6,7 +6,7 @@ use candle_transformers::models::{qwen2, qwen3};
 
 use super::kv_cache::KvCache;
 use super::lora::LoraConfig;
-use super::model::Qwen;
+use super::model::LoraQwen;
 use crate::domain::rng::Rng;
 use crate::model::testkit::{self, TinyOptions};
 use crate::model::{Arch, ModelFiles};
@@ -53,10 +53,10 @@ fn stock_logits(arch: Arch, dir: &std::path::Path, tied: bool) -> Tensor {
     hidden.broadcast_matmul(&head.t().unwrap()).unwrap()
 }
 
-fn ours(arch: Arch, dir: &std::path::Path) -> Qwen {
+fn ours(arch: Arch, dir: &std::path::Path) -> LoraQwen {
     let files = ModelFiles::open(dir).unwrap();
     assert_eq!(files.config.arch, arch);
-    Qwen::new(files.dense(&Device::Cpu, DType::F32).unwrap()).unwrap()
+    LoraQwen::new(files.dense(&Device::Cpu, DType::F32).unwrap()).unwrap()
 }
 
 #[test]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::kv_cache::KvCache;
 use super::lora::LoraConfig;
-use super::model::Qwen;
+use super::model::LoraQwen;
 use super::TrainError;
 use crate::domain::prompt::ChatMessage;
 use crate::domain::rng::Rng;
@@ -22,7 +22,7 @@ use crate::model::{
 
 /// The model being trained and its tokenizer and chat template.
 pub struct Policy {
-    pub model: Qwen,
+    pub model: LoraQwen,
     tok: LoadedTokenizer,
     template: ChatTemplate,
     /// Ids the tokenizer knows; the rest of the embedding rows (padding) are never sampled.
@@ -48,7 +48,7 @@ impl Policy {
         // read straight into the dense tensors the trainer's model is built from.
         let files = ModelFiles::open(path).map_err(model_error)?;
         let w = files.dense(&dev, DType::F32).map_err(model_error)?;
-        let mut model = Qwen::new(w)?;
+        let mut model = LoraQwen::new(w)?;
         model.add_lora(lora, rng)?;
         let n_valid = files
             .tokenizer

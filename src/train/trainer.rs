@@ -301,7 +301,7 @@ impl Trainer {
     /// One forward/backward pass over the completions of `groups`, right-padded: completion
     /// token j of row i sits at position `p_i + j` and is scored by the logits at `p_i + j − 1`.
     /// When every row has the same prompt (a sampled group), the prompt runs once for all of
-    /// them ([`super::model::Qwen::completion_hidden`]).
+    /// them ([`super::model::LoraQwen::completion_hidden`]).
     fn micro_batch(
         &self,
         groups: &[&GroupData],
