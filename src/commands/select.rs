@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 
 use gavel::toolkit::scored::{read_scored_with, ScoredError};
-use gavel::toolkit::select::{select, sft_line, turns, Decision, Options, Summary};
+use gavel::toolkit::select::{select, sft_line, turns, Decision, Options, SelectSummary};
 
 #[derive(Args)]
 pub struct SelectArgs {
@@ -45,7 +45,7 @@ pub fn run(args: SelectArgs) -> anyhow::Result<ExitCode> {
         min_margin: args.min_margin,
     };
     opts.check()?;
-    let mut summary = Summary::default();
+    let mut summary = SelectSummary::default();
     let read = read_scored_with(&args.scored, |g| {
         let t: Vec<usize> = g.trajectories.iter().map(turns).collect();
         let d = select(&g.rewards, &t, &opts);

@@ -23,8 +23,8 @@ use crate::toolkit::groupfile::{override_request, print_problems, read_checked, 
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
 
 pub use report::{
-    build_report, compare_group, Comparison, GroupError, GroupReport, Mover, PerSide, Report,
-    SideReport, SideUsage, Sides, Summary, TopMover, TrajectoryRow,
+    build_report, compare_group, Comparison, DiffSummary, GroupError, GroupReport, Mover, PerSide,
+    Report, SideReport, SideUsage, Sides, TopMover, TrajectoryRow,
 };
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

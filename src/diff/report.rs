@@ -145,7 +145,7 @@ pub struct TopMover {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Summary {
+pub struct DiffSummary {
     pub groups: usize,
     pub groups_compared: usize,
     pub groups_failed: usize,
@@ -171,7 +171,7 @@ pub struct Report {
     pub compare: Compare,
     pub sides: Sides,
     pub groups: Vec<GroupReport>,
-    pub summary: Summary,
+    pub summary: DiffSummary,
 }
 
 impl Report {
@@ -239,7 +239,7 @@ pub fn compare_group(labels: &[String], a: &ScoreResponse, b: &ScoreResponse) ->
     }
 }
 
-fn summarise(groups: &[GroupReport]) -> Summary {
+fn summarise(groups: &[GroupReport]) -> DiffSummary {
     let compared: Vec<&Comparison> = groups
         .iter()
         .filter_map(|g| g.comparison.as_ref())
@@ -279,7 +279,7 @@ fn summarise(groups: &[GroupReport]) -> Summary {
         cache_hits.a += g.usage.a.cache_hits;
         cache_hits.b += g.usage.b.cache_hits;
     }
-    Summary {
+    DiffSummary {
         groups: groups.len(),
         groups_compared: compared.len(),
         groups_failed: groups.len() - compared.len(),

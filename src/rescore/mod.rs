@@ -162,7 +162,7 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
     let total = todo.len() as u64;
     let bar = progress_bar(args.progress, total, already);
 
-    let mut stats = Summary::default();
+    let mut stats = JobSummary::default();
     let mut last_log = Instant::now();
     let concurrency = args.concurrency.max(1);
     let mut results = futures::stream::iter(todo.iter().map(|u| {
@@ -238,13 +238,13 @@ fn job_path(p: &Path) -> String {
 }
 
 #[derive(Default)]
-struct Summary {
+struct JobSummary {
     groups: u64,
     rejects: u64,
     usage: Usage,
 }
 
-impl Summary {
+impl JobSummary {
     fn add(&mut self, u: &Usage) {
         self.usage.add(u);
     }

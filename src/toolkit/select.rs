@@ -140,7 +140,7 @@ pub fn select(rewards: &[Option<f64>], turns: &[usize], opts: &Options) -> Decis
 
 /// Counts for the summary line.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Summary {
+pub struct SelectSummary {
     pub groups: usize,
     pub kept_groups: usize,
     pub kept_trajectories: usize,
@@ -152,7 +152,7 @@ pub struct Summary {
     all_count: usize,
 }
 
-impl Summary {
+impl SelectSummary {
     /// Counts one group's decision; `rewards` are all of the group's.
     pub fn add(&mut self, rewards: &[Option<f64>], d: &Decision) {
         self.groups += 1;
@@ -181,7 +181,7 @@ impl Summary {
     }
 }
 
-impl fmt::Display for Summary {
+impl fmt::Display for SelectSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mean = |m: Option<f64>| m.map_or("n/a".to_string(), |m| format!("{m:.4}"));
         let dropped = self.groups - self.kept_groups;
@@ -369,7 +369,7 @@ mod tests {
 
     #[test]
     fn the_summary_counts_every_rule() {
-        let mut s = Summary::default();
+        let mut s = SelectSummary::default();
         let o = opts(1, Some(0.5), 0.1);
         for (r, want) in [
             (

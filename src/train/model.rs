@@ -32,7 +32,7 @@ struct Mlp {
     down: Linear,
 }
 
-struct Layer {
+struct LoraLayer {
     attn: Attention,
     mlp: Mlp,
     ln1: Tensor,
@@ -43,7 +43,7 @@ struct Layer {
 pub struct LoraQwen {
     cfg: QwenConfig,
     embed: Tensor,
-    layers: Vec<Layer>,
+    layers: Vec<LoraLayer>,
     norm: Tensor,
     lm_head: Tensor,
     cos: Tensor,
@@ -99,7 +99,7 @@ impl LoraQwen {
                 attn.q_norm = Some(take(&format!("{p}.self_attn.q_norm.weight"))?);
                 attn.k_norm = Some(take(&format!("{p}.self_attn.k_norm.weight"))?);
             }
-            layers.push(Layer {
+            layers.push(LoraLayer {
                 attn,
                 mlp,
                 ln1: take(&format!("{p}.input_layernorm.weight"))?,
