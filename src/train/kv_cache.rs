@@ -117,11 +117,6 @@ impl KvCache {
         })
     }
 
-    /// Whether some row starts with padding.
-    pub fn is_padded(&self) -> bool {
-        !self.pad.is_empty()
-    }
-
     /// For `t` new positions after the cache (`offset` = its length), each row's rotary
     /// positions, row-major `[B · t]`: a row's padding does not count, so its first real
     /// position is 0. `None` when no row is padded (every row's positions are `offset..`).
