@@ -19,6 +19,15 @@
 # Policy: the 0.5B test model (POLICY_MODEL, default tools/fetch-model.sh 0.5b), LoRA.
 # Judge: the 1.5B test model with its shipped adapter (adapters/judge-qwen2.5-coder-1.5b), in
 # JUDGE_MODE (default pointwise: pairwise asks n(n-1) prompts a group, 56 for 8 completions).
+#
+# Choosing a reward (README: choose on dev, report test once per shipped configuration):
+#   SPLIT=dev        answers and scores evals/policy_qa/dev.jsonl instead of test.jsonl
+#   CONTROL=0        skips the control run (a dev run compares trained with base only)
+#   LENGTH_TARGET=80 LENGTH_LIMIT=200 [LENGTH_WEIGHT=1]
+#                    merges a length verifier (characters; 1.0 up to the target, falling to 0.0 at
+#                    the limit) into the training reward beside the judge (weights judge 1,
+#                    length LENGTH_WEIGHT): the rubric's "one short sentence" made verifiable.
+#                    Still no gold answer in the reward.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -32,6 +41,11 @@ LEARNING_RATE="${LEARNING_RATE:-2e-5}"
 SAVE_EVERY="${SAVE_EVERY:-10}"
 TEST_N="${TEST_N:-200}"
 SEED="${SEED:-0}"
+SPLIT="${SPLIT:-test}"
+CONTROL="${CONTROL:-1}"
+LENGTH_TARGET="${LENGTH_TARGET:-}"
+LENGTH_LIMIT="${LENGTH_LIMIT:-}"
+LENGTH_WEIGHT="${LENGTH_WEIGHT:-1}"
 JUDGE_MODE="${JUDGE_MODE:-pointwise}"
 JUDGE_ADAPTER="${JUDGE_ADAPTER:-$ROOT/adapters/judge-qwen2.5-coder-1.5b}"
 POLICY_MODEL="${POLICY_MODEL:-$(tools/fetch-model.sh 0.5b)}"
@@ -58,9 +72,25 @@ device = "cpu"
 mode = "$JUDGE_MODE"
 EOF
 
+# The training tasks: the prompts and rubric as built, plus the length verifier when asked for.
+python3 - "$ROOT/evals/policy_qa/train.jsonl" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
+    > train_tasks.jsonl <<'PY'
+import json, sys
+path, target, limit, weight = sys.argv[1:]
+for line in open(path):
+    if not line.strip():
+        continue
+    task = json.loads(line)
+    if target:
+        task["verifiers"] = [{"type": "length", "unit": "chars",
+                              "target": int(target), "limit": int(limit)}]
+        task["policy"] = {"type": "weighted", "weights": {"judge": 1.0, "length": float(weight)}}
+    print(json.dumps(task))
+PY
+
 # The held-out questions as tasks for `train sample`: the prompt alone, scored by a length
 # verifier (no judge is asked; the reward of these samples is not what is measured).
-python3 - "$ROOT/evals/policy_qa/test.jsonl" "$TEST_N" > test_tasks.jsonl <<'PY'
+python3 - "$ROOT/evals/policy_qa/$SPLIT.jsonl" "$TEST_N" > test_tasks.jsonl <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][: int(sys.argv[2])]
 for r in rows:
@@ -70,7 +100,7 @@ for r in rows:
         "policy": {"type": "weighted", "weights": {"length": 1.0}},
     }))
 PY
-python3 - "$ROOT/evals/policy_qa/test.jsonl" "$TEST_N" > test.jsonl <<'PY'
+python3 - "$ROOT/evals/policy_qa/$SPLIT.jsonl" "$TEST_N" > test.jsonl <<'PY'
 import sys
 lines = [l for l in open(sys.argv[1]) if l.strip()][: int(sys.argv[2])]
 sys.stdout.write("".join(lines))
@@ -107,7 +137,7 @@ train() {
     local last
     last="$(ls -d "$dir"/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1 || true)"
     [[ -n "$last" ]] && resume=(--resume "$last")
-    "$GAVEL" train --model "$POLICY_MODEL" --tasks "$ROOT/evals/policy_qa/train.jsonl" --quiet \
+    "$GAVEL" train --model "$POLICY_MODEL" --tasks train_tasks.jsonl --quiet \
         --scorer-config judge.toml --store "store-$(basename "$dir")" \
         --steps "$STEPS" --prompts-per-step "$PROMPTS_PER_STEP" --group-size "$GROUP_SIZE" \
         --max-tokens "$MAX_TOKENS" --learning-rate "$LEARNING_RATE" --seed "$SEED" \
@@ -118,16 +148,20 @@ start=$(date +%s)
 answers answers-base.jsonl
 train trained
 answers answers-trained.jsonl "trained/checkpoint-$STEPS"
-train control --shuffle-rewards
-answers answers-control.jsonl "control/checkpoint-$STEPS"
+runs=(trained)
+if [[ "$CONTROL" != 0 ]]; then
+    train control --shuffle-rewards
+    answers answers-control.jsonl "control/checkpoint-$STEPS"
+    runs+=(control)
+fi
+files=(answers-base.jsonl)
+for run in "${runs[@]}"; do files+=("answers-$run.jsonl"); done
 
-python3 "$ROOT/evals/score_policy_answers.py" --json --test test.jsonl \
-    answers-base.jsonl answers-trained.jsonl answers-control.jsonl > result.json
-python3 "$ROOT/evals/score_policy_answers.py" --test test.jsonl \
-    answers-base.jsonl answers-trained.jsonl answers-control.jsonl | tee result.txt
+python3 "$ROOT/evals/score_policy_answers.py" --json --test test.jsonl "${files[@]}" > result.json
+python3 "$ROOT/evals/score_policy_answers.py" --test test.jsonl "${files[@]}" | tee result.txt
 
 # Per-step cost of each run (metrics.jsonl): sampling, judging, backward.
-for run in trained control; do
+for run in "${runs[@]}"; do
     python3 - "$run" "$run/metrics.jsonl" <<'PY'
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
