@@ -7,11 +7,15 @@ pub mod config;
 pub mod limits;
 pub mod local;
 pub mod remote;
+mod unconfigured;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::domain::error_type::ErrorType;
 use crate::domain::prompt::{ChatMessage, JudgeMode};
@@ -20,6 +24,7 @@ pub use config::{Backend, JudgeConfig};
 #[cfg(feature = "local")]
 pub use local::LocalJudge;
 pub use remote::RemoteJudge;
+pub use unconfigured::UnconfiguredJudge;
 
 /// How a judge failed, after its retries. Each maps to one HTTP status and `error.type`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -114,321 +119,182 @@ pub struct JudgeAdapter {
     pub reach: &'static str,
 }
 
-/// The judges gavel can use (a closed set: each backend is a variant).
-#[derive(Debug)]
-pub enum Judge {
-    Remote(Box<RemoteJudge>),
-    /// A Qwen model in-process (candle), on its own thread.
-    #[cfg(feature = "local")]
-    Local(Box<LocalJudge>),
-    /// A configured judge that cannot run (for example no API key); every call fails with
-    /// [`JudgeError::NotConfigured`] and this message.
-    Unconfigured {
-        name: String,
-        model: String,
-        reason: String,
-        /// Its config's `structured_output`, so `gavel render` shows the prompt it would send.
-        structured_output: bool,
-    },
-}
-
-impl Judge {
-    /// Builds a judge from its configuration. A remote judge that lacks its key is still
-    /// built, as [`Judge::Unconfigured`], so the daemon starts and says what is missing; a local
-    /// judge loads its model here, and any problem with it (path, architecture, files, device)
-    /// is an error: the start fails, not the first request.
-    pub fn from_config(name: &str, cfg: &JudgeConfig) -> Result<Judge, JudgeError> {
-        match cfg.backend {
-            Backend::Local => Judge::local(name, cfg),
-            Backend::Openai => Ok(match &cfg.api_key {
-                Some(_) => Judge::Remote(Box::new(RemoteJudge::new(name, cfg))),
-                None => Judge::Unconfigured {
-                    name: name.to_string(),
-                    model: cfg.model.clone(),
-                    reason: format!(
-                        "judge {name:?} has no API key: set the environment variable {} (or, with no config \
-                         file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
-                        cfg.api_key_env
-                    ),
-                    structured_output: cfg.structured_output,
-                },
-            }),
-        }
-    }
-
-    /// Builds every judge of a configuration, as [`Judge::from_config`] builds one, except
-    /// that local judges on the same model share it (see [`local::shared`]): one model in
-    /// memory, one owner thread, one prefix cache, an adapter slot per judge.
-    pub fn build_all(
-        judges: &BTreeMap<String, JudgeConfig>,
-    ) -> Result<BTreeMap<String, Judge>, JudgeError> {
-        let mut built = BTreeMap::new();
-        let mut local = Vec::new();
-        for (name, cfg) in judges {
-            match cfg.backend {
-                Backend::Local => local.push((name.as_str(), cfg)),
-                Backend::Openai => {
-                    built.insert(name.clone(), Judge::from_config(name, cfg)?);
-                }
-            }
-        }
-        built.extend(Judge::local_all(&local)?);
-        Ok(built)
-    }
-
-    #[cfg(feature = "local")]
-    fn local_all(judges: &[(&str, &JudgeConfig)]) -> Result<Vec<(String, Judge)>, JudgeError> {
-        let built = local::shared::load_local_judges(judges)
-            .map_err(|(tables, e)| JudgeError::NotConfigured(format!("{tables}: {e}")))?;
-        Ok(built
-            .into_iter()
-            .map(|(name, j)| (name, Judge::Local(Box::new(j))))
-            .collect())
-    }
-
-    #[cfg(not(feature = "local"))]
-    fn local_all(judges: &[(&str, &JudgeConfig)]) -> Result<Vec<(String, Judge)>, JudgeError> {
-        judges
-            .iter()
-            .map(|(name, cfg)| Ok((name.to_string(), Judge::local(name, cfg)?)))
-            .collect()
-    }
-
-    #[cfg(feature = "local")]
-    fn local(name: &str, cfg: &JudgeConfig) -> Result<Judge, JudgeError> {
-        LocalJudge::new(name, cfg)
-            .map(|j| Judge::Local(Box::new(j)))
-            .map_err(|e| JudgeError::NotConfigured(format!("[judges.{name}]: {e}")))
-    }
-
-    #[cfg(not(feature = "local"))]
-    fn local(name: &str, _cfg: &JudgeConfig) -> Result<Judge, JudgeError> {
-        Err(JudgeError::NotConfigured(format!(
-            "[judges.{name}]: backend \"local\" needs a gavel built with the `local` feature (on by default)"
-        )))
-    }
-
-    pub fn info(&self) -> JudgeInfo {
-        match self {
-            Judge::Remote(r) => JudgeInfo {
-                name: r.name.clone(),
-                model: r.model.clone(),
-            },
-            #[cfg(feature = "local")]
-            Judge::Local(l) => JudgeInfo {
-                name: l.name.clone(),
-                model: l.model.clone(),
-            },
-            Judge::Unconfigured { name, model, .. } => JudgeInfo {
-                name: name.clone(),
-                model: model.clone(),
-            },
-        }
-    }
-
-    /// The LoRA adapter a local judge runs over its model, if any.
-    pub fn adapter(&self) -> Option<JudgeAdapter> {
-        match self {
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.adapter().map(|a| JudgeAdapter {
-                path: a.path.display().to_string(),
-                sha256: a.sha256.clone(),
-                reach: match a.reach {
-                    crate::model::adapter::Reach::All => "all",
-                    crate::model::adapter::Reach::Verdict => "verdict",
-                },
-            }),
-            _ => None,
-        }
-    }
-
-    /// Why this judge cannot run, if it cannot.
-    pub fn unconfigured_reason(&self) -> Option<&str> {
-        match self {
-            Judge::Unconfigured { reason, .. } => Some(reason),
-            _ => None,
-        }
-    }
+/// What the scorer asks of a judge: a backend that completes chat messages (and, where it can,
+/// reads token probabilities), with what identifies it and what bounds its calls. Remote
+/// ([`RemoteJudge`]) and local ([`LocalJudge`]) judges implement it; [`UnconfiguredJudge`]
+/// stands in for one that cannot run. The scorer holds `Arc<dyn Judge>` and never asks which
+/// backend it has: a capability a backend lacks answers as the defaults below say.
+#[async_trait]
+pub trait Judge: Send + Sync + std::fmt::Debug {
+    /// Its name and model, as responses report them.
+    fn info(&self) -> JudgeInfo;
 
     /// Everything about the judge that decides its verdicts (backend, endpoint, model, sampling
     /// settings): part of every cache key.
-    pub fn identity(&self) -> Value {
-        match self {
-            Judge::Remote(r) => r.identity(),
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.identity(),
-            Judge::Unconfigured { name, model, .. } => {
-                json!({"backend": "unconfigured", "name": name, "model": model})
-            }
-        }
-    }
-
-    /// The judge's context window, when configured (larger groups are judged in chunks).
-    pub fn context_tokens(&self) -> Option<usize> {
-        match self {
-            Judge::Remote(r) => r.context_tokens,
-            #[cfg(feature = "local")]
-            Judge::Local(l) => Some(l.context_tokens),
-            Judge::Unconfigured { .. } => None,
-        }
-    }
+    fn identity(&self) -> Value;
 
     /// The completion budget of one call.
-    pub fn max_tokens(&self) -> u32 {
-        match self {
-            Judge::Remote(r) => r.max_tokens,
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.max_tokens,
-            Judge::Unconfigured { .. } => 0,
-        }
-    }
-
-    /// The cost of a call's tokens, when prices are configured.
-    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
-        match self {
-            Judge::Remote(r) => match (r.prompt_price, r.completion_price) {
-                (None, None) => None,
-                (p, c) => Some(
-                    (prompt_tokens as f64 * p.unwrap_or(0.0)
-                        + completion_tokens as f64 * c.unwrap_or(0.0))
-                        / 1e6,
-                ),
-            },
-            #[cfg(feature = "local")]
-            Judge::Local(_) => None,
-            Judge::Unconfigured { .. } => None,
-        }
-    }
+    fn max_tokens(&self) -> u32;
 
     /// The verdict deadline: every attempt, wait and re-ask of one verdict together.
-    pub fn deadline(&self) -> std::time::Duration {
-        match self {
-            Judge::Remote(r) => r.deadline,
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.deadline,
-            Judge::Unconfigured { .. } => std::time::Duration::from_secs(1),
-        }
-    }
-
-    /// The mode the judge is asked in unless a request says otherwise (its config's `mode`;
-    /// remote judges are always listwise).
-    pub fn mode(&self) -> JudgeMode {
-        match self {
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.mode,
-            _ => JudgeMode::Listwise,
-        }
-    }
-
-    /// Pairwise mode: how many others each trajectory of a large group meets.
-    pub fn pairwise_opponents(&self) -> usize {
-        match self {
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.pairwise_opponents,
-            _ => 4,
-        }
-    }
-
-    /// Probability modes: whether each score gets a decoded explanation (`explain = true`).
-    pub fn explains(&self) -> bool {
-        match self {
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.explain,
-            _ => false,
-        }
-    }
-
-    /// A free-text explanation of each of `prompts`, after probability-mode scores (local
-    /// judges that [`Judge::explains`]): a group's explanations at once, decoded together.
-    // Only local judges use the arguments.
-    #[cfg_attr(not(feature = "local"), allow(unused_variables))]
-    pub async fn explain(
-        &self,
-        prompts: Vec<Vec<ChatMessage>>,
-    ) -> Result<Vec<Completion>, JudgeError> {
-        match self {
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.explain(prompts).await,
-            Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
-            _ => Err(JudgeError::Unavailable(format!(
-                "judge {:?} does not explain probability-mode scores",
-                self.info().name
-            ))),
-        }
-    }
+    fn deadline(&self) -> Duration;
 
     /// Whether the judge's reply is held to its JSON schema (`structured_output`: a remote
     /// judge's `response_format`, a local judge's constrained decoding). The listwise prompt
     /// then only says what to write; without it the prompt spells the shape out, with an example.
-    pub fn follows_reply_schema(&self) -> bool {
-        match self {
-            Judge::Remote(r) => r.structured_output,
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.constrained(),
-            Judge::Unconfigured {
-                structured_output, ..
-            } => *structured_output,
-        }
+    fn follows_reply_schema(&self) -> bool;
+
+    /// Whether the judge can serve now (for `/readyz`); `Err` says why not, without secrets.
+    /// Costs no tokens.
+    async fn probe(&self) -> Result<(), String>;
+
+    /// Completes `messages`; `schema` is the verdict's JSON schema for structured output.
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        schema: &Value,
+    ) -> Result<Completion, JudgeError>;
+
+    /// The LoRA adapter a local judge runs over its model, if any.
+    fn adapter(&self) -> Option<JudgeAdapter> {
+        None
+    }
+
+    /// Why this judge cannot run, if it cannot.
+    fn unconfigured_reason(&self) -> Option<&str> {
+        None
+    }
+
+    /// The judge's context window, when configured (larger groups are judged in chunks).
+    fn context_tokens(&self) -> Option<usize> {
+        None
+    }
+
+    /// The cost of a call's tokens, when prices are configured.
+    fn cost(&self, _prompt_tokens: u64, _completion_tokens: u64) -> Option<f64> {
+        None
+    }
+
+    /// The mode the judge is asked in unless a request says otherwise (a local judge's config
+    /// `mode`; remote judges are always listwise).
+    fn mode(&self) -> JudgeMode {
+        JudgeMode::Listwise
+    }
+
+    /// Pairwise mode: how many others each trajectory of a large group meets.
+    fn pairwise_opponents(&self) -> usize {
+        4
+    }
+
+    /// Probability modes: whether each score gets a decoded explanation (`explain = true`).
+    fn explains(&self) -> bool {
+        false
+    }
+
+    /// A free-text explanation of each of `prompts`, after probability-mode scores (judges
+    /// that [`Judge::explains`]): a group's explanations at once, decoded together.
+    async fn explain(
+        &self,
+        _prompts: Vec<Vec<ChatMessage>>,
+    ) -> Result<Vec<Completion>, JudgeError> {
+        Err(JudgeError::Unavailable(format!(
+            "judge {:?} does not explain probability-mode scores",
+            self.info().name
+        )))
     }
 
     /// Whether the judge can read token probabilities (pointwise and pairwise modes).
-    pub fn reads_probabilities(&self) -> bool {
-        match self {
-            #[cfg(feature = "local")]
-            Judge::Local(_) => true,
-            _ => false,
-        }
+    fn reads_probabilities(&self) -> bool {
+        false
     }
 
     /// How likely each choice is as the first token of the judge's answer to each of
     /// `prompts`, asked together (a group's prompts: a local judge runs them on their shared
-    /// prefix). Local judges only; the scorer checks [`Judge::reads_probabilities`] first.
-    // Only local judges use the arguments.
-    #[cfg_attr(not(feature = "local"), allow(unused_variables))]
-    pub async fn choice_probabilities(
+    /// prefix). The scorer checks [`Judge::reads_probabilities`] first.
+    async fn choice_probabilities(
         &self,
-        prompts: Vec<Vec<ChatMessage>>,
-        choices: &[Vec<String>],
+        _prompts: Vec<Vec<ChatMessage>>,
+        _choices: &[Vec<String>],
     ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
-        match self {
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.choice_probabilities(prompts, choices).await,
-            Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
-            _ => Err(JudgeError::Unavailable(format!(
-                "judge {:?} cannot read token probabilities (a remote judge judges listwise)",
-                self.info().name
-            ))),
-        }
+        Err(JudgeError::Unavailable(format!(
+            "judge {:?} cannot read token probabilities (a remote judge judges listwise)",
+            self.info().name
+        )))
     }
+}
 
-    /// Whether the judge can serve now (for `/readyz`); `Err` says why not, without secrets.
-    /// Costs no tokens.
-    pub async fn probe(&self) -> Result<(), String> {
-        match self {
-            Judge::Remote(r) => r.probe().await,
-            // The model was loaded (or start-up failed) before the daemon listened; its owner
-            // thread answers or refuses with 429 from then on, unless it stopped after
-            // repeated panics.
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l
-                .engine()
-                .health()
-                .map_err(|why| format!("judge {:?}: {why}", l.name)),
-            Judge::Unconfigured { reason, .. } => Err(reason.clone()),
-        }
-    }
+/// Judges by name, as a configuration builds them.
+pub type Judges = BTreeMap<String, Arc<dyn Judge>>;
 
-    /// Completes `messages`; `schema` is the verdict's JSON schema for structured output.
-    pub async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        schema: &Value,
-    ) -> Result<Completion, JudgeError> {
-        match self {
-            Judge::Remote(r) => r.complete(messages, schema).await,
-            #[cfg(feature = "local")]
-            Judge::Local(l) => l.complete(messages, schema).await,
-            Judge::Unconfigured { reason, .. } => Err(JudgeError::NotConfigured(reason.clone())),
+/// Builds a judge from its configuration. A remote judge that lacks its key is still built, as
+/// an [`UnconfiguredJudge`], so the daemon starts and says what is missing; a local judge loads
+/// its model here, and any problem with it (path, architecture, files, device) is an error: the
+/// start fails, not the first request.
+pub fn build(name: &str, cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError> {
+    match cfg.backend {
+        Backend::Local => local_judge(name, cfg),
+        Backend::Openai => Ok(match &cfg.api_key {
+            Some(_) => Arc::new(RemoteJudge::new(name, cfg)),
+            None => Arc::new(UnconfiguredJudge {
+                name: name.to_string(),
+                model: cfg.model.clone(),
+                reason: format!(
+                    "judge {name:?} has no API key: set the environment variable {} (or, with no config \
+                     file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
+                    cfg.api_key_env
+                ),
+                structured_output: cfg.structured_output,
+            }),
+        }),
+    }
+}
+
+/// Builds every judge of a configuration, as [`build`] builds one, except that local judges on
+/// the same model share it (see [`local::shared`]): one model in memory, one owner thread, one
+/// prefix cache, an adapter slot per judge.
+pub fn build_all(judges: &BTreeMap<String, JudgeConfig>) -> Result<Judges, JudgeError> {
+    let mut built = BTreeMap::new();
+    let mut local = Vec::new();
+    for (name, cfg) in judges {
+        match cfg.backend {
+            Backend::Local => local.push((name.as_str(), cfg)),
+            Backend::Openai => {
+                built.insert(name.clone(), build(name, cfg)?);
+            }
         }
     }
+    built.extend(local_judges(&local)?);
+    Ok(built)
+}
+
+#[cfg(feature = "local")]
+fn local_judges(judges: &[(&str, &JudgeConfig)]) -> Result<Judges, JudgeError> {
+    let built = local::shared::load_local_judges(judges)
+        .map_err(|(tables, e)| JudgeError::NotConfigured(format!("{tables}: {e}")))?;
+    Ok(built
+        .into_iter()
+        .map(|(name, j)| (name, Arc::new(j) as Arc<dyn Judge>))
+        .collect())
+}
+
+#[cfg(not(feature = "local"))]
+fn local_judges(judges: &[(&str, &JudgeConfig)]) -> Result<Judges, JudgeError> {
+    judges
+        .iter()
+        .map(|(name, cfg)| Ok((name.to_string(), local_judge(name, cfg)?)))
+        .collect()
+}
+
+#[cfg(feature = "local")]
+fn local_judge(name: &str, cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError> {
+    LocalJudge::new(name, cfg)
+        .map(|j| Arc::new(j) as Arc<dyn Judge>)
+        .map_err(|e| JudgeError::NotConfigured(format!("[judges.{name}]: {e}")))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_judge(name: &str, _cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError> {
+    Err(JudgeError::NotConfigured(format!(
+        "[judges.{name}]: backend \"local\" needs a gavel built with the `local` feature (on by default)"
+    )))
 }

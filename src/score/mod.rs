@@ -29,7 +29,7 @@ use crate::domain::reward::{advantages, AdvantageOverflow, ScaleRewards};
 use crate::domain::rubric::{Rubric, RubricError, RubricSet};
 use crate::domain::trajectory::InputError;
 use crate::judge::config::JudgeConfig;
-use crate::judge::{Judge, JudgeError};
+use crate::judge::{self, Judge, JudgeError};
 use crate::store::{StoreError, VerdictStore};
 
 pub use judging::cache_key;
@@ -100,7 +100,7 @@ pub struct ScorerParts<'a> {
 /// The scoring core with everything it needs, built once and shared.
 #[derive(Debug)]
 pub struct Scorer {
-    judges: BTreeMap<String, Arc<Judge>>,
+    judges: judge::Judges,
     default_judge: Option<String>,
     rubrics: RubricSet,
     prompts: Prompts,
@@ -118,10 +118,7 @@ impl Scorer {
     /// built now, so a bad judge section stops start-up.
     pub fn new(parts: ScorerParts<'_>, store: Arc<dyn VerdictStore>) -> Result<Scorer, BuildError> {
         Ok(Scorer {
-            judges: Judge::build_all(parts.judges)?
-                .into_iter()
-                .map(|(name, j)| (name, Arc::new(j)))
-                .collect(),
+            judges: judge::build_all(parts.judges)?,
             default_judge: parts.default_judge.map(str::to_string),
             rubrics: RubricSet::load(parts.rubrics_dir)?,
             prompts: Prompts::load(parts.prompts_dir)?,
@@ -143,7 +140,7 @@ impl Scorer {
     pub fn rubrics(&self) -> &RubricSet {
         &self.rubrics
     }
-    pub fn judges(&self) -> impl Iterator<Item = &Judge> {
+    pub fn judges(&self) -> impl Iterator<Item = &dyn Judge> {
         self.judges.values().map(Arc::as_ref)
     }
     pub fn store(&self) -> &Arc<dyn VerdictStore> {
@@ -194,7 +191,7 @@ impl Scorer {
         }
     }
 
-    fn judge(&self, name: Option<&str>) -> Result<&Arc<Judge>, ScoreError> {
+    fn judge(&self, name: Option<&str>) -> Result<&Arc<dyn Judge>, ScoreError> {
         let known = || self.judges.keys().cloned().collect::<Vec<_>>().join(", ");
         let name = match name.or(self.default_judge.as_deref()) {
             Some(n) => n,
@@ -227,7 +224,11 @@ impl Scorer {
         if plan.policy.needs_judge() {
             for name in self.judge_names(req).map_err(on_judge)? {
                 let judge = self.judge(Some(&name)).map_err(on_judge)?;
-                judging::check_mode(judge, &rubric, req.judge_mode.unwrap_or(judge.mode()))?;
+                judging::check_mode(
+                    judge.as_ref(),
+                    &rubric,
+                    req.judge_mode.unwrap_or(judge.mode()),
+                )?;
             }
         }
         Ok(())

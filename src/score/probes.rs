@@ -207,7 +207,7 @@ pub(super) fn plan_probes(
 
 /// The cache key of a probability-mode verdict: judge identity, mode, template and what of the
 /// rubric the judge reads, and every prompt asked (which embed the trajectories and the pairs).
-pub(super) fn probe_key(judge: &Judge, probe: &ProbePlan, rubric: &Rubric) -> String {
+pub(super) fn probe_key(judge: &dyn Judge, probe: &ProbePlan, rubric: &Rubric) -> String {
     let mut m = Map::new();
     m.insert("schema".into(), json!(CACHE_SCHEMA));
     m.insert("judge".into(), judge.identity());
@@ -308,7 +308,7 @@ impl Scorer {
     /// `m` is the group's number of distinct trajectories (candidates).
     pub(super) async fn ask_probes(
         &self,
-        judge: &Judge,
+        judge: &dyn Judge,
         m: usize,
         probe: &ProbePlan,
     ) -> Result<StoredVerdict, JudgeError> {

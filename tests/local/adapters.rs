@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::common::model::testkit::{self, GgmlDType, TinyOptions};
 use gavel::judge::config::JudgeConfig;
 use gavel::judge::local::{LoadedModel, LocalJudge, LocalModelSpec};
+use gavel::judge::Judge;
 use gavel::model::adapter::{base_record, peft_name, JudgeRecord, Reach};
 use gavel::model::{Arch, ModelFiles};
 

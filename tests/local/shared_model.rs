@@ -1,4 +1,4 @@
-//! Local judges on one model share it (`Judge::build_all`): one loaded model and prefix cache,
+//! Local judges on one model share it (`judge::build_all`): one loaded model and prefix cache,
 //! each judge running its own adapter. On a tiny random Q8_0 model: every judge's probabilities
 //! are those of the same judge loaded alone, a verdict adapter's probe starts from the base
 //! judge's cached prefix, an every-position adapter's never does, and a judge with other engine
@@ -10,7 +10,7 @@ use std::path::Path;
 use gavel::domain::prompt::ChatMessage;
 use gavel::judge::config::JudgeConfig;
 use gavel::judge::local::LocalJudge;
-use gavel::judge::Judge;
+use gavel::judge::{self, Judge};
 use gavel::model::adapter::Reach;
 
 use super::adapters::{options, record_for, write_adapter};
@@ -40,7 +40,7 @@ fn config(model: &Path, adapter: Option<&Path>) -> JudgeConfig {
 }
 
 /// (P(yes), prompt tokens, of them cached) of one probe.
-async fn probe(judge: &Judge, question: &str) -> (f64, u64, u64) {
+async fn probe(judge: &dyn Judge, question: &str) -> (f64, u64, u64) {
     let p = judge
         .choice_probabilities(vec![messages(question)], &choices())
         .await
@@ -75,8 +75,8 @@ async fn judges_on_one_model_share_it_and_each_runs_its_own_adapter() {
         ("every".to_string(), config(&gguf, Some(&every))),
         ("own".to_string(), own),
     ]);
-    let judges = Judge::build_all(&configs).unwrap();
-    let j = |name: &str| &judges[name];
+    let judges = judge::build_all(&configs).unwrap();
+    let j = |name: &str| judges[name].as_ref();
 
     // The base judge prefills the prompt; a verdict adapter on the same model reruns only the
     // last tokens (at least 3 are run, so every probe takes the same arithmetic).
@@ -111,7 +111,7 @@ async fn judges_on_one_model_share_it_and_each_runs_its_own_adapter() {
         ("every", pe),
         ("own", p_own),
     ] {
-        let alone = Judge::Local(Box::new(LocalJudge::new(name, &configs[name]).unwrap()));
+        let alone = LocalJudge::new(name, &configs[name]).unwrap();
         let (p, _, _) = probe(&alone, q).await;
         assert!(
             (p - shared).abs() < 1e-6,
@@ -139,7 +139,7 @@ async fn a_bad_adapter_fails_the_start_naming_the_judges_that_share_its_model() 
         ("base".to_string(), config(&gguf, None)),
         ("tuned".to_string(), config(&gguf, Some(&missing))),
     ]);
-    let e = Judge::build_all(&configs).unwrap_err().to_string();
+    let e = judge::build_all(&configs).unwrap_err().to_string();
     assert!(e.contains("[judges.base], [judges.tuned]"), "{e}");
     assert!(e.contains("missing"), "{e}");
 }

@@ -4,14 +4,15 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::engine::Engine;
 use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
 use crate::domain::prompt::{ChatMessage, JudgeMode};
 use crate::judge::config::JudgeConfig;
-use crate::judge::{ChoiceProbabilities, Completion, JudgeError};
-use crate::model::adapter::AdapterInfo;
+use crate::judge::{ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeInfo};
+use crate::model::adapter::{AdapterInfo, Reach};
 use crate::model::{LocalError, ModelInfo};
 
 #[derive(Debug)]
@@ -91,8 +92,8 @@ impl LocalJudge {
         })
     }
 
-    /// The adapter this judge runs: its slot on the engine's model, and what it is.
-    pub fn adapter(&self) -> Option<&AdapterInfo> {
+    /// The adapter this judge runs: what it is (its slot on the engine's model aside).
+    pub fn adapter_info(&self) -> Option<&AdapterInfo> {
         self.adapter.as_ref().map(|(_, a)| a)
     }
 
@@ -107,56 +108,6 @@ impl LocalJudge {
     /// Whether listwise replies are decoded under the reply's JSON grammar.
     pub fn constrained(&self) -> bool {
         self.settings.constrained
-    }
-
-    /// What decides this judge's verdicts: the weights (by file name, size, format, type), the
-    /// device, the sampling and constraint settings, and the adapter's files (by their hash).
-    /// The path's folder is not in it, so a moved model keeps its cached verdicts.
-    pub fn identity(&self) -> Value {
-        let info = self.engine.info();
-        let file = info
-            .path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned());
-        let mut id = json!({
-            "backend": "local",
-            "model": self.model,
-            "file": file,
-            "weight_bytes": info.weight_bytes,
-            "format": info.format,
-            "arch": info.arch,
-            "dtype": info.dtype,
-            "device": self.device,
-            "constrained": self.settings.constrained,
-            "max_explanation_bytes": self.settings.max_explanation_bytes,
-            "max_tokens": self.settings.max_tokens,
-            "expected_score": self.settings.expected_score,
-            "temperature": self.settings.temperature,
-            "seed": self.settings.seed,
-        });
-        // Only when there is one: a judge without an adapter keeps the keys it always had.
-        if let Some(a) = self.adapter() {
-            id["adapter"] = json!(a.sha256);
-        }
-        id
-    }
-
-    /// One completion. `schema` is [`crate::domain::verdict::verdict_schema`]'s: the trajectory ids and
-    /// checklist item ids the constrained output follows are read from it.
-    pub async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        schema: &Value,
-    ) -> Result<Completion, JudgeError> {
-        let (ids, items) = schema_ids(schema);
-        let request = Request {
-            messages: messages.to_vec(),
-            ids,
-            items,
-            free_text_bytes: None,
-            adapter: self.adapter_slot(),
-        };
-        self.generate(request).await
     }
 
     /// Runs `request` on the engine as one completion.
@@ -193,13 +144,133 @@ impl LocalJudge {
             .collect())
     }
 
+    fn error(&self, e: EngineError) -> JudgeError {
+        let m = format!("judge {:?}: {e}", self.name);
+        match e {
+            EngineError::Overloaded(_) => JudgeError::Overloaded(m),
+            EngineError::Cancelled => JudgeError::Timeout(m),
+            EngineError::TooLong { .. }
+            | EngineError::Stopped
+            | EngineError::Panicked
+            | EngineError::Local(_) => JudgeError::Unavailable(m),
+        }
+    }
+}
+
+#[async_trait]
+impl Judge for LocalJudge {
+    fn info(&self) -> JudgeInfo {
+        JudgeInfo {
+            name: self.name.clone(),
+            model: self.model.clone(),
+        }
+    }
+
+    /// What decides this judge's verdicts: the weights (by file name, size, format, type), the
+    /// device, the sampling and constraint settings, and the adapter's files (by their hash).
+    /// The path's folder is not in it, so a moved model keeps its cached verdicts.
+    fn identity(&self) -> Value {
+        let info = self.engine.info();
+        let file = info
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned());
+        let mut id = json!({
+            "backend": "local",
+            "model": self.model,
+            "file": file,
+            "weight_bytes": info.weight_bytes,
+            "format": info.format,
+            "arch": info.arch,
+            "dtype": info.dtype,
+            "device": self.device,
+            "constrained": self.settings.constrained,
+            "max_explanation_bytes": self.settings.max_explanation_bytes,
+            "max_tokens": self.settings.max_tokens,
+            "expected_score": self.settings.expected_score,
+            "temperature": self.settings.temperature,
+            "seed": self.settings.seed,
+        });
+        // Only when there is one: a judge without an adapter keeps the keys it always had.
+        if let Some(a) = self.adapter_info() {
+            id["adapter"] = json!(a.sha256);
+        }
+        id
+    }
+
+    fn adapter(&self) -> Option<JudgeAdapter> {
+        self.adapter_info().map(|a| JudgeAdapter {
+            path: a.path.display().to_string(),
+            sha256: a.sha256.clone(),
+            reach: match a.reach {
+                Reach::All => "all",
+                Reach::Verdict => "verdict",
+            },
+        })
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        Some(self.context_tokens)
+    }
+
+    fn max_tokens(&self) -> u32 {
+        self.max_tokens
+    }
+
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    fn mode(&self) -> JudgeMode {
+        self.mode
+    }
+
+    fn pairwise_opponents(&self) -> usize {
+        self.pairwise_opponents
+    }
+
+    fn explains(&self) -> bool {
+        self.explain
+    }
+
+    fn follows_reply_schema(&self) -> bool {
+        self.constrained()
+    }
+
+    fn reads_probabilities(&self) -> bool {
+        true
+    }
+
+    // The model was loaded (or start-up failed) before the daemon listened; its owner thread
+    // answers or refuses with 429 from then on, unless it stopped after repeated panics.
+    async fn probe(&self) -> Result<(), String> {
+        self.engine
+            .health()
+            .map_err(|why| format!("judge {:?}: {why}", self.name))
+    }
+
+    /// One completion. `schema` is [`crate::domain::verdict::verdict_schema`]'s: the trajectory ids and
+    /// checklist item ids the constrained output follows are read from it.
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        schema: &Value,
+    ) -> Result<Completion, JudgeError> {
+        let (ids, items) = schema_ids(schema);
+        let request = Request {
+            messages: messages.to_vec(),
+            ids,
+            items,
+            free_text_bytes: None,
+            adapter: self.adapter_slot(),
+        };
+        self.generate(request).await
+    }
+
     /// Short free-text answers to each of `prompts`, each cut to `max_explanation_bytes` (at a
     /// character boundary): the explanations of scores already read in a probability mode, a
     /// group's decoded together.
-    pub async fn explain(
-        &self,
-        prompts: Vec<Vec<ChatMessage>>,
-    ) -> Result<Vec<Completion>, JudgeError> {
+    async fn explain(&self, prompts: Vec<Vec<ChatMessage>>) -> Result<Vec<Completion>, JudgeError> {
         let max_bytes = self.settings.max_explanation_bytes;
         let requests = prompts
             .into_iter()
@@ -228,7 +299,7 @@ impl LocalJudge {
 
     /// Each choice's probability as the first token of the answer to each prompt (no
     /// decoding): one engine job for all of them, so a group's prompts share their prefix.
-    pub async fn choice_probabilities(
+    async fn choice_probabilities(
         &self,
         prompts: Vec<Vec<ChatMessage>>,
         choices: &[Vec<String>],
@@ -258,18 +329,6 @@ impl LocalJudge {
                 }
             })
             .collect())
-    }
-
-    fn error(&self, e: EngineError) -> JudgeError {
-        let m = format!("judge {:?}: {e}", self.name);
-        match e {
-            EngineError::Overloaded(_) => JudgeError::Overloaded(m),
-            EngineError::Cancelled => JudgeError::Timeout(m),
-            EngineError::TooLong { .. }
-            | EngineError::Stopped
-            | EngineError::Panicked
-            | EngineError::Local(_) => JudgeError::Unavailable(m),
-        }
     }
 }
 

@@ -7,7 +7,7 @@ use super::*;
 pub(super) fn aggregate_samples(
     skeleton: &Skeleton,
     rubric: &Rubric,
-    judges: &[&Arc<Judge>],
+    judges: &[&Arc<dyn Judge>],
     per_sample: Vec<SampleResult>,
     aggregate: Aggregate,
 ) -> JudgeOutcome {

@@ -16,7 +16,7 @@ impl Scorer {
         if let Some(probe) = &plan.probes[i] {
             let judge = plan.judges[plan.skeleton.samples[i].judge];
             return self
-                .ask_probes(judge, plan.input.candidates.len(), probe)
+                .ask_probes(judge.as_ref(), plan.input.candidates.len(), probe)
                 .await;
         }
         let s = &plan.skeleton.samples[i];

@@ -90,7 +90,7 @@ impl Skeleton {
 /// Everything computed before the cache lookups.
 pub(super) struct Plan<'a> {
     pub rubric: &'a Rubric,
-    pub judges: Vec<&'a Arc<Judge>>,
+    pub judges: Vec<&'a Arc<dyn Judge>>,
     pub input: JudgeInput,
     pub skeleton: Arc<Skeleton>,
     /// The rendered prompt of each sample (parallel to `skeleton.samples`); for a

@@ -7,7 +7,7 @@ use super::*;
 /// Whether `judge` can judge `rubric` in `mode`: the probability modes need a judge that reads
 /// token probabilities and a rubric without checklist items.
 pub(in crate::score) fn check_mode(
-    judge: &Judge,
+    judge: &dyn Judge,
     rubric: &Rubric,
     mode: crate::domain::prompt::JudgeMode,
 ) -> Result<(), ScoreError> {
@@ -42,7 +42,7 @@ impl Scorer {
     pub(in crate::score) fn plan_judging<'a>(
         &'a self,
         rubric: &'a Rubric,
-        judges: Vec<&'a Arc<Judge>>,
+        judges: Vec<&'a Arc<dyn Judge>>,
         permutations: u32,
         req: &ScoreRequest,
     ) -> Result<Plan<'a>, ScoreError> {
@@ -85,6 +85,7 @@ impl Scorer {
         let mut template: Option<(&'static str, String)> = None;
         let mut max_chunks = 1;
         for (j, judge) in judges.iter().enumerate() {
+            let judge: &dyn Judge = judge.as_ref();
             let mode = req.judge_mode.unwrap_or(judge.mode());
             check_mode(judge, rubric, mode)?;
             if mode.reads_probabilities() {
@@ -173,7 +174,7 @@ impl Scorer {
     /// `context_tokens`.
     fn chunks_for(
         &self,
-        judge: &Judge,
+        judge: &dyn Judge,
         input: &JudgeInput,
         full: &RenderedPrompt,
     ) -> Result<Vec<Vec<usize>>, ScoreError> {

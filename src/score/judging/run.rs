@@ -38,7 +38,7 @@ impl Scorer {
         &self,
         skeleton: &Skeleton,
         rubric: &Rubric,
-        judges: &[&Arc<Judge>],
+        judges: &[&Arc<dyn Judge>],
         aggregate: Aggregate,
     ) -> Result<Option<JudgeOutcome>, ScoreError> {
         let mut per_sample = Vec::with_capacity(skeleton.samples.len());
@@ -183,7 +183,12 @@ fn sample_result(
 /// and sampling settings, the rendered messages (which embed rubric, trajectories and their
 /// order), the template version, what of the rubric the judge reads, and the sample index.
 /// Policy and verifiers are not in it: changing how rewards combine reuses the judge's verdicts.
-pub fn cache_key(judge: &Judge, rendered: &RenderedPrompt, rubric: &Rubric, sample: u32) -> String {
+pub fn cache_key(
+    judge: &dyn Judge,
+    rendered: &RenderedPrompt,
+    rubric: &Rubric,
+    sample: u32,
+) -> String {
     let mut m = Map::new();
     m.insert("schema".into(), json!(CACHE_SCHEMA));
     m.insert("judge".into(), judge.identity());

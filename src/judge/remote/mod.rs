@@ -2,130 +2,37 @@
 //!
 //! async-openai's default transport retries by itself (fixed policy, Retry-After lost to the
 //! caller). gavel owns the retry policy instead, so the client is given a bare transport
-//! ([`StatusTransport`]) that turns every non-2xx reply into an error carrying the status and
+//! ([`transport::StatusTransport`]) that turns every non-2xx reply into an error carrying the status and
 //! `Retry-After`, and [`RemoteJudge::complete`] decides what to retry and how long to wait.
 
+mod transport;
+
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use async_openai::config::{Config as _, OpenAIConfig};
 use async_openai::error::OpenAIError;
-use async_openai::middleware::{HttpRequestFactory, ReqwestService};
+use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::{
     ChatCompletionRequestAssistantMessageArgs, ChatCompletionRequestMessage,
     ChatCompletionRequestSystemMessageArgs, ChatCompletionRequestUserMessageArgs,
     CreateChatCompletionRequestArgs, ResponseFormat, ResponseFormatJsonSchema,
 };
 use async_openai::Client;
+use async_trait::async_trait;
 use serde_json::{json, Value};
+
+use transport::{backoff, classify, error_chain, Failure, Reply, StatusTransport};
 
 use super::config::JudgeConfig;
 use super::limits::JudgeLimits;
-use super::{Completion, JudgeError};
+use super::{Completion, Judge, JudgeError, JudgeInfo};
 use crate::domain::error_type::RetryCause;
 use crate::domain::prompt::{count_tokens, ChatMessage};
 use crate::domain::secret::Secret;
 
 /// The longest a `/readyz` reachability probe waits for the judge's server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The longest `Retry-After` read from a reply, seconds (a day); the wait is capped at
-/// `max_backoff_s` and the deadline later in any case.
-const MAX_RETRY_AFTER_S: f64 = 86_400.0;
-
-/// What gavel reads of a chat completion: the first choice's message and the token usage.
-/// async-openai's own response type also requires `id`, `object`, `created` and `model`, which
-/// OpenAI-compatible servers do not all send (a reply without `created` was retried as a bad
-/// reply and never accepted); none of them bears on a verdict, so they are not read.
-#[derive(Debug, serde::Deserialize)]
-struct Reply {
-    choices: Vec<ReplyChoice>,
-    #[serde(default)]
-    usage: Option<ReplyUsage>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct ReplyChoice {
-    message: ReplyMessage,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct ReplyMessage {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    refusal: Option<String>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct ReplyUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-}
-
-/// A non-2xx reply from the judge's server.
-#[derive(Debug)]
-struct HttpStatusError {
-    status: u16,
-    retry_after: Option<Duration>,
-    body: String,
-}
-
-impl std::fmt::Display for HttpStatusError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let body: String = self.body.chars().take(300).collect();
-        write!(f, "HTTP {}: {}", self.status, body.trim())
-    }
-}
-
-impl std::error::Error for HttpStatusError {}
-
-/// Plain reqwest transport that reports non-2xx replies as [`HttpStatusError`].
-#[derive(Clone)]
-struct StatusTransport {
-    inner: ReqwestService,
-}
-
-impl tower::Service<HttpRequestFactory> for StatusTransport {
-    type Response = reqwest::Response;
-    type Error = OpenAIError;
-    type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), OpenAIError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: HttpRequestFactory) -> Self::Future {
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let resp = fut.await?;
-            if resp.status().is_success() {
-                return Ok(resp);
-            }
-            let status = resp.status().as_u16();
-            let retry_after = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                // A proxy may send any number (`1e20` would overflow a Duration and panic);
-                // the caller caps the wait at its deadline anyway.
-                .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER_S)));
-            let body = resp.text().await.unwrap_or_default();
-            Err(OpenAIError::Boxed(Box::new(HttpStatusError {
-                status,
-                retry_after,
-                body,
-            })))
-        })
-    }
-}
 
 #[derive(Debug)]
 pub struct RemoteJudge {
@@ -138,27 +45,16 @@ pub struct RemoteJudge {
     /// Kept only to scrub it from error text a judge server echoes back.
     key: Option<Secret>,
     temperature: f32,
-    pub(crate) max_tokens: u32,
-    pub(crate) context_tokens: Option<usize>,
-    pub(crate) prompt_price: Option<f64>,
-    pub(crate) completion_price: Option<f64>,
-    pub(crate) structured_output: bool,
+    max_tokens: u32,
+    context_tokens: Option<usize>,
+    prompt_price: Option<f64>,
+    completion_price: Option<f64>,
+    structured_output: bool,
     timeout: Duration,
-    pub(crate) deadline: Duration,
+    deadline: Duration,
     max_retries: u32,
     max_backoff: Duration,
     limits: JudgeLimits,
-}
-
-/// What one failed attempt means for the next.
-enum Failure {
-    Retry {
-        message: String,
-        retry_after: Option<Duration>,
-        /// Why, for accounting.
-        cause: RetryCause,
-    },
-    Fatal(String),
 }
 
 impl RemoteJudge {
@@ -203,55 +99,11 @@ impl RemoteJudge {
         }
     }
 
-    pub fn identity(&self) -> Value {
-        json!({
-            "backend": "openai",
-            "base_url": self.base_url,
-            "model": self.model,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "structured_output": self.structured_output,
-        })
-    }
-
     /// `text` with the judge's API key replaced: some servers quote the key they refused.
     fn scrub(&self, text: String) -> String {
         match &self.key {
             Some(k) if text.contains(k.expose()) => text.replace(k.expose(), "[redacted]"),
             _ => text,
-        }
-    }
-
-    /// Reachability for `/readyz`: `GET {base_url}/models` with the judge's key. Any answer
-    /// below 500 means the server is up (some OpenAI-compatible servers have no `/models` and
-    /// answer 404) except 401 and 403: the key is refused, so no verdict could be had either.
-    pub async fn probe(&self) -> Result<(), String> {
-        let config = self.client.config();
-        let resp = self
-            .http
-            .get(config.url("/models"))
-            .headers(config.headers())
-            .timeout(PROBE_TIMEOUT.min(self.timeout))
-            .send()
-            .await
-            .map_err(|e| {
-                self.scrub(format!(
-                    "judge {:?} at {} is unreachable: {}",
-                    self.name,
-                    self.base_url,
-                    error_chain(&e)
-                ))
-            })?;
-        match resp.status().as_u16() {
-            s @ (401 | 403) => Err(format!(
-                "judge {:?} at {} refuses its API key (HTTP {s})",
-                self.name, self.base_url
-            )),
-            s if s >= 500 => Err(format!(
-                "judge {:?} at {} answers HTTP {s}",
-                self.name, self.base_url
-            )),
-            _ => Ok(()),
         }
     }
 
@@ -296,10 +148,91 @@ impl RemoteJudge {
         }
         args.build()
     }
+}
+
+#[async_trait]
+impl Judge for RemoteJudge {
+    fn info(&self) -> JudgeInfo {
+        JudgeInfo {
+            name: self.name.clone(),
+            model: self.model.clone(),
+        }
+    }
+
+    fn identity(&self) -> Value {
+        json!({
+            "backend": "openai",
+            "base_url": self.base_url,
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "structured_output": self.structured_output,
+        })
+    }
+
+    fn context_tokens(&self) -> Option<usize> {
+        self.context_tokens
+    }
+
+    fn max_tokens(&self) -> u32 {
+        self.max_tokens
+    }
+
+    fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
+        match (self.prompt_price, self.completion_price) {
+            (None, None) => None,
+            (p, c) => Some(
+                (prompt_tokens as f64 * p.unwrap_or(0.0)
+                    + completion_tokens as f64 * c.unwrap_or(0.0))
+                    / 1e6,
+            ),
+        }
+    }
+
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    fn follows_reply_schema(&self) -> bool {
+        self.structured_output
+    }
+
+    /// Reachability for `/readyz`: `GET {base_url}/models` with the judge's key. Any answer
+    /// below 500 means the server is up (some OpenAI-compatible servers have no `/models` and
+    /// answer 404) except 401 and 403: the key is refused, so no verdict could be had either.
+    async fn probe(&self) -> Result<(), String> {
+        let config = self.client.config();
+        let resp = self
+            .http
+            .get(config.url("/models"))
+            .headers(config.headers())
+            .timeout(PROBE_TIMEOUT.min(self.timeout))
+            .send()
+            .await
+            .map_err(|e| {
+                self.scrub(format!(
+                    "judge {:?} at {} is unreachable: {}",
+                    self.name,
+                    self.base_url,
+                    error_chain(&e)
+                ))
+            })?;
+        match resp.status().as_u16() {
+            s @ (401 | 403) => Err(format!(
+                "judge {:?} at {} refuses its API key (HTTP {s})",
+                self.name, self.base_url
+            )),
+            s if s >= 500 => Err(format!(
+                "judge {:?} at {} answers HTTP {s}",
+                self.name, self.base_url
+            )),
+            _ => Ok(()),
+        }
+    }
 
     /// One completion, retried per the judge's policy, bounded by the verdict deadline. Every
     /// attempt passes the judge's rate and concurrency limits first.
-    pub async fn complete(
+    async fn complete(
         &self,
         messages: &[ChatMessage],
         schema: &Value,
@@ -452,112 +385,5 @@ impl GaugeGuard {
 impl Drop for GaugeGuard {
     fn drop(&mut self) {
         self.0.decrement(1.0);
-    }
-}
-
-/// Exponential backoff with full jitter: a random wait in [base/2, base], base = 0.5 s · 2^(n-1),
-/// capped. Jitter spreads the retries of many concurrent groups so they do not hit the judge in
-/// lockstep.
-fn backoff(attempt: u32, cap: Duration) -> Duration {
-    let base = Duration::from_millis(500)
-        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
-        .min(cap);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let frac = 0.5 + f64::from(nanos % 1000) / 2000.0;
-    base.mul_f64(frac)
-}
-
-/// 408, 409, 429 and 5xx are worth retrying; other 4xx mean the request itself is wrong and
-/// will fail the same way again.
-fn retryable_status(status: u16) -> bool {
-    matches!(status, 408 | 409 | 429) || status >= 500
-}
-
-fn classify(e: OpenAIError) -> Failure {
-    match e {
-        OpenAIError::Boxed(b) => match b.downcast::<HttpStatusError>() {
-            Ok(h) if retryable_status(h.status) => Failure::Retry {
-                message: h.to_string(),
-                retry_after: h.retry_after,
-                cause: RetryCause::of_status(h.status),
-            },
-            Ok(h) => Failure::Fatal(h.to_string()),
-            Err(other) => Failure::Retry {
-                message: other.to_string(),
-                retry_after: None,
-                cause: RetryCause::Connection,
-            },
-        },
-        OpenAIError::Reqwest(r) => Failure::Retry {
-            message: format!("connection error: {}", error_chain(&r)),
-            retry_after: None,
-            cause: if r.is_timeout() {
-                RetryCause::Timeout
-            } else {
-                RetryCause::Connection
-            },
-        },
-        OpenAIError::JSONDeserialize(err, body) => {
-            let body: String = body.chars().take(200).collect();
-            Failure::Retry {
-                message: format!("reply is not a chat completion ({err}): {body}"),
-                retry_after: None,
-                cause: RetryCause::BadReply,
-            }
-        }
-        other => Failure::Fatal(other.to_string()),
-    }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_policy_by_status() {
-        for s in [408, 409, 429, 500, 502, 503] {
-            assert!(retryable_status(s), "{s}");
-        }
-        for s in [400, 401, 403, 404, 422] {
-            assert!(!retryable_status(s), "{s}");
-        }
-    }
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let cap = Duration::from_secs(3);
-        let b1 = backoff(1, cap);
-        assert!(b1 >= Duration::from_millis(250) && b1 <= Duration::from_millis(500));
-        let b3 = backoff(3, cap);
-        assert!(b3 >= Duration::from_millis(1000) && b3 <= Duration::from_millis(2000));
-        assert!(backoff(20, cap) <= cap);
-    }
-
-    #[test]
-    fn a_reply_is_read_without_the_fields_no_verdict_needs() {
-        // What some OpenAI-compatible servers send: no id, object, created or model.
-        let r: Reply = serde_json::from_str(
-            r#"{"choices": [{"message": {"role": "assistant", "content": "{}"}}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": null}}"#,
-        )
-        .unwrap();
-        assert_eq!(r.choices[0].message.content.as_deref(), Some("{}"));
-        let u = r.usage.unwrap();
-        assert_eq!((u.prompt_tokens, u.completion_tokens), (Some(12), None));
-        // Not a chat completion at all is still refused.
-        assert!(serde_json::from_str::<Reply>(r#"{"error": "overloaded"}"#).is_err());
     }
 }
