@@ -452,7 +452,7 @@ fn scorer_url_trains_like_in_process() {
 #[test]
 fn merged_weights_give_the_adapted_logits() {
     use candle_core::Device;
-    use gavel::train::rollout::Policy;
+    use gavel::train::rollout::PolicyModel;
     let tmp = tempfile::tempdir().unwrap();
     let (model, tasks) = write_toy(tmp.path()).unwrap();
     let cfg = toy_config(model, tasks, tmp.path().join("out"));
@@ -466,7 +466,7 @@ fn merged_weights_give_the_adapted_logits() {
     let adapter = t.save().unwrap();
     let out = tmp.path().join("merged");
     gavel::train::cli::merge(&cfg, &adapter, &out).unwrap();
-    let merged = Policy::load(
+    let merged = PolicyModel::load(
         &out,
         "cpu",
         &gavel::train::lora::LoraConfig::default(),

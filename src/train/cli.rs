@@ -9,7 +9,7 @@ pub use super::args::{MergeArgs, SampleArgs, ToyArgs, TrainAction, TrainArgs};
 use super::checkpoint;
 use super::config::TrainConfig;
 use super::offline::read_scored;
-use super::rollout::Policy;
+use super::rollout::PolicyModel;
 use super::scoring::Rewarder;
 use super::sft::Sft;
 use super::tasks::read_tasks;
@@ -175,7 +175,7 @@ pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainE
         )));
     }
     let lora = checkpoint::read_adapter_config(adapter)?;
-    let policy = Policy::load(&base, &cfg.device, &lora, &mut Rng::new(0))?;
+    let policy = PolicyModel::load(&base, &cfg.device, &lora, &mut Rng::new(0))?;
     checkpoint::load_adapters(adapter, &policy.model.lora_vars())?;
     std::fs::create_dir_all(out).map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
     let tensors: std::collections::HashMap<String, candle_core::Tensor> =

@@ -17,7 +17,7 @@
 
 use std::path::Path;
 
-use super::rollout::{Completion, Finish, Policy};
+use super::rollout::{Completion, Finish, PolicyModel};
 use super::trainer::GroupData;
 use super::TrainError;
 use crate::domain::prompt::ChatMessage;
@@ -26,7 +26,7 @@ use crate::toolkit::scored::{read_scored_with, ScoredGroup};
 
 /// Reads scored groups (with [`crate::toolkit::scored`]'s reader) and tokenizes them for `policy`; a bad
 /// line is `FILE:LINE: problem`.
-pub fn read_scored(path: &Path, policy: &Policy) -> Result<Vec<GroupData>, TrainError> {
+pub fn read_scored(path: &Path, policy: &PolicyModel) -> Result<Vec<GroupData>, TrainError> {
     let groups = read_scored_with(path, |g| group_data(&g, policy))
         .map_err(|e| TrainError::Input(e.to_string()))?;
     let groups: Vec<GroupData> = groups.into_iter().flatten().collect();
@@ -40,7 +40,7 @@ pub fn read_scored(path: &Path, policy: &Policy) -> Result<Vec<GroupData>, Train
 }
 
 /// One group's tokenized trajectories, those with a reward only; `None` under two of them.
-fn group_data(sg: &ScoredGroup, policy: &Policy) -> Result<Option<GroupData>, String> {
+fn group_data(sg: &ScoredGroup, policy: &PolicyModel) -> Result<Option<GroupData>, String> {
     let rewards = &sg.rewards;
     let advantages = sg
         .advantages
@@ -109,7 +109,7 @@ fn chat_message(m: &crate::domain::trajectory::Message) -> ChatMessage {
 type Tokenized = (Vec<u32>, Vec<u32>, Vec<f32>);
 
 /// One trajectory's prompt, completion and mask.
-pub(crate) fn tokenize(t: &Trajectory, policy: &Policy) -> Result<Tokenized, String> {
+pub(crate) fn tokenize(t: &Trajectory, policy: &PolicyModel) -> Result<Tokenized, String> {
     let msgs: Vec<ChatMessage> = t.messages.iter().map(chat_message).collect();
     let split = t
         .messages

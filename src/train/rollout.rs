@@ -21,7 +21,7 @@ use crate::model::{
 };
 
 /// The model being trained and its tokenizer and chat template.
-pub struct Policy {
+pub struct PolicyModel {
     pub model: LoraQwen,
     tok: LoadedTokenizer,
     template: ChatTemplate,
@@ -33,14 +33,14 @@ fn model_error(e: LocalError) -> TrainError {
     TrainError::Model(e.to_string())
 }
 
-impl Policy {
+impl PolicyModel {
     /// Loads `path` (model folder or GGUF, dequantized to f32 on CPU) and adds fresh adapters.
     pub fn load(
         path: &Path,
         device: &str,
         lora: &LoraConfig,
         rng: &mut Rng,
-    ) -> Result<Policy, TrainError> {
+    ) -> Result<PolicyModel, TrainError> {
         let dev = DeviceSpec::parse(device)
             .and_then(|d| d.open())
             .map_err(model_error)?;
@@ -55,7 +55,7 @@ impl Policy {
             .tokenizer
             .get_vocab_size(true)
             .min(model.config().vocab_size);
-        Ok(Policy {
+        Ok(PolicyModel {
             model,
             tok: files.tokenizer,
             template: files.template,
@@ -217,7 +217,7 @@ fn draw(lp: &[f32], cfg: &SamplingConfig, rng: &mut Rng) -> usize {
 
 /// Samples `n` completions of `prompt` together.
 pub fn sample_group(
-    policy: &Policy,
+    policy: &PolicyModel,
     prompt: &[u32],
     n: usize,
     cfg: &SamplingConfig,
@@ -229,7 +229,7 @@ pub fn sample_group(
 /// Samples `k` completions of each prompt, all rows in one batch (see [`sample_rows`]); the
 /// draws follow the prompts' order.
 pub fn sample_groups(
-    policy: &Policy,
+    policy: &PolicyModel,
     prompts: &[Vec<u32>],
     k: usize,
     cfg: &SamplingConfig,
@@ -252,7 +252,7 @@ pub fn sample_groups(
 /// from their caches stacked with left padding ([`KvCache::stack_left_padded`]), each row at its
 /// own positions, as it would alone. The random draws go step by step, rows in order.
 pub fn sample_rows(
-    policy: &Policy,
+    policy: &PolicyModel,
     prompts: &[&[u32]],
     cfg: &SamplingConfig,
     rng: &mut Rng,
@@ -382,7 +382,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         crate::train::toy::write_toy_model(tmp.path()).unwrap();
         let lora = LoraConfig::default();
-        let policy = Policy::load(tmp.path(), "cpu", &lora, &mut Rng::new(3)).unwrap();
+        let policy = PolicyModel::load(tmp.path(), "cpu", &lora, &mut Rng::new(3)).unwrap();
         let (a, b, c) = (
             policy.encode("0123").unwrap(),
             policy.encode("5678").unwrap(),

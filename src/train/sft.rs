@@ -33,7 +33,7 @@ use serde_json::Value;
 use super::config::TrainConfig;
 use super::offline::tokenize;
 use super::optim::{accumulate, clip_grad_norm, named_grads};
-use super::rollout::Policy;
+use super::rollout::PolicyModel;
 use super::run_log::{progress_bar, MetricsFile};
 use super::trainer::{Source, Trainer};
 use super::TrainError;
@@ -71,7 +71,7 @@ impl SftExample {
 }
 
 /// Reads chat examples and tokenizes them for `policy`; a bad line is `FILE:LINE: problem`.
-pub fn read_sft(path: &Path, policy: &Policy) -> Result<Vec<SftExample>, TrainError> {
+pub fn read_sft(path: &Path, policy: &PolicyModel) -> Result<Vec<SftExample>, TrainError> {
     let file = path.display().to_string();
     let text = read_text(path).map_err(TrainError::Input)?;
     let mut out = Vec::new();
@@ -87,7 +87,7 @@ pub fn read_sft(path: &Path, policy: &Policy) -> Result<Vec<SftExample>, TrainEr
     Ok(out)
 }
 
-fn parse_example(line: &str, policy: &Policy) -> Result<SftExample, String> {
+fn parse_example(line: &str, policy: &PolicyModel) -> Result<SftExample, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
     let obj = v.as_object().ok_or("expected a JSON object")?;
     let messages = obj.get("messages").ok_or("messages: missing")?;

@@ -14,7 +14,7 @@ use super::config::TrainConfig;
 use super::filter::FilterState;
 use super::grpo::GrpoInputs;
 use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
-use super::rollout::{sample_groups, Completion, Policy};
+use super::rollout::{sample_groups, Completion, PolicyModel};
 use super::run_log::{progress_bar, MetricsFile};
 use super::scoring::Rewarder;
 use super::tasks::Task;
@@ -97,7 +97,7 @@ pub enum Source {
 
 pub struct Trainer {
     pub cfg: TrainConfig,
-    pub policy: Policy,
+    pub policy: PolicyModel,
     pub opt: AdamW,
     pub rng: Rng,
     /// Optimizer steps done.
@@ -114,7 +114,7 @@ impl Trainer {
         // What sampling takes; a training step checks the rest (a group of two or more).
         cfg.validate_for_sampling()?;
         let mut rng = Rng::new(cfg.seed);
-        let policy = Policy::load(&cfg.model, &cfg.device, &cfg.lora, &mut rng)?;
+        let policy = PolicyModel::load(&cfg.model, &cfg.device, &cfg.lora, &mut rng)?;
         let opt = AdamW::new(policy.model.lora_vars(), cfg.adamw.clone())?;
         if let Some(dir) = &cfg.init_adapter {
             checkpoint::load_init_adapter(dir, opt.vars(), &cfg.lora)?;
