@@ -56,9 +56,14 @@ pub enum TrainError {
     /// Weights or configuration that do not make a model.
     #[error("{0}")]
     Model(String),
-    /// A failed tensor operation.
-    #[error("tensor operation failed: {0}")]
-    Tensor(String),
+    /// The model's files, tokenizer or device refused: the loader's own error, shown as it is.
+    #[error(transparent)]
+    Load(#[from] crate::model::LocalError),
+    /// A failed tensor operation. candle's error is kept for callers to inspect, but is not
+    /// this error's `source`: its message can run to several lines (a backtrace), and `main`
+    /// prints the whole source chain; the message shows its first line.
+    #[error("tensor operation failed: {}", crate::model::error::one_line(&.0.to_string()))]
+    Tensor(candle_core::Error),
     /// A bad option or config file.
     #[error("{0}")]
     Config(String),
@@ -75,14 +80,45 @@ pub enum TrainError {
     Io(String),
 }
 
-impl From<crate::model::LocalError> for TrainError {
-    fn from(e: crate::model::LocalError) -> Self {
-        TrainError::Model(e.to_string())
+impl From<candle_core::Error> for TrainError {
+    fn from(e: candle_core::Error) -> Self {
+        TrainError::Tensor(e)
     }
 }
 
-impl From<candle_core::Error> for TrainError {
-    fn from(e: candle_core::Error) -> Self {
-        TrainError::Tensor(crate::model::error::one_line(&e.to_string()))
+#[cfg(test)]
+mod error_tests {
+    use std::error::Error;
+    use std::path::PathBuf;
+
+    use super::TrainError;
+    use crate::model::LocalError;
+
+    /// The error and its sources as `main` prints them (`{e:#}`: each joined by ": ").
+    fn printed(e: &dyn Error) -> String {
+        let mut s = e.to_string();
+        let mut cur = e.source();
+        while let Some(c) = cur {
+            s.push_str(": ");
+            s.push_str(&c.to_string());
+            cur = c.source();
+        }
+        s
+    }
+
+    #[test]
+    fn tensor_and_load_errors_keep_their_errors_and_print_one_line_once() {
+        let e = TrainError::from(candle_core::Error::Msg("shapes differ\n  backtrace".into()));
+        assert_eq!(printed(&e), "tensor operation failed: shapes differ");
+        assert!(
+            matches!(&e, TrainError::Tensor(candle_core::Error::Msg(m)) if m.contains("backtrace"))
+        );
+
+        let e = TrainError::from(LocalError::NotFound(PathBuf::from("m.gguf")));
+        assert_eq!(
+            printed(&e),
+            LocalError::NotFound(PathBuf::from("m.gguf")).to_string()
+        );
+        assert!(matches!(&e, TrainError::Load(LocalError::NotFound(p)) if p.ends_with("m.gguf")));
     }
 }

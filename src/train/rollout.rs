@@ -16,9 +16,7 @@ use super::model::LoraQwen;
 use super::TrainError;
 use crate::domain::prompt::ChatMessage;
 use crate::domain::rng::Rng;
-use crate::model::{
-    ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, RenderOptions,
-};
+use crate::model::{ChatTemplate, DeviceSpec, LoadedTokenizer, ModelFiles, RenderOptions};
 
 /// The model being trained and its tokenizer and chat template.
 pub struct PolicyModel {
@@ -27,10 +25,6 @@ pub struct PolicyModel {
     template: ChatTemplate,
     /// Ids the tokenizer knows; the rest of the embedding rows (padding) are never sampled.
     pub n_valid: usize,
-}
-
-fn model_error(e: LocalError) -> TrainError {
-    TrainError::Model(e.to_string())
 }
 
 impl PolicyModel {
@@ -43,11 +37,11 @@ impl PolicyModel {
     ) -> Result<PolicyModel, TrainError> {
         let dev = DeviceSpec::parse(device)
             .and_then(|d| d.open())
-            .map_err(model_error)?;
+            .map_err(TrainError::Load)?;
         // One read of the files: config, tokenizer and template parsed once, and the weights
         // read straight into the dense tensors the trainer's model is built from.
-        let files = ModelFiles::open(path).map_err(model_error)?;
-        let w = files.dense(&dev, DType::F32).map_err(model_error)?;
+        let files = ModelFiles::open(path).map_err(TrainError::Load)?;
+        let w = files.dense(&dev, DType::F32).map_err(TrainError::Load)?;
         let mut model = LoraQwen::new(w)?;
         model.add_lora(lora, rng)?;
         let n_valid = files
@@ -68,7 +62,7 @@ impl PolicyModel {
         let text = self
             .template
             .render_with(messages, &RenderOptions::default())
-            .map_err(model_error)?;
+            .map_err(TrainError::Load)?;
         self.encode(&text)
     }
 
@@ -84,16 +78,16 @@ impl PolicyModel {
         };
         self.template
             .render_with(messages, &opts)
-            .map_err(model_error)
+            .map_err(TrainError::Load)
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TrainError> {
-        self.tok.encode(text).map_err(model_error)
+        self.tok.encode(text).map_err(TrainError::Load)
     }
 
     /// The text of `ids` without special tokens.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TrainError> {
-        self.tok.decode(ids, true).map_err(model_error)
+        self.tok.decode(ids, true).map_err(TrainError::Load)
     }
 
     pub fn eos_ids(&self) -> &[u32] {
