@@ -88,37 +88,28 @@ impl From<candle_core::Error> for TrainError {
 
 #[cfg(test)]
 mod error_tests {
-    use std::error::Error;
     use std::path::PathBuf;
 
     use super::TrainError;
     use crate::model::LocalError;
 
-    /// The error and its sources as `main` prints them (`{e:#}`: each joined by ": ").
-    fn printed(e: &dyn Error) -> String {
-        let mut s = e.to_string();
-        let mut cur = e.source();
-        while let Some(c) = cur {
-            s.push_str(": ");
-            s.push_str(&c.to_string());
-            cur = c.source();
-        }
-        s
+    /// The error as `main` prints it: anyhow's `{e:#}`, the error and its sources joined by ": ".
+    fn printed(e: TrainError) -> String {
+        format!("{:#}", anyhow::Error::from(e))
     }
 
     #[test]
     fn tensor_and_load_errors_keep_their_errors_and_print_one_line_once() {
         let e = TrainError::from(candle_core::Error::Msg("shapes differ\n  backtrace".into()));
-        assert_eq!(printed(&e), "tensor operation failed: shapes differ");
-        assert!(
-            matches!(&e, TrainError::Tensor(candle_core::Error::Msg(m)) if m.contains("backtrace"))
-        );
+        let kept =
+            matches!(&e, TrainError::Tensor(candle_core::Error::Msg(m)) if m.contains("backtrace"));
+        assert!(kept, "{e:?}");
+        assert_eq!(printed(e), "tensor operation failed: shapes differ");
 
         let e = TrainError::from(LocalError::NotFound(PathBuf::from("m.gguf")));
-        assert_eq!(
-            printed(&e),
-            LocalError::NotFound(PathBuf::from("m.gguf")).to_string()
-        );
-        assert!(matches!(&e, TrainError::Load(LocalError::NotFound(p)) if p.ends_with("m.gguf")));
+        let kept = matches!(&e, TrainError::Load(LocalError::NotFound(p)) if p.ends_with("m.gguf"));
+        assert!(kept, "{e:?}");
+        let alone = LocalError::NotFound(PathBuf::from("m.gguf")).to_string();
+        assert_eq!(printed(e), alone);
     }
 }
