@@ -46,6 +46,10 @@ CONTROL="${CONTROL:-1}"
 LENGTH_TARGET="${LENGTH_TARGET:-}"
 LENGTH_LIMIT="${LENGTH_LIMIT:-}"
 LENGTH_WEIGHT="${LENGTH_WEIGHT:-1}"
+if [[ -n "$LENGTH_TARGET" && -z "$LENGTH_LIMIT" ]] || [[ -z "$LENGTH_TARGET" && -n "$LENGTH_LIMIT" ]]; then
+    echo "learn_from_judge.sh: LENGTH_TARGET and LENGTH_LIMIT go together (e.g. 80 and 200)" >&2
+    exit 2
+fi
 JUDGE_MODE="${JUDGE_MODE:-pointwise}"
 JUDGE_ADAPTER="${JUDGE_ADAPTER:-$ROOT/adapters/judge-qwen2.5-coder-1.5b}"
 POLICY_MODEL="${POLICY_MODEL:-$(tools/fetch-model.sh 0.5b)}"
