@@ -224,8 +224,10 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // Each cause once: errors that name their cause in their own message also keep it as
+        // their source, and anyhow's `{:#}` would print it twice.
         Err(e) => {
-            eprintln!("gavel: {e:#}");
+            eprintln!("gavel: {}", gavel::domain::error_chain::with_causes(&*e));
             ExitCode::from(1)
         }
     }

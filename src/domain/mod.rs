@@ -3,11 +3,12 @@
 //! [`input`]'s refusals worded alike), what the judge reads ([`dedup`], [`prompt`] with
 //! [`json_text`], [`rubric`]), what it answers ([`verdict`]), the verifiable rewards
 //! ([`verify`]), and how it all becomes rewards and advantages ([`reward`]); plus what every
-//! layer shares: [`error_type`] (`error.type`), [`rng`] (the one seeded generator),
+//! layer shares: [`error_chain`] (an error with its causes), [`error_type`] (`error.type`), [`rng`] (the one seeded generator),
 //! [`seconds`] (durations in configuration), [`secret`] (strings that never print themselves),
 //! [`stats`] (the statistics every tool shares).
 
 pub mod dedup;
+pub mod error_chain;
 pub mod error_type;
 pub mod input;
 pub mod json_text;

@@ -17,6 +17,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::hub::{Hub, HubId};
+use crate::domain::error_chain::with_causes;
 
 /// Characters left as they are in a URL path segment.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -306,20 +307,6 @@ impl<'a> Fetch<'a> {
         }
         link(&blob, &pointer, file)
     }
-}
-
-/// An error with its causes (reqwest's own message leaves out why a connection failed).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let cause = s.to_string();
-        if !text.contains(&cause) {
-            text = format!("{text}: {cause}");
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// The shard files a safetensors index lists.

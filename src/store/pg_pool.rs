@@ -10,6 +10,7 @@ use tokio_postgres::{Client, Config};
 
 use super::pg_tls::{self, MakeRustls};
 use super::StoreError;
+use crate::domain::error_chain::with_causes;
 use crate::domain::secret::redact_url;
 
 /// How long opening one connection may take.
@@ -140,17 +141,7 @@ pub(super) fn describe(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         return format!("{}: {}", db.severity(), db.message());
     }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = s.source();
-    }
-    text
+    with_causes(e)
 }
 
 #[cfg(test)]

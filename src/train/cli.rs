@@ -24,7 +24,7 @@ pub async fn run(args: TrainArgs) -> Result<u8, TrainError> {
     let rt = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || run_blocking(args, rt))
         .await
-        .map_err(|e| TrainError::Io(format!("the training thread failed: {e}")))?
+        .map_err(TrainError::Thread)?
 }
 
 fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, TrainError> {
@@ -36,8 +36,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
     match &args.action {
         Some(TrainAction::Merge(m)) => return merge(&cfg, &m.adapter, &m.output).map(|()| 0),
         Some(TrainAction::Toy(ToyArgs { no_train, .. })) => {
-            std::fs::create_dir_all(&cfg.output_dir)
-                .map_err(|e| TrainError::Io(format!("{}: {e}", cfg.output_dir.display())))?;
+            std::fs::create_dir_all(&cfg.output_dir).map_err(TrainError::file(&cfg.output_dir))?;
             let (model, tasks) = toy::write_toy(&cfg.output_dir)?;
             let mut t = toy::toy_config(model, tasks, cfg.output_dir.join("run"));
             if args.steps.is_some() {
@@ -139,8 +138,7 @@ fn train(
     } = &trainer.source
     {
         let s: &Arc<crate::score::Scorer> = s;
-        rt.block_on(s.store().flush())
-            .map_err(|e| TrainError::Io(e.to_string()))?;
+        rt.block_on(s.store().flush())?;
     }
     Ok(0)
 }
@@ -177,12 +175,12 @@ pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainE
     let lora = checkpoint::read_adapter_config(adapter)?;
     let policy = PolicyModel::load(&base, &cfg.device, &lora, &mut Rng::new(0))?;
     checkpoint::load_adapters(adapter, &policy.model.lora_vars())?;
-    std::fs::create_dir_all(out).map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
+    std::fs::create_dir_all(out).map_err(TrainError::file(out))?;
     let tensors: std::collections::HashMap<String, candle_core::Tensor> =
         policy.model.merged_tensors()?.into_iter().collect();
     let file = out.join("model.safetensors");
     candle_core::safetensors::save(&tensors, &file)
-        .map_err(|e| TrainError::Io(format!("{}: {e}", file.display())))?;
+        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", file.display())))?;
     for name in [
         "config.json",
         "tokenizer.json",
@@ -192,8 +190,7 @@ pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainE
     ] {
         let src = base.join(name);
         if src.is_file() {
-            std::fs::copy(&src, out.join(name))
-                .map_err(|e| TrainError::Io(format!("{}: {e}", src.display())))?;
+            std::fs::copy(&src, out.join(name)).map_err(TrainError::file(&src))?;
         }
     }
     Ok(())

@@ -194,7 +194,7 @@ impl FilterState {
     pub fn save(&self, dir: &Path) -> Result<(), TrainError> {
         let path = dir.join(FILTER_STATE_FILE);
         std::fs::write(&path, serde_json::to_string(self).expect("json"))
-            .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+            .map_err(TrainError::file(&path))
     }
 
     /// The state saved in `dir`, or a fresh one (re-probe) when the checkpoint has none.

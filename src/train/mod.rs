@@ -73,11 +73,31 @@ pub enum TrainError {
     /// The scorer failed (a judge failure is never turned into a reward).
     #[error("scoring failed: {0}")]
     Score(String),
-    /// Checkpoint files missing or inconsistent.
+    /// Checkpoint or saved-model files missing, inconsistent or not written.
     #[error("{0}")]
     Checkpoint(String),
-    #[error("{0}")]
-    Io(String),
+    /// A file that could not be read, written or made.
+    #[error("{}: {source}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The verdict store refused (flushing a run's verdicts).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// The blocking thread that runs training panicked or was cancelled.
+    #[error("the training thread failed: {0}")]
+    Thread(#[source] tokio::task::JoinError),
+}
+
+impl TrainError {
+    /// `map_err(TrainError::file(path))`: an I/O error on `path`, kept as the source.
+    pub fn file(path: &std::path::Path) -> impl Fn(std::io::Error) -> TrainError + Copy + '_ {
+        move |source| TrainError::File {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 impl From<candle_core::Error> for TrainError {
@@ -93,9 +113,9 @@ mod error_tests {
     use super::TrainError;
     use crate::model::LocalError;
 
-    /// The error as `main` prints it: anyhow's `{e:#}`, the error and its sources joined by ": ".
+    /// The error as `main` prints it: the error, then each cause it does not already name.
     fn printed(e: TrainError) -> String {
-        format!("{:#}", anyhow::Error::from(e))
+        crate::domain::error_chain::with_causes(&*anyhow::Error::from(e))
     }
 
     #[test]
@@ -111,5 +131,24 @@ mod error_tests {
         assert!(kept, "{e:?}");
         let alone = LocalError::NotFound(PathBuf::from("m.gguf")).to_string();
         assert_eq!(printed(e), alone);
+    }
+
+    #[test]
+    fn a_file_error_names_the_file_keeps_the_io_error_and_prints_its_cause_once() {
+        let dir = std::env::temp_dir().join("gavel-train-error-test-no-such-dir");
+        let path = dir.join("metrics.jsonl");
+        let e = std::fs::read_to_string(&path)
+            .map_err(TrainError::file(&path))
+            .expect_err("no such file");
+        let kind = match &e {
+            TrainError::File { path: p, source } if p == &path => source.kind(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(kind, std::io::ErrorKind::NotFound);
+        let source = std::error::Error::source(&e).expect("the io error is the source");
+        let cause = source.to_string();
+        let text = printed(e);
+        assert!(text.starts_with(&format!("{}: ", path.display())), "{text}");
+        assert_eq!(text.matches(&cause).count(), 1, "{text}");
     }
 }

@@ -21,10 +21,9 @@ impl MetricsFile {
     /// after its last checkpoint wrote them, and the resumed run writes them again, so without
     /// this the file would hold those steps twice.
     pub fn open(out: &Path, resumed_from: u64) -> Result<MetricsFile, TrainError> {
-        std::fs::create_dir_all(out)
-            .map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
+        std::fs::create_dir_all(out).map_err(TrainError::file(out))?;
         let path = out.join("metrics.jsonl");
-        let io = |e: std::io::Error| TrainError::Io(format!("{}: {e}", path.display()));
+        let io = TrainError::file(&path);
         if resumed_from > 0 && path.exists() {
             let text = std::fs::read_to_string(&path).map_err(io)?;
             let kept: String = text
@@ -50,8 +49,7 @@ impl MetricsFile {
     /// Appends `line` as one JSON line.
     pub fn write(&mut self, line: &impl Serialize) -> Result<(), TrainError> {
         let text = serde_json::to_string(line).expect("metrics serialise");
-        writeln!(self.file, "{text}")
-            .map_err(|e| TrainError::Io(format!("{}: {e}", self.path.display())))
+        writeln!(self.file, "{text}").map_err(TrainError::file(&self.path))
     }
 }
 

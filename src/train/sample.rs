@@ -77,7 +77,6 @@ pub fn write_samples(trainer: &mut Trainer, out: &Path) -> Result<usize, TrainEr
         line["advantages"] = serde_json::json!(g.scored.advantages);
         line.to_string()
     });
-    crate::toolkit::output_file::write_lines(out, lines)
-        .map_err(|e| TrainError::Io(format!("{}: {e}", out.display())))?;
+    crate::toolkit::output_file::write_lines(out, lines).map_err(TrainError::file(out))?;
     Ok(groups.len())
 }

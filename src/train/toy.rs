@@ -59,12 +59,12 @@ pub fn task_line(start: u32) -> serde_json::Value {
 
 fn write_json(path: &Path, v: &serde_json::Value) -> Result<(), TrainError> {
     std::fs::write(path, serde_json::to_string_pretty(v).expect("json"))
-        .map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+        .map_err(TrainError::file(path))
 }
 
 /// Writes the toy model folder (config, tokenizer, template, weights) in `dir`.
 pub fn write_toy_model(dir: &Path) -> Result<(), TrainError> {
-    std::fs::create_dir_all(dir).map_err(|e| TrainError::Io(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(TrainError::file(dir))?;
     let table = bytes_to_unicode();
     let vocab: Vec<String> = (b'0'..=b'9')
         .chain(DISTRACTORS.iter().copied())
@@ -97,7 +97,7 @@ pub fn write_toy_model(dir: &Path) -> Result<(), TrainError> {
     t.insert("lm_head.weight".into(), (head * LM_HEAD_SCALE)?);
     let file = dir.join("model.safetensors");
     candle_core::safetensors::save(&t, &file)
-        .map_err(|e| TrainError::Io(format!("{}: {e}", file.display())))?;
+        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", file.display())))?;
     Ok(())
 }
 
@@ -110,8 +110,7 @@ pub fn write_toy(dir: &Path) -> Result<(PathBuf, PathBuf), TrainError> {
         .iter()
         .map(|&s| task_line(s).to_string())
         .collect();
-    std::fs::write(&tasks, lines.join("\n") + "\n")
-        .map_err(|e| TrainError::Io(format!("{}: {e}", tasks.display())))?;
+    std::fs::write(&tasks, lines.join("\n") + "\n").map_err(TrainError::file(&tasks))?;
     Ok((model, tasks))
 }
 
@@ -120,7 +119,7 @@ pub fn write_toy(dir: &Path) -> Result<(PathBuf, PathBuf), TrainError> {
 /// relative to the folder `gavel train toy` ran in, as `train.toml`'s paths are.
 pub fn write_toy_config(path: &Path, cfg: &TrainConfig) -> Result<(), TrainError> {
     let body = toml::to_string(cfg).map_err(|e| {
-        TrainError::Io(format!(
+        TrainError::Config(format!(
             "{}: cannot write the toy config: {e}",
             path.display()
         ))
@@ -129,7 +128,7 @@ pub fn write_toy_config(path: &Path, cfg: &TrainConfig) -> Result<(), TrainError
         "# The toy run's settings, written by `gavel train toy`. Paths are relative to the folder\n\
          # it ran in; every key is also a flag of `gavel train` (a flag wins).\n\n{body}"
     );
-    std::fs::write(path, text).map_err(|e| TrainError::Io(format!("{}: {e}", path.display())))
+    std::fs::write(path, text).map_err(TrainError::file(path))
 }
 
 /// The toy run's settings (tuned to learn in well under a minute on two cores, debug build).

@@ -22,11 +22,12 @@ use async_openai::Client;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use transport::{backoff, classify, error_chain, Failure, Reply, StatusTransport};
+use transport::{backoff, classify, Failure, Reply, StatusTransport};
 
 use super::config::JudgeConfig;
 use super::limits::JudgeLimits;
 use super::{Completion, Judge, JudgeError, JudgeInfo};
+use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
 use crate::domain::prompt::{count_tokens, ChatMessage};
 use crate::domain::secret::Secret;
@@ -214,7 +215,7 @@ impl Judge for RemoteJudge {
                     "judge {:?} at {} is unreachable: {}",
                     self.name,
                     self.base_url,
-                    error_chain(&e)
+                    with_causes(&e)
                 ))
             })?;
         match resp.status().as_u16() {

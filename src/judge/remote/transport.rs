@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::{HttpRequestFactory, ReqwestService};
 
+use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
 
 /// The longest `Retry-After` read from a reply, seconds (a day); the wait is capped at
@@ -154,7 +155,7 @@ pub(super) fn classify(e: OpenAIError) -> Failure {
             },
         },
         OpenAIError::Reqwest(r) => Failure::Retry {
-            message: format!("connection error: {}", error_chain(&r)),
+            message: format!("connection error: {}", with_causes(&r)),
             retry_after: None,
             cause: if r.is_timeout() {
                 RetryCause::Timeout
@@ -172,17 +173,6 @@ pub(super) fn classify(e: OpenAIError) -> Failure {
         }
         other => Failure::Fatal(other.to_string()),
     }
-}
-
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

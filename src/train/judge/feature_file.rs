@@ -81,7 +81,7 @@ impl FeatureKey<'_> {
 }
 
 fn bad(path: &Path, e: impl std::fmt::Display) -> TrainError {
-    TrainError::Io(format!("{}: {e}", path.display()))
+    TrainError::Checkpoint(format!("{}: {e}", path.display()))
 }
 
 /// Writes `features` (`chunk_of[i]`: the prompt group of example i; examples of one group
@@ -132,10 +132,10 @@ pub fn save(path: &Path, features: &[Features], chunk_of: &[usize]) -> Result<()
     let firsts: Vec<f64> = features.iter().map(|f| f.base_first).collect();
     out.insert("base_first".into(), Tensor::new(firsts, &cpu).map_err(t)?);
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| bad(dir, e))?;
+    std::fs::create_dir_all(dir).map_err(TrainError::file(dir))?;
     let tmp = path.with_extension("partial");
     candle_core::safetensors::save(&out, &tmp).map_err(t)?;
-    std::fs::rename(&tmp, path).map_err(|e| bad(path, e))
+    std::fs::rename(&tmp, path).map_err(TrainError::file(path))
 }
 
 /// The features `path` holds for `n` examples with `layers` adapted layers of reach `reach`,

@@ -28,10 +28,6 @@ fn cfg_err(m: impl Into<String>) -> TrainError {
     TrainError::Config(m.into())
 }
 
-fn io(path: &Path, e: impl std::fmt::Display) -> TrainError {
-    TrainError::Io(format!("{}: {e}", path.display()))
-}
-
 /// Runs `gavel train judge` (on a blocking thread; `rt` runs the teacher's scoring).
 pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainError> {
     if args.train.is_empty() && args.teacher.is_none() {
@@ -164,7 +160,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
     };
     let vars = head.lora_vars();
     let mut opt = fit::optimizer(vars.clone())?;
-    std::fs::create_dir_all(&args.output).map_err(|e| io(&args.output, e))?;
+    std::fs::create_dir_all(&args.output).map_err(TrainError::file(&args.output))?;
     let base_p = fit::first_shares(&head, &dev, &settings, false)?;
     let base_dev = fit::dev_figures(&dev, &base_p, &modes);
     // The head with fresh adapters (B = 0) is the base model at the verdict position: where it
@@ -469,17 +465,18 @@ fn write_adapter(
     cfg["layers_to_transform"] = json!(layers);
     let path = dir.join(ADAPTER_CONFIG);
     std::fs::write(&path, serde_json::to_string_pretty(&cfg).expect("json"))
-        .map_err(|e| io(&path, e))?;
+        .map_err(TrainError::file(&path))?;
     let path = dir.join(JUDGE_RECORD);
     std::fs::write(&path, serde_json::to_string_pretty(record).expect("json"))
-        .map_err(|e| io(&path, e))
+        .map_err(TrainError::file(&path))
 }
 
 const BEST_FILE: &str = "best_dev.json";
 
 fn write_best(out: &Path, best: fit::Best) -> Result<(), TrainError> {
     let path = out.join(BEST_FILE);
-    std::fs::write(&path, serde_json::to_string(&best).expect("json")).map_err(|e| io(&path, e))
+    std::fs::write(&path, serde_json::to_string(&best).expect("json"))
+        .map_err(TrainError::file(&path))
 }
 
 /// The best dev figures so far ([`fit::Best::NONE`] before the first).
