@@ -1,8 +1,5 @@
 //! Route handlers: parse, call the scorer, answer. Nothing else happens here.
 
-use std::time::Duration;
-
-use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
@@ -13,82 +10,13 @@ use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::ApiError;
+use super::extract::{within_deadline, Admitted, Parsed};
 use super::openapi::examples as doc;
 use super::openapi::responses::{PlainErrors, RenderErrors, ScoringErrors};
 use super::openapi::wire;
 use super::ready::{Check, NotReady, Ready};
 use super::AppState;
 use crate::score::{BatchRequest, BatchResponse, RenderResponse, ScoreRequest, ScoreResponse};
-
-/// Reads a JSON body, at most `max_body_bytes` of it within `body_read_timeout_s`; every
-/// failure is a typed error. Handlers call it after admission, so a refused request costs no
-/// body read and a slow body holds at most one admitted slot for a bounded time. Returns the
-/// text too, for refusals that quote a number as written ([`ApiError::as_written`]).
-pub(super) async fn read_json(state: &AppState, body: Body) -> Result<(Value, Bytes), ApiError> {
-    let max = state.server.max_body_bytes;
-    let limit = Duration::from_secs_f64(state.server.body_read_timeout_s);
-    let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, max));
-    let bytes = match tokio::time::timeout(limit, read).await {
-        Err(_) => {
-            return Err(ApiError::RequestTimeout(format!(
-                "the request body did not arrive within body_read_timeout_s ({}s)",
-                state.server.body_read_timeout_s
-            )))
-        }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(ApiError::PayloadTooLarge(format!(
-                "request body is larger than max_body_bytes ({max} bytes)"
-            )))
-        }
-        Ok(Err(e)) => {
-            return Err(ApiError::InvalidRequest(format!(
-                "cannot read request body: {e}"
-            )))
-        }
-        Ok(Ok(collected)) => collected.to_bytes(),
-    };
-    let value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))?;
-    Ok((value, bytes))
-}
-
-/// Reads and validates a one-group scoring request; returns the body's text too when a later
-/// refusal may need to quote it (see [`kept`]).
-async fn parse_body(state: &AppState, body: Body) -> Result<(ScoreRequest, Bytes), ApiError> {
-    let (value, bytes) = read_json(state, body).await?;
-    let req = ScoreRequest::from_json(&value, state.scorer.max_group_size())
-        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
-    Ok((req, kept(bytes)))
-}
-
-/// The body's text, kept while its request is scored only when it holds a number that a
-/// refusal could have to quote as written: every other body's memory is given back at once.
-fn kept(bytes: Bytes) -> Bytes {
-    if crate::domain::input::has_long_digit_run(&bytes) {
-        bytes
-    } else {
-        Bytes::new()
-    }
-}
-
-/// Admits one scoring request or refuses it at once: queueing without bound would only turn
-/// overload into timeouts.
-pub(super) fn admit(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
-    state.in_flight.clone().try_acquire_owned().map_err(|_| {
-        metrics::counter!("gavel_overloaded_total").increment(1);
-        ApiError::Overloaded(format!(
-            "{} scoring requests already in flight (max_in_flight); retry shortly",
-            state.server.max_in_flight
-        ))
-    })
-}
-
-pub(super) fn request_timeout(state: &AppState) -> ApiError {
-    ApiError::Judge(crate::judge::JudgeError::Timeout(format!(
-        "request took longer than request_timeout_s ({}s)",
-        state.server.request_timeout_s
-    )))
-}
 
 #[utoipa::path(
     post,
@@ -104,14 +32,14 @@ pub(super) fn request_timeout(state: &AppState) -> ApiError {
         ScoringErrors,
     ),
 )]
-pub async fn score_group(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
-    let (req, bytes) = parse_body(&state, body).await?;
-    let limit = Duration::from_secs_f64(state.server.request_timeout_s);
-    let resp = tokio::time::timeout(limit, state.scorer.score_group(&req))
-        .await
-        .map_err(|_| request_timeout(&state))?
-        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
+pub async fn score_group(
+    State(state): State<AppState>,
+    _slot: Admitted,
+    Parsed { body: req, text }: Parsed<ScoreRequest>,
+) -> Result<Response, ApiError> {
+    let resp = within_deadline(&state, state.scorer.score_group(&req))
+        .await?
+        .map_err(|e| ApiError::from(e).as_written(&text))?;
     Ok(Json(resp).into_response())
 }
 
@@ -131,8 +59,12 @@ pub async fn score_group(State(state): State<AppState>, body: Body) -> Result<Re
         ScoringErrors,
     ),
 )]
-pub async fn score_group_alias(state: State<AppState>, body: Body) -> Result<Response, ApiError> {
-    score_group(state, body).await
+pub async fn score_group_alias(
+    state: State<AppState>,
+    slot: Admitted,
+    req: Parsed<ScoreRequest>,
+) -> Result<Response, ApiError> {
+    score_group(state, slot, req).await
 }
 
 #[utoipa::path(
@@ -148,18 +80,14 @@ pub async fn score_group_alias(state: State<AppState>, body: Body) -> Result<Res
         ScoringErrors,
     ),
 )]
-pub async fn score_groups(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
-    let (value, bytes) = read_json(&state, body).await?;
-    let batch = BatchRequest::from_json(&value, state.scorer.max_group_size())
-        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
-    drop(value);
-    let bytes = kept(bytes);
-    let limit = Duration::from_secs_f64(state.server.request_timeout_s);
-    let resp = tokio::time::timeout(limit, state.scorer.score_groups(&batch))
-        .await
-        .map_err(|_| request_timeout(&state))?
-        .map_err(|e| ApiError::from(e).as_written(&bytes))?;
+pub async fn score_groups(
+    State(state): State<AppState>,
+    _slot: Admitted,
+    Parsed { body: batch, text }: Parsed<BatchRequest>,
+) -> Result<Response, ApiError> {
+    let resp = within_deadline(&state, state.scorer.score_groups(&batch))
+        .await?
+        .map_err(|e| ApiError::from(e).as_written(&text))?;
     Ok(Json(resp).into_response())
 }
 
@@ -180,15 +108,15 @@ pub async fn score_groups(State(state): State<AppState>, body: Body) -> Result<R
         RenderErrors,
     ),
 )]
-pub async fn render(State(state): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let _permit = admit(&state)?;
-    let (req, _) = parse_body(&state, body).await?;
+pub async fn render(
+    State(state): State<AppState>,
+    _slot: Admitted,
+    Parsed { body: req, .. }: Parsed<ScoreRequest>,
+) -> Result<Response, ApiError> {
     let scorer = state.scorer.clone();
     let work = tokio::task::spawn_blocking(move || scorer.render(&req));
-    let limit = Duration::from_secs_f64(state.server.request_timeout_s);
-    let rendered = tokio::time::timeout(limit, work)
-        .await
-        .map_err(|_| request_timeout(&state))?
+    let rendered = within_deadline(&state, work)
+        .await?
         .map_err(|e| ApiError::Internal(format!("rendering failed: {e}")))??;
     Ok(Json(rendered).into_response())
 }

@@ -16,7 +16,7 @@ use axum::Json;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::handlers::{admit, read_json, request_timeout};
+use super::extract::{read_json, within_deadline, Admitted};
 use super::openapi::examples as doc;
 use super::openapi::responses::GetRewardErrors;
 use super::openapi::wire;
@@ -155,11 +155,11 @@ fn scope(caller: &Caller, headers: &HeaderMap) -> Result<String, ApiError> {
 )]
 pub async fn get_reward(
     State(state): State<AppState>,
+    slot: Admitted,
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let permit = admit(&state)?;
     let caller = caller.map_or(Caller::Anonymous, |Extension(c)| c);
     let scope = scope(&caller, &headers)?;
     let (value, bytes) = read_json(&state, body).await?;
@@ -204,12 +204,9 @@ pub async fn get_reward(
     // holds at most `group_size` samples; the judging runs in the assembler's own task under
     // `request_timeout_s` and never held a slot. The body and the parsed samples are dropped
     // too, so a waiting request holds only its answers' channels.
-    drop(permit);
+    drop(slot);
     drop(value);
-    let limit = Duration::from_secs_f64(state.server.request_timeout_s);
-    let results = tokio::time::timeout(limit, futures::future::join_all(answers))
-        .await
-        .map_err(|_| request_timeout(&state))?;
+    let results = within_deadline(&state, futures::future::join_all(answers)).await?;
     let mut out = Vec::with_capacity(results.len());
     for r in results {
         match r {
