@@ -50,7 +50,7 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
 
     let mut j = JudgeConfig::local(&model_path);
-    j.device = device.clone();
+    j.device = gavel::model::DeviceSpec::parse(&device).expect("GAVEL_BENCH_DEVICE: cpu or cuda:N");
     j.max_explanation_bytes = 80;
     j.deadline_s = 3600.0;
     // The listwise verdict is what llama.cpp's decode is compared with; the probability modes

@@ -214,6 +214,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::DeviceSpec;
 
     fn env(k: &str) -> Option<String> {
         (k == "MY_KEY").then(|| "sk-secret-123".to_string())
@@ -283,7 +284,7 @@ mod tests {
         let cfg = Config::from_toml(&on.join("\n"), "examples/gavel.toml", &|_| None).unwrap();
         let local = &cfg.judges["local"];
         assert_eq!(local.backend, Backend::Local);
-        assert_eq!((local.device.as_str(), local.max_queue), ("cpu", 64));
+        assert_eq!((local.device, local.max_queue), (DeviceSpec::Cpu, 64));
         assert_eq!(local.prefix_cache_bytes, Some(1 << 30));
         assert!(local.model_path.is_some() && local.structured_output);
     }
@@ -397,9 +398,15 @@ mod tests {
         let cfg = Config::from_toml(ok, "g.toml", &env).unwrap();
         let l = &cfg.judges["l"];
         assert_eq!(
-            (l.device.as_str(), l.max_queue, l.prefix_cache_bytes),
-            ("cuda:1", 64, None)
+            (l.device, l.max_queue, l.prefix_cache_bytes),
+            (DeviceSpec::Cuda(1), 64, None)
         );
+        let bad = ok.replace("cuda:1", "gpu0");
+        let e = Config::from_toml(&bad, "g.toml", &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("g.toml") && e.contains("gpu0"), "{e}");
+        assert!(e.contains("expected \"cpu\" or \"cuda:N\""), "{e}");
         let e = Config::from_toml(&format!("{ok}max_queue = 0\n"), "g.toml", &env).unwrap_err();
         assert!(e.to_string().contains("max_queue must be > 0"), "{e}");
         let e =
@@ -420,7 +427,7 @@ mod tests {
         let cfg = Config::from_toml(gpu, "k8s/overlays/gpu/gavel.toml", &|_| None).unwrap();
         let local = &cfg.judges["local"];
         assert_eq!(local.backend, Backend::Local);
-        assert_eq!(local.device, "cuda:0");
+        assert_eq!(local.device, DeviceSpec::Cuda(0));
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn run(args: BenchLoadArgs) -> anyhow::Result<ExitCode> {
     };
     let o = LoadOptions {
         model,
-        device: args.device,
+        device: gavel::model::DeviceSpec::parse(&args.device)?,
         groups: args.groups,
         concurrency: args.concurrency,
         max_batch_tokens: args.max_batch_tokens,

@@ -100,7 +100,8 @@ fn bare_model(model: &Path, device: &str, decode_steps: usize) -> Result<Value, 
 /// nothing is reused.
 fn scorer(model: &Path, device: &str, prefix_cache: bool) -> Result<Scorer, BenchError> {
     let mut j = JudgeConfig::local(model);
-    j.device = device.to_string();
+    j.device =
+        crate::model::DeviceSpec::parse(device).map_err(|e| BenchError::Judge(e.to_string()))?;
     j.max_explanation_bytes = 0;
     j.deadline_s = 3600.0;
     if !prefix_cache {

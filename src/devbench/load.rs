@@ -26,7 +26,7 @@ const EXAMPLE: &str = include_str!("../../examples/groups/rag_answer.json");
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     pub model: PathBuf,
-    pub device: String,
+    pub device: crate::model::DeviceSpec,
     /// Groups sent in each run.
     pub groups: usize,
     /// Groups in flight at once, one run each (1: one after another).
@@ -73,7 +73,7 @@ fn group_in(k: usize, mode: JudgeMode) -> Value {
 
 fn config(o: &LoadOptions, setting: Setting) -> Config {
     let mut j = JudgeConfig::local(&o.model);
-    j.device = o.device.clone();
+    j.device = o.device;
     j.mode = Some(o.mode);
     j.explain = o.explain_bytes > 0;
     j.max_explanation_bytes = o.explain_bytes;
@@ -196,7 +196,7 @@ pub async fn figures(o: &LoadOptions) -> Result<Value, BenchError> {
     }
     Ok(json!({
         "model": o.model,
-        "device": o.device,
+        "device": o.device.to_string(),
         "mode": o.mode,
         "threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "runs": runs,

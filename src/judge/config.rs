@@ -89,7 +89,7 @@ pub struct JudgeConfig {
     pub adapter: Option<PathBuf>,
     /// local: `cpu` or `cuda:N` (`cuda:N` needs a build with the `cuda` feature).
     #[serde(default = "default_device")]
-    pub device: String,
+    pub device: crate::model::DeviceSpec,
     /// local: requests queued or running at once; beyond it the daemon answers 429.
     #[serde(default = "default_max_queue")]
     pub max_queue: usize,
@@ -135,8 +135,8 @@ fn default_pairwise_opponents() -> usize {
     4
 }
 
-fn default_device() -> String {
-    "cpu".to_string()
+fn default_device() -> crate::model::DeviceSpec {
+    crate::model::DeviceSpec::Cpu
 }
 fn default_max_queue() -> usize {
     64

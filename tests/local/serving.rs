@@ -228,7 +228,7 @@ fn bad_local_judges_fail_at_start() {
         .to_string();
     assert!(e.contains("not a GGUF file"), "{e}");
     let cfg = local_config(&not_gguf, &tmp.path().join("s"), |j| {
-        j.device = "cuda:0".into()
+        j.device = gavel::model::DeviceSpec::Cuda(0)
     });
     let e = Scorer::new(cfg.scorer_parts(), store)
         .unwrap_err()
@@ -269,7 +269,7 @@ async fn real_local_judge_scores_the_examples() {
         j.max_explanation_bytes = 0;
         // A shared 2-core CI machine runs a debug build: be patient; speed is benches/' job.
         j.deadline_s = 3600.0;
-        j.device = std::env::var("GAVEL_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
+        j.device = test_device();
     });
     cfg.server.request_timeout_s = 3600.0;
     let t0 = std::time::Instant::now();
@@ -324,7 +324,7 @@ async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
     let mut cfg = local_config(Path::new(&path), &tmp.path().join("store"), |j| {
         j.mode = Some(gavel::domain::prompt::JudgeMode::Pairwise);
         j.deadline_s = 3600.0;
-        j.device = std::env::var("GAVEL_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
+        j.device = test_device();
     });
     cfg.server.request_timeout_s = 3600.0;
     let gavel = Gavel::start(cfg).await;
@@ -354,4 +354,10 @@ async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
         }
     }
     gavel.stop().await;
+}
+
+/// `GAVEL_TEST_DEVICE` (default `cpu`).
+fn test_device() -> gavel::model::DeviceSpec {
+    let name = std::env::var("GAVEL_TEST_DEVICE").unwrap_or_else(|_| "cpu".into());
+    gavel::model::DeviceSpec::parse(&name).expect("GAVEL_TEST_DEVICE: cpu or cuda:N")
 }

@@ -80,7 +80,7 @@ impl LocalJudge {
             engine,
             adapter,
             settings: engine_settings(cfg),
-            device: cfg.device.clone(),
+            device: cfg.device.to_string(),
             deadline: Duration::from_secs_f64(cfg.deadline_s),
             context_tokens: cfg
                 .context_tokens

@@ -37,8 +37,10 @@ pub fn load_local_judges(
             .join(", ");
         let first = group[0].1;
         // One slot per distinct adapter folder: two judges with the same adapter run the same.
-        let mut spec =
-            LocalModelSpec::new(first.model_path.clone().unwrap_or_default(), &first.device);
+        let mut spec = LocalModelSpec::new(
+            first.model_path.clone().unwrap_or_default(),
+            first.device.to_string(),
+        );
         for (_, cfg) in &group {
             if let Some(dir) = cfg.adapter.as_ref().filter(|d| !spec.adapters.contains(d)) {
                 spec.adapters.push(dir.clone());
