@@ -18,7 +18,7 @@ use crate::score::{BatchRequest, ScoreRequest};
 
 /// A slot of `max_in_flight`, held while the handler runs (dropped with it). Extracted before
 /// the body, so a refused request costs no body read.
-pub struct Admitted(#[allow(dead_code)] pub OwnedSemaphorePermit);
+pub struct Admitted(pub OwnedSemaphorePermit);
 
 impl FromRequestParts<AppState> for Admitted {
     type Rejection = ApiError;
