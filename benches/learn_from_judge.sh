@@ -28,6 +28,10 @@
 #                    the limit) into the training reward beside the judge (weights judge 1,
 #                    length LENGTH_WEIGHT): the rubric's "one short sentence" made verifiable.
 #                    Still no gold answer in the reward.
+#   RUBRIC_FILE=benches/rubrics/policy_qa_correct.md
+#                    the training tasks' rubric text from this file instead of the one
+#                    evals/policy_qa/train.jsonl carries (the rubric is the reward function's
+#                    author's to write; still no gold answer in it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -46,6 +50,12 @@ CONTROL="${CONTROL:-1}"
 LENGTH_TARGET="${LENGTH_TARGET:-}"
 LENGTH_LIMIT="${LENGTH_LIMIT:-}"
 LENGTH_WEIGHT="${LENGTH_WEIGHT:-1}"
+RUBRIC_FILE="${RUBRIC_FILE:-}"
+if [[ -n "$RUBRIC_FILE" && ! -s "$RUBRIC_FILE" ]]; then
+    echo "learn_from_judge.sh: RUBRIC_FILE $RUBRIC_FILE is missing or empty" >&2
+    exit 2
+fi
+[[ -n "$RUBRIC_FILE" ]] && RUBRIC_FILE="$(realpath "$RUBRIC_FILE")"
 if [[ -n "$LENGTH_TARGET" && -z "$LENGTH_LIMIT" ]] || [[ -z "$LENGTH_TARGET" && -n "$LENGTH_LIMIT" ]]; then
     echo "learn_from_judge.sh: LENGTH_TARGET and LENGTH_LIMIT go together (e.g. 80 and 200)" >&2
     exit 2
@@ -76,15 +86,22 @@ device = "cpu"
 mode = "$JUDGE_MODE"
 EOF
 
-# The training tasks: the prompts and rubric as built, plus the length verifier when asked for.
+# The training tasks: the prompts and rubric as built (or RUBRIC_FILE's rubric), plus the length
+# verifier when asked for.
 python3 - "$ROOT/evals/policy_qa/train.jsonl" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
-    > train_tasks.jsonl <<'PY'
-import json, sys
-path, target, limit, weight = sys.argv[1:]
+    "$RUBRIC_FILE" > train_tasks.jsonl <<'PY'
+import json, os, sys
+path, target, limit, weight, rubric_file = sys.argv[1:]
+rubric = None
+if rubric_file:
+    name = "policy_qa_" + os.path.splitext(os.path.basename(rubric_file))[0].removeprefix("policy_qa_")
+    rubric = {"name": name, "text": open(rubric_file).read()}
 for line in open(path):
     if not line.strip():
         continue
     task = json.loads(line)
+    if rubric:
+        task["rubric"] = rubric
     if target:
         task["verifiers"] = [{"type": "length", "unit": "chars",
                               "target": int(target), "limit": int(limit)}]

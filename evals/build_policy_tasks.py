@@ -20,6 +20,10 @@ Writes, under evals/policy_qa/ (or --out):
   dev.jsonl      100 more questions in the same form, what a run's settings (reward, rubric,
                  judge mode, learning rate, steps) are chosen on; drawn after train and test
                  from the rows left, so those two files are as they were before it existed.
+  judge.jsonl    400 more questions in the same form, drawn after dev: for training a judge on the
+                 policy's own answers to questions no other file holds (labelled by the same
+                 containment check; benches/judge_on_policy.sh). Never a policy's task, dev or
+                 test question.
   row_ids.json   seed, source, filters, excluded rows and why, the row ids of every line, sha256s.
 
 Rows are disjoint from every HaluEval QA row any other file of the repository uses (the eval set,
@@ -29,6 +33,7 @@ and train and test are disjoint; the script exits non-zero if either fails. See 
 """
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -49,6 +54,8 @@ N_TEST = 200
 N_TRAIN = 400
 N_DEV = 100
 DEV_SEED = SEED + 1
+N_JUDGE = 400
+JUDGE_SEED = SEED + 2
 MAX_ANSWER_WORDS = 8  # right_answer, split on whitespace
 MAX_KNOWLEDGE_CHARS = 1500  # knowledge, stripped
 
@@ -214,7 +221,12 @@ def main():
     if len(left) < N_DEV:
         sys.exit(f"policy_qa: {len(left)} rows left for dev, fewer than {N_DEV}")
     dev_ids = random.Random(DEV_SEED).sample(left, N_DEV)
-    splits = (("train", train_ids), ("test", test_ids), ("dev", dev_ids))
+    # Then the judge's questions, from the rows still left: train, test and dev stay as they were.
+    left = sorted(set(left) - set(dev_ids))
+    if len(left) < N_JUDGE:
+        sys.exit(f"policy_qa: {len(left)} rows left for judge, fewer than {N_JUDGE}")
+    judge_ids = random.Random(JUDGE_SEED).sample(left, N_JUDGE)
+    splits = (("train", train_ids), ("test", test_ids), ("dev", dev_ids), ("judge", judge_ids))
 
     # Disjointness: from every other file's QA rows, and train from test.
     problems = []
@@ -222,15 +234,14 @@ def main():
         for split, split_ids in splits:
             if ids & set(split_ids):
                 problems.append(f"{split} shares rows with {name}: {sorted(ids & set(split_ids))}")
-    for (a_name, a_ids), (b_name, b_ids) in ((splits[0], splits[1]), (splits[0], splits[2]),
-                                             (splits[1], splits[2])):
+    for (a_name, a_ids), (b_name, b_ids) in itertools.combinations(splits, 2):
         if set(a_ids) & set(b_ids):
             problems.append(f"{a_name} and {b_name} share rows: {sorted(set(a_ids) & set(b_ids))}")
     for split, split_ids in splits:
         if len(set(split_ids)) != len(split_ids):
             problems.append(f"{split}: a row appears twice")
     questions = {}
-    for i in train_ids + test_ids + dev_ids:
+    for i in train_ids + test_ids + dev_ids + judge_ids:
         q = normalize(rows[i]["question"])
         if q in questions:
             problems.append(f"rows {questions[q]} and {i}: the same question")
@@ -252,10 +263,12 @@ def main():
 
     test = questions_with_answers(test_ids)
     dev = questions_with_answers(dev_ids)
+    judge = questions_with_answers(judge_ids)
 
     os.makedirs(a.out, exist_ok=True)
     files = {}
-    for name, lines in (("train.jsonl", train), ("test.jsonl", test), ("dev.jsonl", dev)):
+    for name, lines in (("train.jsonl", train), ("test.jsonl", test), ("dev.jsonl", dev),
+                        ("judge.jsonl", judge)):
         path = os.path.join(a.out, name)
         build_sets.write_jsonl(path, lines)
         with open(path, "rb") as f:
@@ -314,8 +327,10 @@ def main():
         "sampling": f"random.Random({SEED}).sample(pool, {N_TEST + N_TRAIN}) with the pool in "
                     f"row order; the first {N_TEST} drawn are test, the rest train, each file in "
                     f"drawn order; then dev: random.Random({DEV_SEED}).sample(the pool rows not "
-                    f"drawn, in row order, {N_DEV}), in drawn order",
-        "disjoint": "train, test and dev share no row and no (normalised) question, and none "
+                    f"drawn, in row order, {N_DEV}), in drawn order; then judge: "
+                    f"random.Random({JUDGE_SEED}).sample(the pool rows still not drawn, in row "
+                    f"order, {N_JUDGE}), in drawn order",
+        "disjoint": "train, test, dev and judge share no row and no (normalised) question, and none "
                     "shares a row with " + ", ".join(f"evals/{n}.jsonl" for n in USED_QA_FILES)
                     + " (asserted by the script)",
         "train": {"tasks": len(train_ids), "answer_words": words(train_ids)},
@@ -324,6 +339,10 @@ def main():
         "test_row_ids": test_ids,
         "dev": {"questions": len(dev_ids), "answer_words": words(dev_ids)},
         "dev_row_ids": dev_ids,
+        "judge": {"questions": len(judge_ids), "answer_words": words(judge_ids),
+                  "use": "training a judge on the policy's answers (labels: the containment "
+                         "check); never a policy's task, dev or test question"},
+        "judge_row_ids": judge_ids,
         "excluded_rows": excluded,
         "files": files,
     }
