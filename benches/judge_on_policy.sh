@@ -34,13 +34,7 @@ LIMIT="${LIMIT:-200}"
 JUDGE_TRAIN="${JUDGE_TRAIN:-170}"
 EPOCHS="${EPOCHS:-3}"
 LR="${LR:-2e-4}"
-POLICY_MODEL="${POLICY_MODEL:-$(tools/fetch-model.sh 0.5b)}"
-JUDGE_MODEL="${JUDGE_MODEL:-$(tools/fetch-model.sh 1.5b)}"
-if [[ -z "${GAVEL_BIN:-}" ]]; then
-    cargo build --quiet --release --bin gavel
-    GAVEL_BIN=target/release/gavel
-fi
-GAVEL="$(realpath "$GAVEL_BIN")"
+source benches/policy_qa_env.sh
 QUESTIONS="$ROOT/evals/policy_qa/judge.jsonl"
 mkdir -p "$WORK"
 WORK="$(realpath "$WORK")"

@@ -26,32 +26,11 @@ SPLIT="${SPLIT:-dev}"
 GROUP_SIZE="${GROUP_SIZE:-8}"
 MAX_TOKENS="${MAX_TOKENS:-48}"
 SEED="${SEED:-0}"
-JUDGE_ADAPTER="${JUDGE_ADAPTER:-$ROOT/adapters/judge-qwen2.5-coder-1.5b}"
-POLICY_MODEL="${POLICY_MODEL:-$(tools/fetch-model.sh 0.5b)}"
-JUDGE_MODEL="${JUDGE_MODEL:-$(tools/fetch-model.sh 1.5b)}"
-if [[ -z "${GAVEL_BIN:-}" ]]; then
-    cargo build --quiet --release --bin gavel
-    GAVEL_BIN=target/release/gavel
-fi
-GAVEL="$(realpath "$GAVEL_BIN")"
+source benches/policy_qa_env.sh
 TEST="$ROOT/evals/policy_qa/$SPLIT.jsonl"
 mkdir -p "$WORK"
 WORK="$(realpath "$WORK")"
 cd "$WORK"
-
-# judge_config FILE MODE ADAPTER(none|PATH)
-judge_config() {
-    {
-        echo 'default_judge = "policy-judge"'
-        echo
-        echo '[judges.policy-judge]'
-        echo 'backend = "local"'
-        echo "model_path = \"$JUDGE_MODEL\""
-        [[ "$3" != none ]] && echo "adapter = \"$3\""
-        echo 'device = "cpu"'
-        echo "mode = \"$2\""
-    } > "$1"
-}
 
 # The questions as tasks with the set's rubric (no answer in them).
 python3 - "$TEST" "$ROOT/evals/policy_qa/row_ids.json" > tasks.jsonl <<'PY'

@@ -61,30 +61,13 @@ if [[ -n "$LENGTH_TARGET" && -z "$LENGTH_LIMIT" ]] || [[ -z "$LENGTH_TARGET" && 
     exit 2
 fi
 JUDGE_MODE="${JUDGE_MODE:-pointwise}"
-JUDGE_ADAPTER="${JUDGE_ADAPTER:-$ROOT/adapters/judge-qwen2.5-coder-1.5b}"
-POLICY_MODEL="${POLICY_MODEL:-$(tools/fetch-model.sh 0.5b)}"
-JUDGE_MODEL="${JUDGE_MODEL:-$(tools/fetch-model.sh 1.5b)}"
-
-if [[ -z "${GAVEL_BIN:-}" ]]; then
-    cargo build --quiet --release --bin gavel
-    GAVEL_BIN=target/release/gavel
-fi
-GAVEL="$(realpath "$GAVEL_BIN")"
+source benches/policy_qa_env.sh
 mkdir -p "$WORK"
 WORK="$(realpath "$WORK")"
 cd "$WORK"
 
 # The scorer: one local judge, the shipped adapter on the 1.5B; the rubric comes with each task.
-cat > judge.toml <<EOF
-default_judge = "policy-judge"
-
-[judges.policy-judge]
-backend = "local"
-model_path = "$JUDGE_MODEL"
-adapter = "$JUDGE_ADAPTER"
-device = "cpu"
-mode = "$JUDGE_MODE"
-EOF
+judge_config judge.toml "$JUDGE_MODE" "$JUDGE_ADAPTER"
 
 # The training tasks: the prompts and rubric as built (or RUBRIC_FILE's rubric), plus the length
 # verifier when asked for.
