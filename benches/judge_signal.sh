@@ -60,8 +60,8 @@ for variant in "$@"; do
         case "$pair" in
             mode=*) mode="${pair#mode=}" ;;
             adapter=none) adapter=none ;;
-            adapter=*) adapter="$(realpath "$ROOT/${pair#adapter=}")" ;;
-            rubric=*) rubric="$(realpath "$ROOT/${pair#rubric=}")" ;;
+            adapter=*) adapter="$(cd "$ROOT" && realpath "${pair#adapter=}")" ;;
+            rubric=*) rubric="$(cd "$ROOT" && realpath "${pair#rubric=}")" ;;
             *) echo "judge_signal.sh: $pair: expected mode=, adapter= or rubric=" >&2; exit 2 ;;
         esac
     done
