@@ -41,24 +41,33 @@ WORK="$(realpath "$WORK")"
 cd "$WORK"
 
 # The questions as tasks the sampler scores with a length verifier alone: no judge is asked, and
-# the reward of these samples is not what is used.
-python3 - "$QUESTIONS" "$LIMIT" > tasks.jsonl <<'PY'
+# the reward of these samples is not what is used. Sampled CHUNK questions at a time (each chunk
+# seeded with SEED, as one run of `gavel train sample`), so that a larger LIMIT keeps the chunks
+# already sampled.
+CHUNK="${CHUNK:-200}"
+for ((start = 0; start < LIMIT; start += CHUNK)); do
+    end=$((start + CHUNK < LIMIT ? start + CHUNK : LIMIT))
+    chunk="samples-$(printf %04d "$start")-$(printf %04d "$end").scored"
+    [[ -s "$chunk" ]] && continue
+    python3 - "$QUESTIONS" "$start" "$end" > tasks.jsonl <<'PY'
 import json, sys
-for line in [l for l in open(sys.argv[1]) if l.strip()][: int(sys.argv[2])]:
-    if line.strip():
-        print(json.dumps({
-            "messages": json.loads(line)["messages"],
-            "verifiers": [{"type": "length", "unit": "chars", "target": 120, "limit": 600}],
-            "policy": {"type": "weighted", "weights": {"length": 1.0}},
-        }))
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+for line in lines[int(sys.argv[2]) : int(sys.argv[3])]:
+    print(json.dumps({
+        "messages": json.loads(line)["messages"],
+        "verifiers": [{"type": "length", "unit": "chars", "target": 120, "limit": 600}],
+        "policy": {"type": "weighted", "weights": {"length": 1.0}},
+    }))
 PY
-
-if [[ ! -s samples.scored ]]; then
     "$GAVEL" train --model "$POLICY_MODEL" --tasks tasks.jsonl --quiet --store store-samples \
         --group-size "$GROUP_SIZE" --temperature 1 --max-tokens "$MAX_TOKENS" \
-        --prompts-per-step 4 --seed "$SEED" sample --output samples.scored.tmp
-    mv samples.scored.tmp samples.scored
-fi
+        --prompts-per-step 4 --seed "$SEED" sample --output "$chunk.tmp"
+    mv "$chunk.tmp" "$chunk"
+done
+for ((start = 0; start < LIMIT; start += CHUNK)); do
+    end=$((start + CHUNK < LIMIT ? start + CHUNK : LIMIT))
+    cat "samples-$(printf %04d "$start")-$(printf %04d "$end").scored"
+done > samples.scored
 
 # Labelled groups: the experiment's rubric, the completions, containment labels.
 python3 - "$ROOT/evals" "$QUESTIONS" samples.scored "$JUDGE_TRAIN" "$LIMIT" <<'PY'

@@ -5,7 +5,8 @@
 //! help says both). An action lists only the flags it reads: `train toy` its folder, steps and
 //! seed; `train sample` the model, sampling and scoring; `train merge` the model and adapter.
 //! Flags given to `gavel train` before the action still apply to it (`gavel train --config
-//! C sample`), and the action's own win.
+//! C sample`), and the action's own win. Each option is declared once, in a [`flag_group!`]:
+//! its flag, environment variable, help and the key it sets come from that one line.
 
 use std::fmt::Display;
 use std::path::PathBuf;
@@ -22,14 +23,6 @@ use super::TrainError;
 fn h(what: &str, key: &str, default: impl Display) -> String {
     format!(
         "{} [default: train.toml's `{key}`, else {default}]",
-        what.trim_end_matches('.')
-    )
-}
-
-/// As [`h`], for a key with no built-in value.
-fn h_unset(what: &str, key: &str) -> String {
-    format!(
-        "{} [default: train.toml's `{key}`, else none]",
         what.trim_end_matches('.')
     )
 }
@@ -97,86 +90,260 @@ pub struct ToyArgs {
     pub quiet: bool,
 }
 
-/// The training config, the base model and its device: what every action but `toy` reads.
-#[derive(Args, Debug, Clone, Default)]
-pub struct BaseFlags {
-    /// The training config (TOML; see examples/train.toml); each flag overrides its key
-    /// [default: none, the built-in values].
-    #[arg(long, env = "GAVEL_TRAIN_CONFIG")]
-    pub config: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_MODEL", help = h_unset("Base model: a model folder, a GGUF file, or a Hugging Face model id (ORG/NAME, or ORG/NAME-GGUF:FILE.gguf) found in the Hugging Face cache or downloaded into it.", "model"))]
-    pub model: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_DEVICE", help = h("`cpu` or `cuda:N`.", "device", d().device))]
-    pub device: Option<String>,
+/// Declares a group of flags, each in one place: its field (the flag `--field-name`), the value it
+/// takes, the `train.toml` key it overrides (a path in the group's config), its environment
+/// variable, and what it does; the help's default is the key's built-in value unless a last
+/// argument says otherwise. A flag with no key (`config`, `store`, ...) is read by the action
+/// itself and its help names its default. Generates the clap struct (every value optional: a
+/// flag not given leaves the file's value), `overlay` (an action's flags over the run's), `any`
+/// (whether one was given) and `apply` (the given flags over a config).
+macro_rules! flag_group {
+    (
+        $(#[$smeta:meta])*
+        pub struct $name:ident($target:ty, $prefix:literal) {
+            $(
+                $(#[$ameta:meta])*
+                $field:ident: $ty:ty $(=> $($key:ident).+)?, $env:literal, $help:literal
+                    $(, $default:expr)?;
+            )*
+        }
+    ) => {
+        $(#[$smeta])*
+        #[derive(Args, Debug, Clone, Default)]
+        pub struct $name {
+            $(
+                #[arg(long, env = $env,
+                      help = flag_group!(@help $target, $prefix, $help; $($($key).+)?; $($default)?))]
+                $(#[$ameta])*
+                pub $field: Option<$ty>,
+            )*
+        }
+
+        impl $name {
+            /// Copies each flag `from` was given over this group's.
+            #[allow(dead_code)] // groups only the run takes are never overlaid
+            fn overlay(&mut self, from: &$name) {
+                $(if from.$field.is_some() {
+                    self.$field = from.$field.clone();
+                })*
+            }
+
+            /// Whether any flag of the group was given.
+            #[allow(dead_code)]
+            fn any(&self) -> bool {
+                false $(|| self.$field.is_some())*
+            }
+
+            /// Sets the key of every flag given.
+            fn apply(&self, c: &mut $target) -> Result<(), TrainError> {
+                let _ = &c;
+                $($(if let Some(v) = &self.$field {
+                    Slot::put(&mut c.$($key).+, v.clone(), stringify!($field))?;
+                })?)*
+                Ok(())
+            }
+        }
+    };
+    (@help $target:ty, $prefix:literal, $help:literal; ; ) => { $help };
+    (@help $target:ty, $prefix:literal, $help:literal; $($key:ident).+; ) => {
+        h($help, concat!($prefix, stringify!($($key).+)), <$target as Default>::default().$($key).+)
+    };
+    (@help $target:ty, $prefix:literal, $help:literal; $($key:ident).+; $default:expr) => {
+        h($help, concat!($prefix, stringify!($($key).+)), $default)
+    };
 }
 
-/// Where a sampling run's rewards come from.
-#[derive(Args, Debug, Clone, Default)]
-pub struct ScorerFlags {
-    /// The scorer's gavel.toml (judges, rubrics, store), for in-process scoring [default: a
-    /// judge from OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL, as `gavel score`].
-    #[arg(long, env = "GAVEL_CONFIG")]
-    pub scorer_config: Option<PathBuf>,
-    /// Verdict store directory for in-process scoring [default: the scorer config's, else
-    /// ./gavel-store].
-    #[arg(long, env = "GAVEL_STORE")]
-    pub store: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_SCORER_URL",
-          help = h_unset("Score against a running daemon (its base URL) instead of in-process.", "scorer_url"))]
-    pub scorer_url: Option<String>,
+/// Where a flag's value goes: over the key's value, into an optional key, or (a list of numbers)
+/// into a fixed-size key, refused with the flag's name when the count is wrong.
+trait Slot<V> {
+    fn put(&mut self, v: V, field: &str) -> Result<(), TrainError>;
 }
 
-/// What sampling reads: the tasks, the adapter to start from, and how completions are drawn.
-#[derive(Args, Debug, Clone, Default)]
-pub struct SamplingFlags {
-    #[arg(long, env = "GAVEL_TRAIN_TASKS", help = h_unset("Prompts JSONL (messages + scoring fields per line).", "tasks"))]
-    pub tasks: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_INIT_ADAPTER", value_name = "CHECKPOINT",
-          help = h_unset("Start from this adapter (a checkpoint folder with \
-                          adapter_model.safetensors and adapter_config.json): training takes its \
-                          LoRA weights with a fresh optimizer at step 0, `train sample` samples \
-                          with it. Rank, alpha and target modules must match the run's.",
-                         "init_adapter"))]
-    pub init_adapter: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_SEED",
-          help = h("Seed of everything random (adapter init, sampling, data order).", "seed", d().seed))]
-    pub seed: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_PROMPTS_PER_STEP",
-          help = h("Prompts (groups) sampled at a time: one optimizer step's when training.", "prompts_per_step", d().prompts_per_step))]
-    pub prompts_per_step: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_GROUP_SIZE",
-          help = h("Completions per prompt.", "group_size", d().group_size))]
-    pub group_size: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_TEMPERATURE",
-          help = h("Sampling temperature (0 = greedy).", "sampling.temperature", d().sampling.temperature))]
-    pub temperature: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_TOP_P",
-          help = h("Nucleus sampling: keep the most likely tokens up to this probability.", "sampling.top_p", d().sampling.top_p))]
-    pub top_p: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_MAX_TOKENS",
-          help = h("Most tokens of one completion.", "sampling.max_tokens", d().sampling.max_tokens))]
-    pub max_tokens: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_STOP",
-          help = h("A stop string (repeatable).", "sampling.stop", "none"))]
-    pub stop: Vec<String>,
+impl<T> Slot<T> for T {
+    fn put(&mut self, v: T, _: &str) -> Result<(), TrainError> {
+        *self = v;
+        Ok(())
+    }
 }
 
-/// The LoRA adapters' shape.
-#[derive(Args, Debug, Clone, Default)]
-pub struct LoraFlags {
-    #[arg(long, env = "GAVEL_TRAIN_LORA_R", help = h("LoRA rank r.", "lora.r", d().lora.r))]
-    pub lora_r: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_LORA_ALPHA",
-          help = h("LoRA α: adapters are scaled by α/r (α/√r with --use-rslora).", "lora.alpha", d().lora.alpha))]
-    pub lora_alpha: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_LORA_TARGETS", value_delimiter = ',',
-          help = h("The projections that get adapters, comma-separated.", "lora.target_modules", targets()))]
-    pub lora_targets: Option<Vec<String>>,
-    #[arg(long, env = "GAVEL_TRAIN_USE_RSLORA", num_args = 0..=1, default_missing_value = "true",
-          value_name = "BOOL",
-          help = h("Scale adapters by α/√r (rank-stabilised LoRA); `--use-rslora false` turns off a train.toml `true`.",
-                   "lora.use_rslora", d().lora.use_rslora))]
-    pub use_rslora: Option<bool>,
+impl<T> Slot<T> for Option<T> {
+    fn put(&mut self, v: T, _: &str) -> Result<(), TrainError> {
+        *self = Some(v);
+        Ok(())
+    }
+}
+
+impl Slot<Vec<f64>> for [f64; 2] {
+    fn put(&mut self, v: Vec<f64>, field: &str) -> Result<(), TrainError> {
+        *self = <[f64; 2]>::try_from(v.as_slice()).map_err(|_| {
+            TrainError::Config(format!(
+                "--{}: expected LO,HI (two numbers), got {} values",
+                field.replace('_', "-"),
+                v.len()
+            ))
+        })?;
+        Ok(())
+    }
+}
+
+flag_group! {
+    /// The training config, the base model and its device: what every action but `toy` reads.
+    pub struct BaseFlags(TrainConfig, "") {
+        config: PathBuf, "GAVEL_TRAIN_CONFIG",
+            "The training config (TOML; see examples/train.toml); each flag overrides its key \
+             [default: none, the built-in values]";
+        model: PathBuf => model, "GAVEL_TRAIN_MODEL",
+            "Base model: a model folder, a GGUF file, or a Hugging Face model id (ORG/NAME, or \
+             ORG/NAME-GGUF:FILE.gguf) found in the Hugging Face cache or downloaded into it.",
+            "none";
+        device: String => device, "GAVEL_TRAIN_DEVICE", "`cpu` or `cuda:N`.";
+    }
+}
+
+flag_group! {
+    /// Where a sampling run's rewards come from.
+    pub struct ScorerFlags(TrainConfig, "") {
+        scorer_config: PathBuf, "GAVEL_CONFIG",
+            "The scorer's gavel.toml (judges, rubrics, store), for in-process scoring [default: a \
+             judge from OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL, as `gavel score`]";
+        store: PathBuf, "GAVEL_STORE",
+            "Verdict store directory for in-process scoring [default: the scorer config's, else \
+             ./gavel-store]";
+        scorer_url: String => scorer_url, "GAVEL_SCORER_URL",
+            "Score against a running daemon (its base URL) instead of in-process.", "none";
+    }
+}
+
+flag_group! {
+    /// What sampling reads: the tasks, the adapter to start from, and how completions are drawn.
+    pub struct SamplingFlags(TrainConfig, "") {
+        tasks: PathBuf => tasks, "GAVEL_TRAIN_TASKS",
+            "Prompts JSONL (messages + scoring fields per line).", "none";
+        #[arg(value_name = "CHECKPOINT")]
+        init_adapter: PathBuf => init_adapter, "GAVEL_TRAIN_INIT_ADAPTER",
+            "Start from this adapter (a checkpoint folder with adapter_model.safetensors and \
+             adapter_config.json): training takes its LoRA weights with a fresh optimizer at step \
+             0, `train sample` samples with it. Rank, alpha and target modules must match the \
+             run's.", "none";
+        seed: u64 => seed, "GAVEL_TRAIN_SEED",
+            "Seed of everything random (adapter init, sampling, data order).";
+        prompts_per_step: usize => prompts_per_step, "GAVEL_TRAIN_PROMPTS_PER_STEP",
+            "Prompts (groups) sampled at a time: one optimizer step's when training.";
+        group_size: usize => group_size, "GAVEL_TRAIN_GROUP_SIZE", "Completions per prompt.";
+        temperature: f64 => sampling.temperature, "GAVEL_TRAIN_TEMPERATURE",
+            "Sampling temperature (0 = greedy).";
+        top_p: f64 => sampling.top_p, "GAVEL_TRAIN_TOP_P",
+            "Nucleus sampling: keep the most likely tokens up to this probability.";
+        max_tokens: usize => sampling.max_tokens, "GAVEL_TRAIN_MAX_TOKENS",
+            "Most tokens of one completion.";
+        stop: Vec<String> => sampling.stop, "GAVEL_TRAIN_STOP", "A stop string (repeatable).",
+            "none";
+    }
+}
+
+flag_group! {
+    /// The LoRA adapters' shape.
+    pub struct LoraFlags(TrainConfig, "") {
+        lora_r: usize => lora.r, "GAVEL_TRAIN_LORA_R", "LoRA rank r.";
+        lora_alpha: f64 => lora.alpha, "GAVEL_TRAIN_LORA_ALPHA",
+            "LoRA α: adapters are scaled by α/r (α/√r with --use-rslora).";
+        #[arg(value_delimiter = ',')]
+        lora_targets: Vec<String> => lora.target_modules, "GAVEL_TRAIN_LORA_TARGETS",
+            "The projections that get adapters, comma-separated.", targets();
+        #[arg(num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        use_rslora: bool => lora.use_rslora, "GAVEL_TRAIN_USE_RSLORA",
+            "Scale adapters by α/√r (rank-stabilised LoRA); `--use-rslora false` turns off a \
+             train.toml `true`.";
+    }
+}
+
+flag_group! {
+    /// What the run trains on instead of sampling `--tasks` (one of them at most).
+    pub struct SourceFlags(TrainConfig, "") {
+        #[arg(value_name = "SCORED.jsonl")]
+        offline: PathBuf => offline, "GAVEL_TRAIN_OFFLINE",
+            "Train on these scored groups (`gavel rescore` output, or request bodies with their \
+             `rewards`) instead of sampling: no tasks, no scorer.", "none";
+        #[arg(value_name = "SFT.jsonl")]
+        sft: PathBuf => sft, "GAVEL_TRAIN_SFT",
+            "Supervised fine-tuning (LoRA SFT) on these chat examples (`{\"messages\": [...], \
+             \"tools\": [...]}` a line, e.g. `gavel select` output) instead of GRPO: the loss is \
+             the mean NLL of the assistant tokens. Excludes --tasks and --offline.", "none";
+    }
+}
+
+flag_group! {
+    /// The optimisation: SFT's batches, steps, the learning rate and its schedule, GRPO's loss,
+    /// AdamW.
+    pub struct RunFlags(TrainConfig, "") {
+        sft_batch_size: usize => sft_batch_size, "GAVEL_TRAIN_SFT_BATCH_SIZE",
+            "SFT: examples per optimizer step.";
+        sft_micro_batch_tokens: usize => sft_micro_batch_tokens,
+            "GAVEL_TRAIN_SFT_MICRO_BATCH_TOKENS",
+            "SFT: padded tokens per forward/backward pass (examples of similar length share \
+             one).";
+        output_dir: PathBuf => output_dir, "GAVEL_TRAIN_OUTPUT_DIR",
+            "Checkpoints and metrics.jsonl go here.", d().output_dir.display();
+        steps: u64 => steps, "GAVEL_TRAIN_STEPS", "Optimizer steps in all.";
+        micro_batch_groups: usize => micro_batch_groups, "GAVEL_TRAIN_MICRO_BATCH_GROUPS",
+            "Groups per forward/backward pass.";
+        learning_rate: f64 => learning_rate, "GAVEL_TRAIN_LEARNING_RATE",
+            "Peak learning rate of AdamW.";
+        #[arg(value_enum)]
+        schedule: Schedule => schedule, "GAVEL_TRAIN_SCHEDULE",
+            "Learning-rate schedule after the warmup.", name(d().schedule);
+        warmup_steps: u64 => warmup_steps, "GAVEL_TRAIN_WARMUP_STEPS",
+            "Steps of linear warmup from 0.";
+        max_grad_norm: f64 => max_grad_norm, "GAVEL_TRAIN_MAX_GRAD_NORM",
+            "Clip the global gradient norm (0 = off).";
+        save_every: u64 => save_every, "GAVEL_TRAIN_SAVE_EVERY",
+            "Checkpoint every N steps (0 = at the end only).";
+        #[arg(num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        shuffle_rewards: bool => shuffle_rewards, "GAVEL_TRAIN_SHUFFLE_REWARDS",
+            "A control run: permute each group's rewards at random within the group (seeded) \
+             before the loss, so they say nothing about which completion earned them.";
+        #[arg(value_enum)]
+        loss_type: LossType => grpo.loss_type, "GAVEL_TRAIN_LOSS_TYPE",
+            "How per-token losses are normalised (TRL's loss_type).", name(d().grpo.loss_type);
+        #[arg(value_enum)]
+        importance_sampling_level: IsLevel => grpo.importance_sampling_level,
+            "GAVEL_TRAIN_IS_LEVEL",
+            "Importance ratios per token, or one per sequence (GSPO).",
+            name(d().grpo.importance_sampling_level);
+        epsilon: f64 => grpo.epsilon, "GAVEL_TRAIN_EPSILON",
+            "Lower clip ε: ratios below 1 − ε are clipped.";
+        epsilon_high: f64 => grpo.epsilon_high, "GAVEL_TRAIN_EPSILON_HIGH",
+            "Upper clip (DAPO's clip-higher): ratios above 1 + this are clipped.", "ε";
+        delta: f64 => grpo.delta, "GAVEL_TRAIN_DELTA",
+            "Two-sided clipping: the unclipped ratio is capped at δ (> 1 + ε_high).", "off";
+        beta: f64 => grpo.beta, "GAVEL_TRAIN_BETA",
+            "KL coefficient against the base model (0 skips the reference pass).";
+        tis_cap: f64 => grpo.tis_cap, "GAVEL_TRAIN_TIS_CAP",
+            "Truncated importance sampling against the sampler's log-probs: the cap.", "off";
+        #[arg(value_enum)]
+        tis_mode: TisMode => grpo.tis_mode, "GAVEL_TRAIN_TIS_MODE",
+            "What a sampler ratio above --tis-cap does: cap it, or mask the token.",
+            name(d().grpo.tis_mode);
+        weight_decay: f64 => adamw.weight_decay, "GAVEL_TRAIN_WEIGHT_DECAY",
+            "AdamW's decoupled weight decay.";
+    }
+}
+
+flag_group! {
+    /// `--filter-*`: the difficulty filter (`[filter]`); any of them turns it on.
+    pub struct FilterFlags(FilterConfig, "filter.") {
+        #[arg(value_delimiter = ',', value_name = "LO,HI")]
+        filter_pass_rate: Vec<f64> => pass_rate, "GAVEL_TRAIN_FILTER_PASS_RATE",
+            "Difficulty filter: sample only tasks whose probed pass rate is in LO,HI (any \
+             `--filter-*` flag turns the filter on; the rest default as in `[filter]`).",
+            format!("{},{}", f().pass_rate[0], f().pass_rate[1]);
+        filter_probe_samples: usize => probe_samples, "GAVEL_TRAIN_FILTER_PROBE_SAMPLES",
+            "Difficulty filter: completions sampled per task to estimate its pass rate.";
+        filter_reprobe_every: u64 => reprobe_every, "GAVEL_TRAIN_FILTER_REPROBE_EVERY",
+            "Difficulty filter: probe again every N steps (0 = only before the first step).";
+        filter_pass_threshold: f64 => pass_threshold, "GAVEL_TRAIN_FILTER_PASS_THRESHOLD",
+            "Difficulty filter: a completion passes when its reward is at least this.";
+    }
 }
 
 /// `gavel train sample`: what sampling reads (the model, its adapter, the tasks, sampling and
@@ -241,97 +408,12 @@ pub struct TrainArgs {
     /// No progress bar (metrics still go to metrics.jsonl).
     #[arg(long, env = "GAVEL_TRAIN_QUIET", default_value_t = false)]
     pub quiet: bool,
-    #[arg(long, env = "GAVEL_TRAIN_OFFLINE", value_name = "SCORED.jsonl",
-          help = h_unset("Train on these scored groups (`gavel rescore` output, or request bodies \
-                          with their `rewards`) instead of sampling: no tasks, no scorer.", "offline"))]
-    pub offline: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_SFT", value_name = "SFT.jsonl",
-          help = h_unset("Supervised fine-tuning (LoRA SFT) on these chat examples (`{\"messages\": \
-                          [...], \"tools\": [...]}` a line, e.g. `gavel select` output) instead of \
-                          GRPO: the loss is the mean NLL of the assistant tokens. Excludes --tasks \
-                          and --offline.", "sft"))]
-    pub sft: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_SFT_BATCH_SIZE",
-          help = h("SFT: examples per optimizer step.", "sft_batch_size", d().sft_batch_size))]
-    pub sft_batch_size: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_SFT_MICRO_BATCH_TOKENS",
-          help = h("SFT: padded tokens per forward/backward pass (examples of similar length \
-                    share one).", "sft_micro_batch_tokens", d().sft_micro_batch_tokens))]
-    pub sft_micro_batch_tokens: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_OUTPUT_DIR",
-          help = h("Checkpoints and metrics.jsonl go here.", "output_dir", d().output_dir.display()))]
-    pub output_dir: Option<PathBuf>,
-    #[arg(long, env = "GAVEL_TRAIN_STEPS", help = h("Optimizer steps in all.", "steps", d().steps))]
-    pub steps: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_MICRO_BATCH_GROUPS",
-          help = h("Groups per forward/backward pass.", "micro_batch_groups", d().micro_batch_groups))]
-    pub micro_batch_groups: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_LEARNING_RATE",
-          help = h("Peak learning rate of AdamW.", "learning_rate", d().learning_rate))]
-    pub learning_rate: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_SCHEDULE", value_enum,
-          help = h("Learning-rate schedule after the warmup.", "schedule", name(d().schedule)))]
-    pub schedule: Option<Schedule>,
-    #[arg(long, env = "GAVEL_TRAIN_WARMUP_STEPS",
-          help = h("Steps of linear warmup from 0.", "warmup_steps", d().warmup_steps))]
-    pub warmup_steps: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_MAX_GRAD_NORM",
-          help = h("Clip the global gradient norm (0 = off).", "max_grad_norm", d().max_grad_norm))]
-    pub max_grad_norm: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_SAVE_EVERY",
-          help = h("Checkpoint every N steps (0 = at the end only).", "save_every", d().save_every))]
-    pub save_every: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_SHUFFLE_REWARDS", num_args = 0..=1, default_missing_value = "true",
-          value_name = "BOOL",
-          help = h("A control run: permute each group's rewards at random within the group (seeded) \
-                    before the loss, so they say nothing about which completion earned them.",
-                   "shuffle_rewards", d().shuffle_rewards))]
-    pub shuffle_rewards: Option<bool>,
-    #[arg(long, env = "GAVEL_TRAIN_LOSS_TYPE", value_enum,
-          help = h("How per-token losses are normalised (TRL's loss_type).", "grpo.loss_type", name(d().grpo.loss_type)))]
-    pub loss_type: Option<LossType>,
-    #[arg(long, env = "GAVEL_TRAIN_IS_LEVEL", value_enum,
-          help = h("Importance ratios per token, or one per sequence (GSPO).", "grpo.importance_sampling_level",
-                   name(d().grpo.importance_sampling_level)))]
-    pub importance_sampling_level: Option<IsLevel>,
-    #[arg(long, env = "GAVEL_TRAIN_EPSILON",
-          help = h("Lower clip ε: ratios below 1 − ε are clipped.", "grpo.epsilon", d().grpo.epsilon))]
-    pub epsilon: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_EPSILON_HIGH",
-          help = h("Upper clip (DAPO's clip-higher): ratios above 1 + this are clipped.", "grpo.epsilon_high", "ε"))]
-    pub epsilon_high: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_DELTA",
-          help = h("Two-sided clipping: the unclipped ratio is capped at δ (> 1 + ε_high).", "grpo.delta", "off"))]
-    pub delta: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_BETA",
-          help = h("KL coefficient against the base model (0 skips the reference pass).", "grpo.beta", d().grpo.beta))]
-    pub beta: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_TIS_CAP",
-          help = h("Truncated importance sampling against the sampler's log-probs: the cap.", "grpo.tis_cap", "off"))]
-    pub tis_cap: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_TIS_MODE", value_enum,
-          help = h("What a sampler ratio above --tis-cap does: cap it, or mask the token.", "grpo.tis_mode", name(d().grpo.tis_mode)))]
-    pub tis_mode: Option<TisMode>,
-    #[arg(long, env = "GAVEL_TRAIN_WEIGHT_DECAY",
-          help = h("AdamW's decoupled weight decay.", "adamw.weight_decay", d().adamw.weight_decay))]
-    pub weight_decay: Option<f64>,
-    #[arg(long, env = "GAVEL_TRAIN_FILTER_PASS_RATE", value_delimiter = ',', value_name = "LO,HI",
-          help = h("Difficulty filter: sample only tasks whose probed pass rate is in LO,HI (any \
-                    `--filter-*` flag turns the filter on; the rest default as in `[filter]`).",
-                   "filter.pass_rate", format!("{},{}", f().pass_rate[0], f().pass_rate[1])))]
-    pub filter_pass_rate: Option<Vec<f64>>,
-    #[arg(long, env = "GAVEL_TRAIN_FILTER_PROBE_SAMPLES",
-          help = h("Difficulty filter: completions sampled per task to estimate its pass rate.",
-                   "filter.probe_samples", f().probe_samples))]
-    pub filter_probe_samples: Option<usize>,
-    #[arg(long, env = "GAVEL_TRAIN_FILTER_REPROBE_EVERY",
-          help = h("Difficulty filter: probe again every N steps (0 = only before the first step).",
-                   "filter.reprobe_every", f().reprobe_every))]
-    pub filter_reprobe_every: Option<u64>,
-    #[arg(long, env = "GAVEL_TRAIN_FILTER_PASS_THRESHOLD",
-          help = h("Difficulty filter: a completion passes when its reward is at least this.",
-                   "filter.pass_threshold", f().pass_threshold))]
-    pub filter_pass_threshold: Option<f64>,
+    #[command(flatten)]
+    pub source: SourceFlags,
+    #[command(flatten)]
+    pub run: RunFlags,
+    #[command(flatten)]
+    pub filter: FilterFlags,
 }
 
 /// Copies each field the action was given over the run's.
@@ -341,40 +423,6 @@ macro_rules! overlay {
             $to.$f = $from.$f.clone();
         })*
     };
-}
-
-fn set<T: Clone>(slot: &mut T, v: &Option<T>) {
-    if let Some(v) = v {
-        *slot = v.clone();
-    }
-}
-
-impl BaseFlags {
-    fn overlay(&mut self, from: &BaseFlags) {
-        overlay!(from => self; config, model, device);
-    }
-}
-
-impl ScorerFlags {
-    fn overlay(&mut self, from: &ScorerFlags) {
-        overlay!(from => self; scorer_config, store, scorer_url);
-    }
-}
-
-impl SamplingFlags {
-    fn overlay(&mut self, from: &SamplingFlags) {
-        overlay!(from => self; tasks, init_adapter, seed, prompts_per_step, group_size,
-            temperature, top_p, max_tokens);
-        if !from.stop.is_empty() {
-            self.stop = from.stop.clone();
-        }
-    }
-}
-
-impl LoraFlags {
-    fn overlay(&mut self, from: &LoraFlags) {
-        overlay!(from => self; lora_r, lora_alpha, lora_targets, use_rslora);
-    }
 }
 
 impl TrainArgs {
@@ -392,7 +440,7 @@ impl TrainArgs {
             }
             Some(TrainAction::Merge(m)) => a.base.overlay(&m.base),
             Some(TrainAction::Toy(t)) => {
-                overlay!(t => a; output_dir, steps);
+                overlay!(t => a.run; output_dir, steps);
                 overlay!(t => a.sampling; seed);
                 a.quiet |= t.quiet;
             }
@@ -407,101 +455,33 @@ impl TrainArgs {
             Some(p) => TrainConfig::from_file(p)?,
             None => TrainConfig::default(),
         };
-        set(&mut c.model, &a.base.model);
-        set(&mut c.device, &a.base.device);
-        if a.sampling.tasks.is_some() {
-            c.tasks = a.sampling.tasks.clone();
-        }
-        if a.offline.is_some() {
-            c.offline = a.offline.clone();
+        a.base.apply(&mut c)?;
+        a.scorer.apply(&mut c)?;
+        a.sampling.apply(&mut c)?;
+        a.lora.apply(&mut c)?;
+        a.source.apply(&mut c)?;
+        a.run.apply(&mut c)?;
+        // One source of training examples: `--offline` replaces the file's tasks and SFT,
+        // `--sft` the file's tasks and offline groups, and refuses the other flags.
+        if a.source.offline.is_some() {
             c.tasks = None;
             c.sft = None;
         }
-        if a.sft.is_some() {
-            if a.sampling.tasks.is_some() || a.offline.is_some() {
+        if a.source.sft.is_some() {
+            if a.sampling.tasks.is_some() || a.source.offline.is_some() {
                 return Err(TrainError::Config(
                     "--sft excludes --tasks and --offline: SFT trains on chat examples, GRPO on \
                      prompts or scored groups; give one"
                         .into(),
                 ));
             }
-            c.sft = a.sft.clone();
             c.tasks = None;
             c.offline = None;
         }
-        if a.sampling.init_adapter.is_some() {
-            c.init_adapter = a.sampling.init_adapter.clone();
+        if a.filter.any() {
+            a.filter
+                .apply(c.filter.get_or_insert_with(Default::default))?;
         }
-        set(&mut c.sft_batch_size, &a.sft_batch_size);
-        set(&mut c.sft_micro_batch_tokens, &a.sft_micro_batch_tokens);
-        if a.scorer.scorer_url.is_some() {
-            c.scorer_url = a.scorer.scorer_url.clone();
-        }
-        set(&mut c.output_dir, &a.output_dir);
-        set(&mut c.steps, &a.steps);
-        set(&mut c.prompts_per_step, &a.sampling.prompts_per_step);
-        set(&mut c.group_size, &a.sampling.group_size);
-        set(&mut c.micro_batch_groups, &a.micro_batch_groups);
-        set(&mut c.learning_rate, &a.learning_rate);
-        set(&mut c.schedule, &a.schedule);
-        set(&mut c.warmup_steps, &a.warmup_steps);
-        set(&mut c.max_grad_norm, &a.max_grad_norm);
-        set(&mut c.seed, &a.sampling.seed);
-        set(&mut c.save_every, &a.save_every);
-        set(&mut c.shuffle_rewards, &a.shuffle_rewards);
-        set(&mut c.sampling.temperature, &a.sampling.temperature);
-        set(&mut c.sampling.top_p, &a.sampling.top_p);
-        set(&mut c.sampling.max_tokens, &a.sampling.max_tokens);
-        if !a.sampling.stop.is_empty() {
-            c.sampling.stop = a.sampling.stop.clone();
-        }
-        set(&mut c.lora.r, &a.lora.lora_r);
-        set(&mut c.lora.alpha, &a.lora.lora_alpha);
-        set(&mut c.lora.target_modules, &a.lora.lora_targets);
-        set(&mut c.lora.use_rslora, &a.lora.use_rslora);
-        set(&mut c.grpo.loss_type, &a.loss_type);
-        set(
-            &mut c.grpo.importance_sampling_level,
-            &a.importance_sampling_level,
-        );
-        set(&mut c.grpo.epsilon, &a.epsilon);
-        if a.epsilon_high.is_some() {
-            c.grpo.epsilon_high = a.epsilon_high;
-        }
-        if a.delta.is_some() {
-            c.grpo.delta = a.delta;
-        }
-        set(&mut c.grpo.beta, &a.beta);
-        if a.tis_cap.is_some() {
-            c.grpo.tis_cap = a.tis_cap;
-        }
-        set(&mut c.grpo.tis_mode, &a.tis_mode);
-        set(&mut c.adamw.weight_decay, &a.weight_decay);
-        a.apply_filter_flags(&mut c)?;
         Ok(c)
-    }
-
-    /// `--filter-*`: any of them turns the difficulty filter on.
-    fn apply_filter_flags(&self, c: &mut TrainConfig) -> Result<(), TrainError> {
-        let given = self.filter_pass_rate.is_some()
-            || self.filter_probe_samples.is_some()
-            || self.filter_reprobe_every.is_some()
-            || self.filter_pass_threshold.is_some();
-        if !given {
-            return Ok(());
-        }
-        let f = c.filter.get_or_insert_with(Default::default);
-        if let Some(band) = &self.filter_pass_rate {
-            f.pass_rate = <[f64; 2]>::try_from(band.as_slice()).map_err(|_| {
-                TrainError::Config(format!(
-                    "--filter-pass-rate: expected LO,HI (two numbers), got {} values",
-                    band.len()
-                ))
-            })?;
-        }
-        set(&mut f.probe_samples, &self.filter_probe_samples);
-        set(&mut f.reprobe_every, &self.filter_reprobe_every);
-        set(&mut f.pass_threshold, &self.filter_pass_threshold);
-        Ok(())
     }
 }

@@ -66,7 +66,7 @@ fn flags_before_an_action_apply_to_it_and_the_action_s_own_win() {
     .unwrap();
     let e = a.effective();
     assert_eq!(
-        (e.output_dir, e.sampling.seed, e.quiet),
+        (e.run.output_dir, e.sampling.seed, e.quiet),
         (Some("d".into()), Some(3), true)
     );
     // An action refuses the flags it would ignore.
@@ -138,4 +138,58 @@ fn every_train_flag_has_help_with_its_default() {
     );
     let s = help_of(&top, "schedule").unwrap();
     assert!(s.ends_with("else constant]"), "{s}");
+}
+
+/// Every flag that names a `train.toml` key sets that key: the config a flag makes equals the
+/// one made by a file holding only that key, set to the flag's value, and differs from the
+/// default (so the flag reaches the config at all).
+#[test]
+fn every_keyed_flag_sets_the_key_its_help_names() {
+    use crate::train::config::TrainConfig;
+    let top = Train::command();
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for arg in top.get_arguments() {
+        let id = arg.get_id().as_str();
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let Some(key) = help
+            .split("train.toml's `")
+            .nth(1)
+            .and_then(|k| k.split('`').next())
+        else {
+            continue;
+        };
+        let flag = format!("--{}", id.replace('_', "-"));
+        let mut candidates: Vec<String> = ["3", "true", "0.25,0.5"].map(String::from).to_vec();
+        candidates.extend(
+            arg.get_possible_values()
+                .iter()
+                .map(|v| v.get_name().to_string()),
+        );
+        let made: Vec<TrainConfig> = candidates
+            .iter()
+            .filter_map(|v| parse(&[&flag, v]).ok()?.config().ok())
+            .filter(|c| *c != TrainConfig::default())
+            .collect();
+        let Some(by_flag) = made.first() else {
+            panic!("{flag}: no value changes the config");
+        };
+        // The file with only `key`, at the flag's value.
+        let whole = toml::Value::try_from(by_flag).unwrap();
+        let path: Vec<&str> = key.split('.').collect();
+        let value = path
+            .iter()
+            .try_fold(&whole, |v, k| v.get(k))
+            .unwrap_or_else(|| panic!("{flag}: `{key}` is not a key of the config"))
+            .clone();
+        let file = path.iter().rev().fold(value, |v, k| {
+            toml::Value::Table(toml::map::Map::from_iter([(k.to_string(), v)]))
+        });
+        let toml_path = dir.path().join(format!("{id}.toml"));
+        std::fs::write(&toml_path, toml::to_string(&file).unwrap()).unwrap();
+        let by_file = TrainConfig::from_file(&toml_path).unwrap();
+        assert_eq!(&by_file, by_flag, "{flag} and train.toml's `{key}`");
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} keyed flags");
 }

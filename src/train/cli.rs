@@ -39,7 +39,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             std::fs::create_dir_all(&cfg.output_dir).map_err(TrainError::file(&cfg.output_dir))?;
             let (model, tasks) = toy::write_toy(&cfg.output_dir)?;
             let mut t = toy::toy_config(model, tasks, cfg.output_dir.join("run"));
-            if args.steps.is_some() {
+            if args.run.steps.is_some() {
                 t.steps = cfg.steps;
             }
             if args.sampling.seed.is_some() {

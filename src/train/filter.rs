@@ -330,11 +330,15 @@ mod tests {
 
     #[test]
     fn filter_flags_turn_the_filter_on() {
+        use crate::train::args::FilterFlags;
         use crate::train::cli::TrainArgs;
         assert_eq!(TrainArgs::default().config().unwrap().filter, None);
         let a = TrainArgs {
-            filter_probe_samples: Some(4),
-            filter_pass_rate: Some(vec![0.2, 0.7]),
+            filter: FilterFlags {
+                filter_probe_samples: Some(4),
+                filter_pass_rate: Some(vec![0.2, 0.7]),
+                ..FilterFlags::default()
+            },
             ..TrainArgs::default()
         };
         let want = FilterConfig {
@@ -344,7 +348,10 @@ mod tests {
         };
         assert_eq!(a.config().unwrap().filter, Some(want));
         let a = TrainArgs {
-            filter_pass_rate: Some(vec![0.2]),
+            filter: FilterFlags {
+                filter_pass_rate: Some(vec![0.2]),
+                ..FilterFlags::default()
+            },
             ..TrainArgs::default()
         };
         let e = a.config().unwrap_err().to_string();

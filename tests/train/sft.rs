@@ -340,13 +340,11 @@ fn mismatched_adapters_and_options_are_refused() {
     // --sft excludes --tasks and --offline, on the command line and in train.toml.
     use gavel::train::cli::TrainArgs;
     for other in ["tasks", "offline"] {
-        let mut a = TrainArgs {
-            sft: Some("s.jsonl".into()),
-            ..TrainArgs::default()
-        };
+        let mut a = TrainArgs::default();
+        a.source.sft = Some("s.jsonl".into());
         match other {
             "tasks" => a.sampling.tasks = Some("t.jsonl".into()),
-            _ => a.offline = Some("o.jsonl".into()),
+            _ => a.source.offline = Some("o.jsonl".into()),
         }
         let e = a.config().unwrap_err().to_string();
         assert!(e.contains("--sft excludes --tasks and --offline"), "{e}");
@@ -367,10 +365,8 @@ fn mismatched_adapters_and_options_are_refused() {
         "{e}"
     );
     // A flag --sft replaces the file's tasks (as --offline does).
-    let mut a = TrainArgs {
-        sft: Some("s2.jsonl".into()),
-        ..TrainArgs::default()
-    };
+    let mut a = TrainArgs::default();
+    a.source.sft = Some("s2.jsonl".into());
     a.base.config = Some(toml);
     let c = a.config().unwrap();
     assert_eq!((c.tasks, c.sft), (None, Some("s2.jsonl".into())));
