@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 pub use super::args::{MergeArgs, SampleArgs, ToyArgs, TrainAction, TrainArgs};
 use super::checkpoint;
-use super::config::TrainConfig;
+use super::config::{TrainConfig, TrainSource};
 use super::offline::read_scored;
 use super::rollout::PolicyModel;
 use super::scoring::Rewarder;
@@ -58,9 +58,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
             }
             cfg = t;
         }
-        Some(TrainAction::Sample(_))
-            if cfg.sft.is_some() || cfg.offline.is_some() || cfg.tasks.is_none() =>
-        {
+        Some(TrainAction::Sample(_)) if !matches!(cfg.source(), Ok(TrainSource::Tasks(_))) => {
             return Err(TrainError::Config(
                 "train sample samples the tasks of --tasks (not --sft or --offline data)".into(),
             ));
@@ -72,15 +70,16 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
         Some(TrainAction::Sample(_)) => cfg.validate_for_sampling()?,
         _ => cfg.validate()?,
     }
-    if cfg.sft.is_some() {
-        return sft(cfg, &args);
-    }
-    if let Some(scored) = cfg.offline.clone() {
-        let mut trainer = Trainer::new(cfg, Source::Offline(Vec::new()))?;
-        trainer.source = Source::Offline(read_scored(&scored, &trainer.policy)?);
-        return train(&mut trainer, &args, &rt);
-    }
-    let tasks_path = cfg.tasks.clone().expect("validated");
+    let tasks_path = match cfg.source()? {
+        TrainSource::Sft(_) => return sft(cfg, &args),
+        TrainSource::Offline(scored) => {
+            let mut trainer = Trainer::with_source(cfg, |policy| {
+                Ok(Source::Offline(read_scored(&scored, policy)?))
+            })?;
+            return train(&mut trainer, &args, &rt);
+        }
+        TrainSource::Tasks(path) => path,
+    };
     let tasks = read_tasks(&tasks_path)?;
     let rewarder = match &cfg.scorer_url {
         Some(url) => Rewarder::http(url),

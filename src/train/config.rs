@@ -100,7 +100,40 @@ impl Default for TrainConfig {
     }
 }
 
+/// What a run trains on: one of train.toml's `tasks`, `offline` and `sft` (`gavel train judge`
+/// is an action of its own, with its own inputs).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrainSource {
+    /// Prompts the policy answers, scored as it trains (online GRPO).
+    Tasks(PathBuf),
+    /// Groups scored before, no sampling (offline GRPO).
+    Offline(PathBuf),
+    /// Chat examples (supervised fine-tuning).
+    Sft(PathBuf),
+}
+
 impl TrainConfig {
+    /// The one source of training examples the config sets; none, or two, is refused.
+    pub fn source(&self) -> Result<TrainSource, TrainError> {
+        let err = |m: &str| Err(TrainError::Config(m.into()));
+        match (&self.tasks, &self.offline, &self.sft) {
+            (Some(t), None, None) => Ok(TrainSource::Tasks(t.clone())),
+            (None, Some(o), None) => Ok(TrainSource::Offline(o.clone())),
+            (None, None, Some(s)) => Ok(TrainSource::Sft(s.clone())),
+            (None, None, None) => err(
+                "no tasks: set `tasks` (a JSONL file of prompts), `offline` (scored groups) or \
+                 `sft` (chat examples)",
+            ),
+            (Some(_), Some(_), _) => {
+                err("`tasks` and `offline` both set: train on one or the other")
+            }
+            (_, _, Some(_)) => err(
+                "`sft` and `tasks`/`offline` both set: SFT trains on chat examples, not on \
+                 prompts or scored groups; set one",
+            ),
+        }
+    }
+
     pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| TrainError::Config(format!("{}: cannot read: {e}", path.display())))?;
@@ -137,26 +170,7 @@ impl TrainConfig {
                     .into(),
             );
         }
-        match (&self.tasks, &self.offline, &self.sft) {
-            (None, None, None) => {
-                return err(
-                    "no tasks: set `tasks` (a JSONL file of prompts), `offline` (scored groups) \
-                     or `sft` (chat examples)"
-                        .into(),
-                )
-            }
-            (Some(_), Some(_), _) => {
-                return err("`tasks` and `offline` both set: train on one or the other".into())
-            }
-            (Some(_), None, Some(_)) | (None, Some(_), Some(_)) => {
-                return err(
-                    "`sft` and `tasks`/`offline` both set: SFT trains on chat examples, not on \
-                     prompts or scored groups; set one"
-                        .into(),
-                )
-            }
-            _ => {}
-        }
+        self.source()?;
         if self.sft_batch_size == 0 || self.sft_micro_batch_tokens == 0 {
             return err("sft_batch_size and sft_micro_batch_tokens must be >= 1".into());
         }
@@ -219,6 +233,44 @@ mod tests {
         c.group_size = 0;
         let e = c.validate_for_sampling().unwrap_err().to_string();
         assert!(e.contains("group_size >= 1"), "{e}");
+    }
+
+    /// Exactly one of `tasks`, `offline` and `sft` is the source; none or two are refused,
+    /// each with the keys it names.
+    #[test]
+    fn the_source_is_the_one_input_set() {
+        let p = |s: &str| Some(PathBuf::from(s));
+        let with = |tasks, offline, sft| TrainConfig {
+            tasks,
+            offline,
+            sft,
+            ..TrainConfig::default()
+        };
+        let t = with(p("t"), None, None).source().unwrap();
+        assert_eq!(t, TrainSource::Tasks("t".into()));
+        let o = with(None, p("o"), None).source().unwrap();
+        assert_eq!(o, TrainSource::Offline("o".into()));
+        let s = with(None, None, p("s")).source().unwrap();
+        assert_eq!(s, TrainSource::Sft("s".into()));
+        for (c, want) in [
+            (with(None, None, None), "no tasks"),
+            (with(p("t"), p("o"), None), "`tasks` and `offline` both set"),
+            (
+                with(p("t"), p("o"), p("s")),
+                "`tasks` and `offline` both set",
+            ),
+            (
+                with(p("t"), None, p("s")),
+                "`sft` and `tasks`/`offline` both set",
+            ),
+            (
+                with(None, p("o"), p("s")),
+                "`sft` and `tasks`/`offline` both set",
+            ),
+        ] {
+            let e = c.source().unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ use candle_core::{DType, Tensor, D};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::TrainConfig;
+use super::config::{TrainConfig, TrainSource};
 use super::offline::tokenize;
 use super::optim::{accumulate, clip_grad_norm, named_grads};
 use super::rollout::PolicyModel;
@@ -136,11 +136,12 @@ pub struct Sft {
 impl Sft {
     /// Loads the model (and `init_adapter`, if set) and reads `cfg.sft`.
     pub fn new(cfg: TrainConfig) -> Result<Sft, TrainError> {
-        let path = cfg
-            .sft
-            .clone()
-            .ok_or_else(|| TrainError::Config("no sft: set `sft` (chat examples)".into()))?;
-        let trainer = Trainer::new(cfg, Source::Offline(Vec::new()))?;
+        let TrainSource::Sft(path) = cfg.source()? else {
+            return Err(TrainError::Config(
+                "no sft: set `sft` (chat examples)".into(),
+            ));
+        };
+        let trainer = Trainer::new(cfg, Source::Supervised)?;
         let data = read_sft(&path, &trainer.policy)?;
         Ok(Sft { trainer, data })
     }

@@ -93,6 +93,8 @@ pub enum Source {
     },
     /// Scored groups from a file, taken in order (cycling).
     Offline(Vec<GroupData>),
+    /// Supervised fine-tuning: the examples are [`super::sft::Sft`]'s, and no GRPO step runs.
+    Supervised,
 }
 
 pub struct Trainer {
@@ -111,6 +113,15 @@ impl Trainer {
     /// Loads the policy (adapters drawn from the seeded RNG, or `init_adapter`'s) and the
     /// optimizer.
     pub fn new(cfg: TrainConfig, source: Source) -> Result<Trainer, TrainError> {
+        Trainer::with_source(cfg, |_| Ok(source))
+    }
+
+    /// [`Trainer::new`] with a source made from the loaded policy (scored groups are read with
+    /// its tokenizer and chat template).
+    pub fn with_source(
+        cfg: TrainConfig,
+        make_source: impl FnOnce(&PolicyModel) -> Result<Source, TrainError>,
+    ) -> Result<Trainer, TrainError> {
         // What sampling takes; a training step checks the rest (a group of two or more).
         cfg.validate_for_sampling()?;
         let mut rng = Rng::new(cfg.seed);
@@ -119,6 +130,7 @@ impl Trainer {
         if let Some(dir) = &cfg.init_adapter {
             checkpoint::load_init_adapter(dir, opt.vars(), &cfg.lora)?;
         }
+        let source = make_source(&policy)?;
         Ok(Trainer {
             cfg,
             policy,
@@ -171,6 +183,14 @@ impl Trainer {
     fn collect_groups(&mut self, m: &mut StepMetrics) -> Result<Vec<GroupData>, TrainError> {
         let n = self.cfg.prompts_per_step;
         let (tasks, rewarder, rt) = match &self.source {
+            Source::Supervised => {
+                return Err(TrainError::Config(
+                    "an SFT run has no GRPO steps (Sft::run trains it)".into(),
+                ))
+            }
+            Source::Offline(groups) if groups.is_empty() => {
+                return Err(TrainError::Input("no scored groups to train on".into()))
+            }
             Source::Offline(groups) => {
                 let start = (self.step as usize * n) % groups.len();
                 return Ok((0..n)
