@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Instant;
 
-use gavel::cli::Common;
+use gavel::cli::ConfigSource;
 use gavel::rescore::{ProgressMode, RescoreArgs};
 use serde_json::json;
 
@@ -50,7 +50,7 @@ async fn main() {
         })
         .collect();
     std::fs::write(&input, lines).unwrap();
-    let common = Common {
+    let common = ConfigSource {
         config: Some(cfg),
         store: Some(dir.path().join("store")),
         ..Default::default()
@@ -72,13 +72,13 @@ async fn main() {
         progress: ProgressMode::None,
     };
     let started = Instant::now();
-    let code = gavel::rescore::run(&common, &args).await.unwrap();
+    let exit = gavel::rescore::run(&common, &args).await.unwrap();
     let wall = started.elapsed().as_secs_f64();
     let arrivals = mock.arrivals();
     let span = (*arrivals.last().unwrap() - arrivals[0]).as_secs_f64();
     // Rate over the run: intervals between the first and last call.
     let achieved = (arrivals.len() - 1) as f64 / span * 60.0;
-    println!("rescore_rate: {GROUPS} groups, limit {RPM}/min, exit code {code}");
+    println!("rescore_rate: {GROUPS} groups, limit {RPM}/min, ended {exit:?}");
     println!("  judge calls          {}", arrivals.len());
     println!("  answered 429         {}", mock.rate_limited());
     println!(

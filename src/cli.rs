@@ -1,58 +1,26 @@
-//! What every subcommand shares: the `--config`/`--store` options, loading the configuration
-//! and opening the scorer. It stays in the library, not in the binary's `commands/`, because the
-//! subcommands with a body here (`lint`, `diff`, `eval`, `rescore`, `train`) use it too; they
-//! return a [`CliError`] whose message is one plain line.
+//! What the command-line tools share: where the configuration comes from ([`ConfigSource`]; the
+//! binary's `commands/` parses the options into it), loading it, and opening the scorer. The
+//! tools with a body in the library (`lint`, `diff`, `eval`, `rescore`, `train`) use it too;
+//! they return a [`CliError`] whose message is one plain line.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-
-use clap::Args;
 
 use crate::config::{Config, ConfigError, Secret};
 use crate::score::{BuildError, Scorer};
 use crate::store::StoreError;
 
-/// `--config` and `--log-json`: the options of a command that reads gavel.toml but keeps no
-/// verdicts (`render`, `lint`), so its help lists no store options.
-#[derive(Args, Clone, Debug, Default)]
-pub struct ConfigArgs {
-    /// Configuration file (TOML). Without one, a judge named `default` is built from
-    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
-    #[arg(long, env = "GAVEL_CONFIG", global = true)]
+/// Where a command's configuration comes from: the file (else the environment), and the verdict
+/// store the command line names instead of the file's.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigSource {
+    /// gavel.toml; without one, a judge named `default` from OPENAI_BASE_URL, OPENAI_API_KEY
+    /// and GAVEL_JUDGE_MODEL.
     pub config: Option<PathBuf>,
-    /// Write logs as JSON lines instead of text.
-    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
-    pub log_json: bool,
-}
-
-impl From<ConfigArgs> for Common {
-    fn from(a: ConfigArgs) -> Common {
-        Common {
-            config: a.config,
-            store: None,
-            store_url: None,
-            log_json: a.log_json,
-        }
-    }
-}
-
-/// [`ConfigArgs`] and the verdict store's options: what a command that keeps verdicts takes.
-#[derive(Args, Clone, Debug, Default)]
-pub struct Common {
-    /// Configuration file (TOML). Without one, a judge named `default` is built from
-    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
-    #[arg(long, env = "GAVEL_CONFIG", global = true)]
-    pub config: Option<PathBuf>,
-    /// Directory of the verdict store (overrides `[store] path`; default ./gavel-store).
-    #[arg(long, env = "GAVEL_STORE", global = true)]
+    /// Overrides `[store] path`.
     pub store: Option<PathBuf>,
-    /// A shared Postgres verdict store, `postgres://user:password@host/db` (overrides
-    /// `[store] url`; when set, `--store` is not used).
-    #[arg(long, env = "GAVEL_STORE_URL", global = true, hide_env_values = true)]
+    /// Overrides `[store] url` (a shared Postgres store); empty is unset.
     pub store_url: Option<Secret>,
-    /// Write logs as JSON lines instead of text.
-    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
-    pub log_json: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +38,7 @@ pub enum CliError {
     Other(String),
 }
 
-impl Common {
+impl ConfigSource {
     /// The configuration file (or the environment), with `--store` applied.
     pub fn load_config(&self) -> Result<Config, CliError> {
         let mut cfg = match &self.config {

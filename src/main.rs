@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use gavel::cli::{Common, ConfigArgs};
+use commands::{Common, ConfigArgs};
 
 // mimalloc, as text-embeddings-inference ships: a cache hit is mostly short-lived allocations
 // (request JSON, response JSON), and glibc malloc costs about a third more CPU per hit there.
@@ -55,7 +55,7 @@ enum Command {
         #[command(flatten)]
         common: ConfigArgs,
         #[command(flatten)]
-        args: gavel::lint::LintArgs,
+        args: commands::lint::LintArgs,
     },
     /// Score every group under two rubrics (or two judges) and report what changed.
     Diff {

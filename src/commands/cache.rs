@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Subcommand;
 
-use gavel::cli::Common;
+use super::Common;
 use gavel::store::{SledStore, StoreStats, VerdictStore};
 
 #[derive(Subcommand)]

@@ -3,9 +3,11 @@
 
 use std::process::ExitCode;
 
-use gavel::cli::Common;
+use super::Common;
 use gavel::diff::DiffArgs;
 
 pub async fn run(common: &Common, args: &DiffArgs) -> anyhow::Result<ExitCode> {
-    Ok(ExitCode::from(gavel::diff::run(common, args).await?))
+    Ok(super::exit(
+        gavel::diff::run(&common.source(), args).await?,
+    ))
 }

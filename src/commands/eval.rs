@@ -3,9 +3,11 @@
 
 use std::process::ExitCode;
 
-use gavel::cli::Common;
+use super::Common;
 use gavel::eval::EvalArgs;
 
 pub async fn run(common: &Common, args: &EvalArgs) -> anyhow::Result<ExitCode> {
-    Ok(ExitCode::from(gavel::eval::run(common, args).await?))
+    Ok(super::exit(
+        gavel::eval::run(&common.source(), args).await?,
+    ))
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use gavel::cli::Common;
+use super::Common;
 use gavel::store::PgStore;
 
 pub async fn run(common: Common) -> anyhow::Result<ExitCode> {

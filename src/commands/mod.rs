@@ -22,12 +22,85 @@ pub mod serve;
 #[cfg(feature = "train")]
 pub mod train;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use clap::Args;
 
+use gavel::cli::{CliError, ConfigSource};
+use gavel::config::{Config, Secret};
 use gavel::score::Scorer;
+use gavel::toolkit::exit::Exit;
 use gavel::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
+
+/// `--config` and `--log-json`: the options of a command that reads gavel.toml but keeps no
+/// verdicts (`render`, `lint`), so its help lists no store options.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ConfigArgs {
+    /// Configuration file (TOML). Without one, a judge named `default` is built from
+    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
+    #[arg(long, env = "GAVEL_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Write logs as JSON lines instead of text.
+    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
+    pub log_json: bool,
+}
+
+impl From<ConfigArgs> for Common {
+    fn from(a: ConfigArgs) -> Common {
+        Common {
+            config: a.config,
+            store: None,
+            store_url: None,
+            log_json: a.log_json,
+        }
+    }
+}
+
+/// [`ConfigArgs`] and the verdict store's options: what a command that keeps verdicts takes.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Common {
+    /// Configuration file (TOML). Without one, a judge named `default` is built from
+    /// OPENAI_BASE_URL, OPENAI_API_KEY and GAVEL_JUDGE_MODEL.
+    #[arg(long, env = "GAVEL_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Directory of the verdict store (overrides `[store] path`; default ./gavel-store).
+    #[arg(long, env = "GAVEL_STORE", global = true)]
+    pub store: Option<PathBuf>,
+    /// A shared Postgres verdict store, `postgres://user:password@host/db` (overrides
+    /// `[store] url`; when set, `--store` is not used).
+    #[arg(long, env = "GAVEL_STORE_URL", global = true, hide_env_values = true)]
+    pub store_url: Option<Secret>,
+    /// Write logs as JSON lines instead of text.
+    #[arg(long, env = "GAVEL_LOG_JSON", default_value_t = false, global = true)]
+    pub log_json: bool,
+}
+
+impl Common {
+    /// Where the library reads the configuration from.
+    pub fn source(&self) -> ConfigSource {
+        ConfigSource {
+            config: self.config.clone(),
+            store: self.store.clone(),
+            store_url: self.store_url.clone(),
+        }
+    }
+
+    /// The configuration file (or the environment), with `--store` applied.
+    pub fn load_config(&self) -> Result<Config, CliError> {
+        self.source().load_config()
+    }
+}
+
+/// The exit status of a tool's run: 0 done, 1 ran and reported failures, 2 refused (a usage or
+/// input problem; nothing was scored).
+pub fn exit(e: Exit) -> ExitCode {
+    ExitCode::from(match e {
+        Exit::Done => 0,
+        Exit::Failed => 1,
+        Exit::Refused => 2,
+    })
+}
 
 /// `--rubric` and `--judge` of `score` and `render`.
 #[derive(Args, Clone)]
@@ -43,13 +116,13 @@ pub struct Overrides {
 /// Reads a group file with the shared reader, applies `--rubric`/`--judge` to every group and
 /// checks every group's request with `scorer` (see [`read_checked`]). An unknown `--rubric` or
 /// `--judge` is one usage line, `gavel CMD: --rubric: ...`, not the same problem on every line.
-/// `Err` is the exit code, 2, after the problems are printed: nothing is judged.
+/// `Err` is [`Exit::Refused`], after the problems are printed: nothing is judged.
 fn read_overridden(
     cmd: &str,
     path: &Path,
     scorer: &Scorer,
     o: &Overrides,
-) -> Result<Vec<GroupIn>, u8> {
+) -> Result<Vec<GroupIn>, Exit> {
     let mut usage = Vec::new();
     if let Some(r) = &o.rubric {
         if let Err(e) = scorer.rubrics().get(r) {

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 
-use gavel::cli::{build_scorer, Common};
+use gavel::cli::build_scorer;
+
+use super::Common;
 use gavel::toolkit::groupfile::print_problems;
 
 use super::{read_overridden, Overrides};
@@ -33,13 +35,13 @@ pub async fn run(common: Common, args: RenderArgs) -> anyhow::Result<ExitCode> {
     let scorer = build_scorer(&cfg)?;
     let groups = match read_overridden("render", &args.file, &scorer, &args.overrides) {
         Ok(g) => g,
-        Err(code) => return Ok(ExitCode::from(code)),
+        Err(e) => return Ok(super::exit(e)),
     };
     for (n, g) in groups.iter().enumerate() {
         let at = &g.at;
         let r = match scorer.render(&g.request) {
             Ok(r) => r,
-            Err(e) => return Ok(ExitCode::from(print_problems(&[format!("{at}: {e}")]))),
+            Err(e) => return Ok(super::exit(print_problems(&[format!("{at}: {e}")]))),
         };
         match args.format {
             Format::Json => {

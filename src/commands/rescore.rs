@@ -3,9 +3,11 @@
 
 use std::process::ExitCode;
 
-use gavel::cli::Common;
+use super::Common;
 use gavel::rescore::RescoreArgs;
 
 pub async fn run(common: &Common, args: &RescoreArgs) -> anyhow::Result<ExitCode> {
-    Ok(ExitCode::from(gavel::rescore::run(common, args).await?))
+    Ok(super::exit(
+        gavel::rescore::run(&common.source(), args).await?,
+    ))
 }

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use gavel::cli::{attach_store, build_scorer, Common};
+use gavel::cli::{attach_store, build_scorer};
+
+use super::Common;
 
 use super::{read_overridden, Overrides};
 
@@ -23,7 +25,7 @@ pub async fn run(common: Common, args: ScoreArgs) -> anyhow::Result<ExitCode> {
     let scorer = build_scorer(&cfg)?;
     let groups = match read_overridden("score", &args.file, &scorer, &args.overrides) {
         Ok(g) => g,
-        Err(code) => return Ok(ExitCode::from(code)),
+        Err(e) => return Ok(super::exit(e)),
     };
     // Only now, with every group checked, is the store opened (or created).
     let scorer = attach_store(scorer, &cfg).await?;

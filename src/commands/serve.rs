@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use gavel::cli::{open_scorer, Common};
+use gavel::cli::open_scorer;
+
+use super::Common;
 use gavel::server::{self, AppState};
 
 #[derive(Args)]

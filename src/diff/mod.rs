@@ -16,9 +16,10 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde::Serialize;
 
-use crate::cli::{attach_store, build_scorer, CliError, Common};
+use crate::cli::{attach_store, build_scorer, CliError, ConfigSource};
 use crate::domain::rubric::RubricSet;
 use crate::score::{ScoreRequest, Scorer};
+use crate::toolkit::exit::Exit;
 use crate::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
 
@@ -135,18 +136,18 @@ async fn score_all(
         .await
 }
 
-/// Returns the exit code: 0 when every group was scored under both sides, 1 when a group
-/// failed, 2 for a usage or file problem (reported on stderr, nothing scored).
-pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
+/// Done when every group was scored under both sides, Failed when a group failed, Refused for
+/// a usage or file problem (reported on stderr, nothing scored).
+pub async fn run(source: &ConfigSource, args: &DiffArgs) -> Result<Exit, CliError> {
     let usage_error = |m: String| {
         eprintln!("gavel diff: {m}");
-        Ok(2)
+        Ok(Exit::Refused)
     };
     let (compare, specs) = match sides(&args.rubrics, &args.judges) {
         Ok(s) => s,
         Err(m) => return usage_error(m),
     };
-    let cfg = common.load_config()?;
+    let cfg = source.load_config()?;
     let rubrics =
         RubricSet::load(cfg.rubrics_dir.as_deref()).map_err(crate::score::BuildError::from)?;
     for s in &specs {
@@ -191,7 +192,7 @@ pub async fn run(common: &Common, args: &DiffArgs) -> Result<u8, CliError> {
             .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))?;
         eprintln!("gavel diff: wrote {}", path.display());
     }
-    Ok(if report.failed() > 0 { 1 } else { 0 })
+    Ok(Exit::failed_if(report.failed() > 0))
 }
 
 #[cfg(test)]

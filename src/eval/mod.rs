@@ -22,13 +22,14 @@ use std::time::Instant;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use crate::cli::{attach_store, build_scorer, CliError, Common};
+use crate::cli::{attach_store, build_scorer, CliError, ConfigSource};
 use crate::config::Config;
 use crate::domain::prompt::JudgeMode;
 use crate::domain::rubric::RubricSet;
 use crate::domain::trajectory::{Role, Trajectory};
 use crate::score::request::MAX_PERMUTATIONS;
 use crate::score::{ScoreRequest, Scorer};
+use crate::toolkit::exit::Exit;
 use crate::toolkit::groupfile::{
     label_of, override_request, print_problems, read_checked, Extra, GroupIn,
 };
@@ -239,14 +240,14 @@ fn order_request(
     r
 }
 
-fn usage_error(m: &str) -> Result<u8, CliError> {
+fn usage_error(m: &str) -> Result<Exit, CliError> {
     eprintln!("gavel eval: {m}");
-    Ok(2)
+    Ok(Exit::Refused)
 }
 
-/// Returns the exit code: 0 when every judging gave a verdict, 1 when some did not (they are
-/// counted in the report, never scored), 2 for a usage or file problem (nothing judged).
-pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
+/// Done when every judging gave a verdict, Failed when some did not (they are counted in the
+/// report, never scored), Refused for a usage or file problem (nothing judged).
+pub async fn run(source: &ConfigSource, args: &EvalArgs) -> Result<Exit, CliError> {
     if args.orders == 0 || args.orders > MAX_ORDERS {
         return usage_error(&format!("--orders must be 1 to {MAX_ORDERS}"));
     }
@@ -258,7 +259,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
     if args.concurrency == Some(0) {
         return usage_error("--concurrency must be at least 1");
     }
-    let cfg = common.load_config()?;
+    let cfg = source.load_config()?;
     let rubric_set =
         RubricSet::load(cfg.rubrics_dir.as_deref()).map_err(crate::score::BuildError::from)?;
     for r in &args.rubrics {
@@ -413,7 +414,7 @@ pub async fn run(common: &Common, args: &EvalArgs) -> Result<u8, CliError> {
             Err(_) => true,
         })
         .count();
-    Ok(if invalid > 0 { 1 } else { 0 })
+    Ok(Exit::failed_if(invalid > 0))
 }
 
 /// Replaces a judging's rewards by one component's values; a response without that component

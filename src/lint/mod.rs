@@ -17,26 +17,25 @@ mod templates;
 use std::path::PathBuf;
 
 use crate::cli::CliError;
+use crate::toolkit::exit::Exit;
 use crate::domain::prompt::PromptError;
 
 use rubrics::lint_rubrics;
 use templates::lint_templates;
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct LintArgs {
-    /// Rubric files (*.toml) or directories of them (default: the config's `rubrics_dir`, else
-    /// `rubrics`).
+/// What `gavel lint` checks.
+#[derive(Debug, Clone, Default)]
+pub struct LintOptions {
+    /// Rubric files (*.toml) or directories of them (none: `rubrics`).
     pub paths: Vec<PathBuf>,
-    /// A directory of judge templates to check too (NAME.system.jinja + NAME.user.jinja;
-    /// default: the config's `prompts_dir`).
-    #[arg(long, env = "GAVEL_PROMPTS_DIR")]
+    /// A directory of judge templates to check too.
     pub prompts: Option<PathBuf>,
 }
 
-impl LintArgs {
-    /// Fills what the command line left open from the config (`--config`): the daemon lints
-    /// what it will load.
-    pub fn with_config_dirs(mut self, cfg: &crate::config::Config) -> LintArgs {
+impl LintOptions {
+    /// Fills what the command line left open from the config: the daemon lints what it will
+    /// load.
+    pub fn with_config_dirs(mut self, cfg: &crate::config::Config) -> LintOptions {
         if self.paths.is_empty() {
             self.paths.extend(cfg.rubrics_dir.clone());
         }
@@ -47,23 +46,23 @@ impl LintArgs {
     }
 }
 
-/// Prints one `file:line: problem` line per finding to stderr and a summary to stdout; returns
-/// the exit code (0 clean, 1 problems found; warnings alone do not fail).
-pub fn run(args: &LintArgs) -> Result<u8, CliError> {
+/// Prints one `file:line: problem` line per finding to stderr and a summary to stdout: Failed
+/// when a problem was found (warnings alone do not fail).
+pub fn run(opts: &LintOptions) -> Result<Exit, CliError> {
     let mut report = Report::default();
     let default = [PathBuf::from("rubrics")];
-    let paths = if args.paths.is_empty() {
+    let paths = if opts.paths.is_empty() {
         &default[..]
     } else {
-        &args.paths
+        &opts.paths
     };
     let rubrics = lint_rubrics(paths, &mut report);
-    lint_templates(args.prompts.as_deref(), &rubrics, &mut report);
+    lint_templates(opts.prompts.as_deref(), &rubrics, &mut report);
     for (_, line) in &report.findings {
         eprintln!("{line}");
     }
     println!("{}", report.summary());
-    Ok(u8::from(report.problems() > 0))
+    Ok(Exit::failed_if(report.problems() > 0))
 }
 
 #[derive(Debug, Default)]

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::cli::{open_scorer, CliError, Common};
+use crate::toolkit::exit::Exit;
+use crate::cli::{open_scorer, CliError, ConfigSource};
 use crate::domain::secret::Secret;
 use crate::domain::trajectory::content_hash;
 use crate::score::Usage;
@@ -109,10 +110,10 @@ pub struct RescoreArgs {
     pub progress: ProgressMode,
 }
 
-/// Runs the job; returns the exit code (0 when nothing was rejected, 1 otherwise).
-pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
+/// Runs the job: Done when nothing was rejected, else Failed.
+pub async fn run(source: &ConfigSource, args: &RescoreArgs) -> Result<Exit, CliError> {
     let started = Instant::now();
-    let cfg = common.load_config()?;
+    let cfg = source.load_config()?;
     let (text, file) = read_input(args).await?;
     let rejects_path = args.rejects.clone().unwrap_or_else(|| {
         let mut p = args.output.clone().into_os_string();
@@ -214,7 +215,7 @@ pub async fn run(common: &Common, args: &RescoreArgs) -> Result<u8, CliError> {
         "wall_s": (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     });
     eprintln!("rescore: {summary}");
-    Ok(if stats.rejects == 0 { 0 } else { 1 })
+    Ok(Exit::failed_if(stats.rejects > 0))
 }
 
 /// How a file names the job it belongs to: its directory made absolute with links resolved, and

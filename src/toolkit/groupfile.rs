@@ -89,13 +89,12 @@ pub fn override_request(request: &mut ScoreRequest, rubric: Option<&str>, judge:
     }
 }
 
-/// Prints each problem on its own stderr line; returns exit code 2 (a file problem: nothing was
-/// scored).
-pub fn print_problems(problems: &[String]) -> u8 {
+/// Prints each problem on its own stderr line: a file problem, so nothing was scored.
+pub fn print_problems(problems: &[String]) -> super::exit::Exit {
     for p in problems {
         eprintln!("{p}");
     }
-    2
+    super::exit::Exit::Refused
 }
 
 /// Reads a group file (see the module docs). A top-level `group_id` (string or number) is taken

@@ -16,25 +16,25 @@ use super::tasks::read_tasks;
 use super::toy;
 use super::trainer::{Source, Trainer};
 use super::TrainError;
-use crate::cli::{open_scorer, Common};
+use crate::cli::{open_scorer, ConfigSource};
 use crate::domain::rng::Rng;
 
 /// Runs `gavel train` (from a blocking thread: sampling and backward passes are CPU work).
-pub async fn run(args: TrainArgs) -> Result<u8, TrainError> {
+pub async fn run(args: TrainArgs) -> Result<(), TrainError> {
     let rt = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || run_blocking(args, rt))
         .await
         .map_err(TrainError::Thread)?
 }
 
-fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, TrainError> {
+fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<(), TrainError> {
     if let Some(TrainAction::Judge(j)) = &args.action {
         return super::judge::run(j, &rt);
     }
     let mut cfg = args.config()?;
     let args = args.effective();
     match &args.action {
-        Some(TrainAction::Merge(m)) => return merge(&cfg, &m.adapter, &m.output).map(|()| 0),
+        Some(TrainAction::Merge(m)) => return merge(&cfg, &m.adapter, &m.output),
         Some(TrainAction::Toy(ToyArgs { no_train, .. })) => {
             std::fs::create_dir_all(&cfg.output_dir).map_err(TrainError::file(&cfg.output_dir))?;
             let (model, tasks) = toy::write_toy(&cfg.output_dir)?;
@@ -54,7 +54,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
                     t.tasks.as_deref().unwrap_or(Path::new("")).display(),
                     toml.display()
                 );
-                return Ok(0);
+                return Ok(());
             }
             cfg = t;
         }
@@ -84,11 +84,10 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
     let rewarder = match &cfg.scorer_url {
         Some(url) => Rewarder::http(url),
         None => {
-            let common = Common {
+            let common = ConfigSource {
                 config: args.scorer.scorer_config.clone(),
                 store: args.scorer.store.clone(),
                 store_url: None,
-                log_json: false,
             };
             let scfg = common
                 .load_config()
@@ -108,7 +107,7 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<u8, Train
     if let Some(TrainAction::Sample(s)) = &args.action {
         let groups = super::sample::write_samples(&mut trainer, &s.output)?;
         eprintln!("{}: {groups} scored groups", s.output.display());
-        return Ok(0);
+        return Ok(());
     }
     train(&mut trainer, &args, &rt)
 }
@@ -118,7 +117,7 @@ fn train(
     trainer: &mut Trainer,
     args: &TrainArgs,
     rt: &tokio::runtime::Handle,
-) -> Result<u8, TrainError> {
+) -> Result<(), TrainError> {
     if let Some(dir) = &args.resume {
         trainer.resume(dir)?;
     }
@@ -139,11 +138,11 @@ fn train(
         let s: &Arc<crate::score::Scorer> = s;
         rt.block_on(s.store().flush())?;
     }
-    Ok(0)
+    Ok(())
 }
 
 /// `--sft`: resumes if asked and runs to the last step.
-fn sft(cfg: TrainConfig, args: &TrainArgs) -> Result<u8, TrainError> {
+fn sft(cfg: TrainConfig, args: &TrainArgs) -> Result<(), TrainError> {
     let mut s = Sft::new(cfg)?;
     if let Some(dir) = &args.resume {
         s.trainer.resume(dir)?;
@@ -157,7 +156,7 @@ fn sft(cfg: TrainConfig, args: &TrainArgs) -> Result<u8, TrainError> {
             checkpoint::checkpoint_dir(&s.trainer.cfg.output_dir, s.trainer.step).display()
         );
     }
-    Ok(0)
+    Ok(())
 }
 
 /// Folds the adapters of `adapter` into the base model folder `cfg.model` (a folder, or a

@@ -29,7 +29,7 @@ fn cfg_err(m: impl Into<String>) -> TrainError {
 }
 
 /// Runs `gavel train judge` (on a blocking thread; `rt` runs the teacher's scoring).
-pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainError> {
+pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<(), TrainError> {
     if args.train.is_empty() && args.teacher.is_none() {
         return Err(cfg_err(
             "train judge needs --train FILE (labelled groups) or --teacher NAME",
@@ -54,11 +54,10 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
         ..LoraConfig::default()
     };
     lora.validate().map_err(cfg_err)?;
-    let common = crate::cli::Common {
+    let common = crate::cli::ConfigSource {
         config: args.scorer_config.clone(),
         store: args.store.clone(),
         store_url: None,
-        log_json: false,
     };
     let mut cfg = common.load_config().map_err(|e| cfg_err(e.to_string()))?;
     // Only the teacher is asked anything: the other judges (a local one, a tuned one whose
@@ -253,7 +252,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<u8, TrainErr
         base_dev.mean_ranking,
         args.output.join("best").display()
     );
-    Ok(0)
+    Ok(())
 }
 
 fn figures_line(f: &fit::DevFigures) -> String {
