@@ -62,7 +62,7 @@ enum Command {
         #[command(flatten)]
         common: Common,
         #[command(flatten)]
-        args: gavel::diff::DiffArgs,
+        args: commands::diff::DiffArgs,
     },
     /// Measure judges and rubrics against labelled groups: accuracy with bootstrap intervals,
     /// position and length bias, calibration, invalid verdicts.
@@ -184,7 +184,7 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Diff { common, args } => {
             init_logs(common.log_json, "warn");
-            commands::diff::run(&common, &args).await
+            commands::diff::run(&common, args).await
         }
         Command::Eval { common, args } => {
             init_logs(common.log_json, "warn");

@@ -7,7 +7,5 @@ use super::Common;
 use gavel::eval::EvalArgs;
 
 pub async fn run(common: &Common, args: &EvalArgs) -> anyhow::Result<ExitCode> {
-    Ok(super::exit(
-        gavel::eval::run(&common.source(), args).await?,
-    ))
+    Ok(super::exit(gavel::eval::run(&common.source(), args).await?))
 }

@@ -28,33 +28,26 @@ pub use report::{
     Report, SideReport, SideUsage, Sides, TopMover, TrajectoryRow,
 };
 
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+/// How the report is printed on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiffFormat {
     Text,
     Json,
 }
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct DiffArgs {
-    /// The two rubrics to compare (give --rubric twice), or one rubric for both sides of a
-    /// judge comparison.
-    #[arg(long = "rubric", env = "GAVEL_DIFF_RUBRICS", value_delimiter = ',')]
+/// What `gavel diff` compares and how it reports.
+#[derive(Debug, Clone)]
+pub struct DiffOptions {
+    /// Two rubrics (or one, for both sides of a judge comparison).
     pub rubrics: Vec<String>,
-    /// The two judges to compare (give --judge twice), or one judge for both sides of a rubric
-    /// comparison.
-    #[arg(long = "judge", env = "GAVEL_DIFF_JUDGES", value_delimiter = ',')]
+    /// Two judges (or one, for both sides of a rubric comparison).
     pub judges: Vec<String>,
-    /// Terminal table or JSON on stdout.
-    #[arg(long, env = "GAVEL_DIFF_FORMAT", value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
-    /// Also write a self-contained HTML report with plots here.
-    #[arg(short = 'o', long = "output", alias = "html", env = "GAVEL_DIFF_HTML")]
+    /// Also write the HTML report here.
     pub html: Option<PathBuf>,
-    /// Groups scored at once (each under both sides at the same time).
-    #[arg(long, env = "GAVEL_DIFF_CONCURRENCY", default_value_t = 8)]
+    /// Groups scored at once.
     pub concurrency: usize,
-    /// Groups: a .jsonl file (one group per line), a .json file (one group), or `-` for
-    /// standard input.
+    /// The group file (`-`: standard input).
     pub file: PathBuf,
 }
 
@@ -138,7 +131,7 @@ async fn score_all(
 
 /// Done when every group was scored under both sides, Failed when a group failed, Refused for
 /// a usage or file problem (reported on stderr, nothing scored).
-pub async fn run(source: &ConfigSource, args: &DiffArgs) -> Result<Exit, CliError> {
+pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliError> {
     let usage_error = |m: String| {
         eprintln!("gavel diff: {m}");
         Ok(Exit::Refused)

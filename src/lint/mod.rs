@@ -17,8 +17,8 @@ mod templates;
 use std::path::PathBuf;
 
 use crate::cli::CliError;
-use crate::toolkit::exit::Exit;
 use crate::domain::prompt::PromptError;
+use crate::toolkit::exit::Exit;
 
 use rubrics::lint_rubrics;
 use templates::lint_templates;

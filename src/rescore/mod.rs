@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::toolkit::exit::Exit;
 use crate::cli::{open_scorer, CliError, ConfigSource};
 use crate::domain::secret::Secret;
 use crate::domain::trajectory::content_hash;
 use crate::score::Usage;
+use crate::toolkit::exit::Exit;
 
 use ledger::{Ledger, Sink};
 use units::{in_shard, read_input, read_units, score_unit, Outcome, Unit};
