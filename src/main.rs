@@ -70,7 +70,7 @@ enum Command {
         #[command(flatten)]
         common: Common,
         #[command(flatten)]
-        args: gavel::eval::EvalArgs,
+        args: commands::eval::EvalArgs,
     },
     /// Re-score logged groups into a JSONL file; resumable, shardable.
     Rescore {
@@ -188,7 +188,7 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Eval { common, args } => {
             init_logs(common.log_json, "warn");
-            commands::eval::run(&common, &args).await
+            commands::eval::run(&common, args).await
         }
         Command::Rescore { common, args } => {
             init_logs(common.log_json, "info");

@@ -1,11 +1,91 @@
-//! `gavel eval`: the entry to [`gavel::eval`], which loads the configuration itself (after its
-//! own usage checks, so a usage problem is reported before a configuration one).
+//! `gavel eval`: its options, and the entry to [`gavel::eval`], which loads the configuration
+//! itself (after its own usage checks, so a usage problem is reported before a configuration
+//! one).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::Common;
-use gavel::eval::EvalArgs;
+use clap::{Args, ValueEnum};
 
-pub async fn run(common: &Common, args: &EvalArgs) -> anyhow::Result<ExitCode> {
-    Ok(super::exit(gavel::eval::run(&common.source(), args).await?))
+use gavel::domain::prompt::JudgeMode;
+use gavel::eval::{EvalFormat, EvalOptions, ScoreTarget};
+
+use super::Common;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Html,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EvalArgs {
+    /// Judges to evaluate (give --judge more than once); default: the config's default judge.
+    #[arg(long = "judge", env = "GAVEL_EVAL_JUDGES", value_delimiter = ',')]
+    pub judges: Vec<String>,
+    /// Rubrics to evaluate (give --rubric more than once); default: each group's own.
+    #[arg(long = "rubric", env = "GAVEL_EVAL_RUBRICS", value_delimiter = ',')]
+    pub rubrics: Vec<String>,
+    /// Judging modes to evaluate (give --judge-mode more than once: listwise, pointwise,
+    /// pairwise; the last two need a local judge); default: each judge's configured mode.
+    #[arg(
+        long = "judge-mode",
+        env = "GAVEL_EVAL_JUDGE_MODES",
+        value_delimiter = ','
+    )]
+    pub modes: Vec<JudgeMode>,
+    /// Orders each group is judged in: as given, reversed, then seeded shuffles. Two or more
+    /// measure position bias.
+    #[arg(long, env = "GAVEL_EVAL_ORDERS", default_value_t = 2)]
+    pub orders: usize,
+    /// What is ranked against the labels: `reward` (what training gets), or one component of
+    /// it by name (`judge`, a verifier's name), e.g. the judge alone on a set whose verifier
+    /// knows the truth.
+    #[arg(long, env = "GAVEL_EVAL_SCORE", default_value = "reward", value_parser = ScoreTarget::parse)]
+    pub score: ScoreTarget,
+    /// Passed through to every request: gavel's own order averaging within one judging.
+    #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
+    pub permutations: Option<u32>,
+    /// Groups judged at once [default: 4; 1 when every judge evaluated is local: its model
+    /// runs one prompt at a time whatever comes in, and a group's prompts reuse each other's
+    /// prefixes from its cache only while other groups' prompts do not push them out].
+    #[arg(long, env = "GAVEL_EVAL_CONCURRENCY")]
+    pub concurrency: Option<usize>,
+    /// Evaluate only the first N groups of each set.
+    #[arg(long, env = "GAVEL_EVAL_LIMIT")]
+    pub limit: Option<usize>,
+    /// Terminal summary, one JSON document, or a self-contained HTML page.
+    #[arg(long, env = "GAVEL_EVAL_FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write the report here instead of standard output.
+    #[arg(short = 'o', long = "output", env = "GAVEL_EVAL_OUTPUT")]
+    pub output: Option<PathBuf>,
+    /// Labelled group files (.jsonl, one group per line; or .json, one group; `-` for standard
+    /// input).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+pub async fn run(common: &Common, args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let opts = EvalOptions {
+        judges: args.judges,
+        rubrics: args.rubrics,
+        modes: args.modes,
+        orders: args.orders,
+        score: args.score,
+        permutations: args.permutations,
+        concurrency: args.concurrency,
+        limit: args.limit,
+        format: match args.format {
+            Format::Text => EvalFormat::Text,
+            Format::Json => EvalFormat::Json,
+            Format::Html => EvalFormat::Html,
+        },
+        output: args.output,
+        files: args.files,
+    };
+    Ok(super::exit(
+        gavel::eval::run(&common.source(), &opts).await?,
+    ))
 }

@@ -34,65 +34,46 @@ use crate::toolkit::groupfile::{
     label_of, override_request, print_problems, read_checked, Extra, GroupIn,
 };
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
-use choice::{ModeAsked, ScoreTarget};
+use choice::ModeAsked;
+pub use choice::ScoreTarget;
 
 pub use report::{Combo, EvalReport, GroupRun, Judging, LabelledGroup, SetResult};
 
 /// Most orders a group may be judged in.
 pub const MAX_ORDERS: usize = 16;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// How the report is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvalFormat {
     Text,
     Json,
     Html,
 }
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct EvalArgs {
-    /// Judges to evaluate (give --judge more than once); default: the config's default judge.
-    #[arg(long = "judge", env = "GAVEL_EVAL_JUDGES", value_delimiter = ',')]
+/// What `gavel eval` measures and how it reports (the command line's `--judge`, `--rubric`,
+/// `--judge-mode`... in `gavel`'s `commands/eval.rs`).
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// Judges to evaluate; none: the config's default judge.
     pub judges: Vec<String>,
-    /// Rubrics to evaluate (give --rubric more than once); default: each group's own.
-    #[arg(long = "rubric", env = "GAVEL_EVAL_RUBRICS", value_delimiter = ',')]
+    /// Rubrics to evaluate; none: each group's own.
     pub rubrics: Vec<String>,
-    /// Judging modes to evaluate (give --judge-mode more than once: listwise, pointwise,
-    /// pairwise; the last two need a local judge); default: each judge's configured mode.
-    #[arg(
-        long = "judge-mode",
-        env = "GAVEL_EVAL_JUDGE_MODES",
-        value_delimiter = ','
-    )]
+    /// Judging modes to evaluate; none: each judge's configured mode.
     pub modes: Vec<JudgeMode>,
-    /// Orders each group is judged in: as given, reversed, then seeded shuffles. Two or more
-    /// measure position bias.
-    #[arg(long, env = "GAVEL_EVAL_ORDERS", default_value_t = 2)]
+    /// Orders each group is judged in (1 to [`MAX_ORDERS`]).
     pub orders: usize,
-    /// What is ranked against the labels: `reward` (what training gets), or one component of
-    /// it by name (`judge`, a verifier's name), e.g. the judge alone on a set whose verifier
-    /// knows the truth.
-    #[arg(long, env = "GAVEL_EVAL_SCORE", default_value = "reward", value_parser = ScoreTarget::parse)]
+    /// What is ranked against the labels.
     pub score: ScoreTarget,
-    /// Passed through to every request: gavel's own order averaging within one judging.
-    #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
+    /// Passed through to every request.
     pub permutations: Option<u32>,
-    /// Groups judged at once [default: 4; 1 when every judge evaluated is local: its model
-    /// runs one prompt at a time whatever comes in, and a group's prompts reuse each other's
-    /// prefixes from its cache only while other groups' prompts do not push them out].
-    #[arg(long, env = "GAVEL_EVAL_CONCURRENCY")]
+    /// Groups judged at once; none: 4, or 1 when every judge evaluated is local.
     pub concurrency: Option<usize>,
-    /// Evaluate only the first N groups of each set.
-    #[arg(long, env = "GAVEL_EVAL_LIMIT")]
+    /// Only the first N groups of each set.
     pub limit: Option<usize>,
-    /// Terminal summary, one JSON document, or a self-contained HTML page.
-    #[arg(long, env = "GAVEL_EVAL_FORMAT", value_enum, default_value_t = EvalFormat::Text)]
     pub format: EvalFormat,
-    /// Write the report here instead of standard output.
-    #[arg(short = 'o', long = "output", env = "GAVEL_EVAL_OUTPUT")]
+    /// Where the report goes; none: standard output.
     pub output: Option<PathBuf>,
-    /// Labelled group files (.jsonl, one group per line; or .json, one group; `-` for standard
-    /// input).
-    #[arg(required = true)]
+    /// Labelled group files.
     pub files: Vec<PathBuf>,
 }
 
@@ -179,7 +160,7 @@ struct Variant {
 }
 
 /// The combinations: every judge × every rubric × every judging mode.
-fn combos(args: &EvalArgs, cfg: &Config) -> Vec<Variant> {
+fn combos(args: &EvalOptions, cfg: &Config) -> Vec<Variant> {
     fn each<T: Clone>(given: &[T]) -> Vec<Option<T>> {
         if given.is_empty() {
             vec![None]
@@ -247,7 +228,7 @@ fn usage_error(m: &str) -> Result<Exit, CliError> {
 
 /// Done when every judging gave a verdict, Failed when some did not (they are counted in the
 /// report, never scored), Refused for a usage or file problem (nothing judged).
-pub async fn run(source: &ConfigSource, args: &EvalArgs) -> Result<Exit, CliError> {
+pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliError> {
     if args.orders == 0 || args.orders > MAX_ORDERS {
         return usage_error(&format!("--orders must be 1 to {MAX_ORDERS}"));
     }
@@ -449,7 +430,7 @@ fn rank_by_component(outcome: &mut GroupOutcome, name: &str) {
 /// once (the orders of one group one after another), with a progress bar on a terminal.
 async fn judge_all(
     scorer: &Scorer,
-    args: &EvalArgs,
+    args: &EvalOptions,
     concurrency: usize,
     combos: &[Variant],
     groups: &[(LabelledGroup, GroupIn<Labels>)],
