@@ -14,7 +14,7 @@ mod common;
 use std::time::Instant;
 
 use gavel::cli::ConfigSource;
-use gavel::rescore::{ProgressMode, RescoreArgs};
+use gavel::rescore::{ProgressMode, RescoreOptions};
 use serde_json::json;
 
 const RPM: u32 = 1200;
@@ -55,7 +55,7 @@ async fn main() {
         store: Some(dir.path().join("store")),
         ..Default::default()
     };
-    let args = RescoreArgs {
+    let args = RescoreOptions {
         input: Some(input),
         from_log: None,
         log_rubric: None,

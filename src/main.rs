@@ -77,7 +77,7 @@ enum Command {
         #[command(flatten)]
         common: Common,
         #[command(flatten)]
-        args: gavel::rescore::RescoreArgs,
+        args: commands::rescore::RescoreArgs,
     },
     /// Keep the best of each scored group (rescore output or bodies with rewards) as SFT chat
     /// lines for TRL's SFTTrainer.
@@ -192,7 +192,7 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Rescore { common, args } => {
             init_logs(common.log_json, "info");
-            commands::rescore::run(&common, &args).await
+            commands::rescore::run(&common, args).await
         }
         Command::Select { args } => {
             init_logs(false, "warn");

@@ -33,7 +33,8 @@ use crate::toolkit::exit::Exit;
 use ledger::{Ledger, Sink};
 use units::{in_shard, read_input, read_units, score_unit, Outcome, Unit};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// How progress is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgressMode {
     /// A progress bar on a terminal, periodic log lines otherwise.
     Auto,
@@ -61,57 +62,45 @@ impl std::str::FromStr for Shard {
     }
 }
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct RescoreArgs {
+/// What `gavel rescore` reads, how it scores and where it writes (the command line's options
+/// in `gavel`'s `commands/rescore.rs`).
+#[derive(Debug, Clone)]
+pub struct RescoreOptions {
     /// Logged groups, one JSON object per line (`-`: standard input), or `--from-log`.
-    #[arg(required_unless_present = "from_log", conflicts_with = "from_log")]
     pub input: Option<PathBuf>,
     /// Read the groups from the scoring log of this Postgres store (`postgres://...`) instead
     /// of a file: every logged group (oldest first), narrowed by the `--log-*` filters.
-    #[arg(long, env = "GAVEL_RESCORE_FROM_LOG", hide_env_values = true)]
     pub from_log: Option<Secret>,
     /// With --from-log: only groups scored with this rubric (by name).
-    #[arg(long, env = "GAVEL_RESCORE_LOG_RUBRIC")]
     pub log_rubric: Option<String>,
     /// With --from-log: only groups scored at or after this time (e.g. 2025-06-01 or
     /// 2025-06-01T12:00:00Z).
-    #[arg(long, env = "GAVEL_RESCORE_LOG_SINCE")]
     pub log_since: Option<String>,
     /// With --from-log: only groups scored before this time.
-    #[arg(long, env = "GAVEL_RESCORE_LOG_UNTIL")]
     pub log_until: Option<String>,
     /// With --from-log: at most this many groups (the oldest that match).
-    #[arg(long, env = "GAVEL_RESCORE_LOG_LIMIT")]
     pub log_limit: Option<u64>,
     /// Output file: one JSON line per input group.
-    #[arg(short = 'o', long, env = "GAVEL_RESCORE_OUTPUT")]
     pub output: PathBuf,
     /// Score every group with this rubric instead of the one it names.
-    #[arg(long, env = "GAVEL_RUBRIC")]
     pub rubric: Option<String>,
     /// Score every group with this judge instead of the one it names.
-    #[arg(long, env = "GAVEL_JUDGE")]
     pub judge: Option<String>,
     /// Groups scored at once (each judge's own rate limits still apply).
-    #[arg(long, env = "GAVEL_RESCORE_CONCURRENCY", default_value_t = 8)]
     pub concurrency: usize,
     /// Process only this deterministic share of the groups, `I/N` (0-based), so N workers can
     /// split one file; their outputs concatenate cleanly.
-    #[arg(long, env = "GAVEL_RESCORE_SHARD")]
     pub shard: Option<Shard>,
     /// Where rejected groups go (default: OUTPUT with `.rejects.jsonl`).
-    #[arg(long, env = "GAVEL_RESCORE_REJECTS")]
     pub rejects: Option<PathBuf>,
     /// Try again the groups rejected for a judge failure.
-    #[arg(long, env = "GAVEL_RESCORE_RETRY_REJECTS", default_value_t = false)]
     pub retry_rejects: bool,
     /// Progress display.
-    #[arg(long, env = "GAVEL_RESCORE_PROGRESS", value_enum, default_value_t = ProgressMode::Auto)]
     pub progress: ProgressMode,
 }
 
 /// Runs the job: Done when nothing was rejected, else Failed.
-pub async fn run(source: &ConfigSource, args: &RescoreArgs) -> Result<Exit, CliError> {
+pub async fn run(source: &ConfigSource, args: &RescoreOptions) -> Result<Exit, CliError> {
     let started = Instant::now();
     let cfg = source.load_config()?;
     let (text, file) = read_input(args).await?;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::{RescoreArgs, Shard};
+use super::{RescoreOptions, Shard};
 use crate::cli::CliError;
 use crate::domain::error_type::ErrorType;
 use crate::domain::trajectory::content_hash;
@@ -44,7 +44,7 @@ pub(super) enum Outcome {
 
 /// The input as JSONL text and its name: the file, or the scoring-log rows that match the
 /// `--log-*` filters, one request body per line with `group_id` = `log:ID`.
-pub(super) async fn read_input(args: &RescoreArgs) -> Result<(String, String), CliError> {
+pub(super) async fn read_input(args: &RescoreOptions) -> Result<(String, String), CliError> {
     if let Some(url) = &args.from_log {
         let store = PgStore::connect(url.expose(), &PgOptions::default()).await?;
         let filter = LogFilter {
@@ -95,7 +95,7 @@ type PendingGroup = (Value, Vec<usize>, Vec<Value>, Vec<Value>, String);
 pub(super) fn read_units(
     text: &str,
     max_group_size: usize,
-    args: &RescoreArgs,
+    args: &RescoreOptions,
 ) -> Result<Vec<Unit>, CliError> {
     let mut units = Vec::new();
     // group_id → (lines, trajectory values, per-line extras) for the per-trajectory form.
