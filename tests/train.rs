@@ -448,6 +448,54 @@ fn scorer_url_trains_like_in_process() {
     rt.block_on(gavel.stop());
 }
 
+/// A group that gets no rewards says why, with the cause kept as its source: the daemon's typed
+/// refusal, a daemon that cannot be reached, or a request refused in-process.
+#[test]
+fn a_scoring_failure_keeps_its_cause() {
+    use gavel::train::scoring::ScoreFailure;
+    use std::error::Error;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (mock, gavel, dir) = rt.block_on(common::setup());
+    let bad = serde_json::json!({"trajectories": []});
+    let e = rt
+        .block_on(Rewarder::http(&gavel.url).score(&bad))
+        .unwrap_err();
+    let ScoreFailure::Refused { status, kind, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(
+        (status.as_u16(), kind.as_str()),
+        (400, "invalid_request"),
+        "{e}"
+    );
+    let e = e.at(Some("tasks.jsonl:3"));
+    assert!(
+        e.to_string().starts_with(&format!(
+            "scoring failed: tasks.jsonl:3: {}/v1/score_group: 400",
+            gavel.url
+        )),
+        "{e}"
+    );
+    assert!(e.source().is_some_and(|s| s.is::<ScoreFailure>()));
+    // Nothing listens on the port the daemon had.
+    let url = gavel.url.clone();
+    rt.block_on(gavel.stop());
+    let e = rt.block_on(Rewarder::http(&url).score(&bad)).unwrap_err();
+    let ScoreFailure::Http { source, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(source.is_connect(), "{e}");
+    let scorer = {
+        let _g = rt.enter();
+        let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());
+        Arc::new(Scorer::new(mock.config(&dir.path().join("s")).scorer_parts(), store).unwrap())
+    };
+    let e = rt
+        .block_on(Rewarder::InProcess(scorer).score(&bad))
+        .unwrap_err();
+    assert!(matches!(e, ScoreFailure::Request(_)), "{e:?}");
+}
+
 /// `gavel train merge`: the merged model's logits equal the adapted model's.
 #[test]
 fn merged_weights_give_the_adapted_logits() {

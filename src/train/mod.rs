@@ -70,9 +70,13 @@ pub enum TrainError {
     /// A bad input file (tasks, scored groups): `FILE:LINE: problem`.
     #[error("{0}")]
     Input(String),
-    /// The scorer failed (a judge failure is never turned into a reward).
-    #[error("scoring failed: {0}")]
-    Score(String),
+    /// A group got no rewards (a judge failure is never turned into a reward): where (the
+    /// task's `FILE:LINE`, when there is one), and why, kept as the source.
+    #[error("scoring failed: {}{source}", at.as_deref().map(|a| format!("{a}: ")).unwrap_or_default())]
+    Score {
+        at: Option<String>,
+        source: scoring::ScoreFailure,
+    },
     /// Checkpoint or saved-model files missing, inconsistent or not written.
     #[error("{0}")]
     Checkpoint(String),

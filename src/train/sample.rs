@@ -53,7 +53,7 @@ impl Trainer {
                 requests.iter().map(|(r, _)| rewarder.score(r)),
             ));
             for ((task, (request, tokens)), scored) in chunk.iter().zip(requests).zip(scored) {
-                let scored = scored.map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
+                let scored = scored.map_err(|e| e.at(Some(&task.at)))?;
                 out.push(SampledGroup {
                     request,
                     scored,

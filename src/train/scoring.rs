@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::TrainError;
-use crate::score::{ScoreRequest, Scorer};
+use crate::domain::trajectory::InputError;
+use crate::score::{ScoreError, ScoreRequest, Scorer};
 
 /// Rewards and advantages of one group (`None`: no reward, e.g. the judge failed and the task
 /// asked for `on_judge_error: "null"`).
@@ -30,6 +31,51 @@ impl Scored {
     }
 }
 
+/// Why a group got no rewards.
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreFailure {
+    /// The task's request was refused before scoring (in-process).
+    #[error(transparent)]
+    Request(#[from] InputError),
+    /// The in-process scorer failed.
+    #[error(transparent)]
+    Scorer(#[from] ScoreError),
+    /// The daemon could not be reached, or did not answer JSON.
+    #[error("{endpoint}: {source}")]
+    Http {
+        endpoint: String,
+        source: reqwest::Error,
+    },
+    /// The daemon refused the group: its typed error.
+    #[error("{endpoint}: {status} {kind}: {message}")]
+    Refused {
+        endpoint: String,
+        status: reqwest::StatusCode,
+        kind: String,
+        message: String,
+    },
+    /// The daemon's answer lacks a field the trainer reads.
+    #[error("{endpoint}: {field}: {source}")]
+    Response {
+        endpoint: String,
+        field: &'static str,
+        source: serde_json::Error,
+    },
+    /// A teacher judge left a trajectory without a score.
+    #[error("teacher {teacher:?} gave no score to a trajectory")]
+    NoTeacherScore { teacher: String },
+}
+
+impl ScoreFailure {
+    /// This failure as the trainer's error, at `at` (a task's `FILE:LINE`), if known.
+    pub fn at(self, at: Option<&str>) -> TrainError {
+        TrainError::Score {
+            at: at.map(str::to_string),
+            source: self,
+        }
+    }
+}
+
 /// A scorer the trainer calls once per group.
 pub enum Rewarder {
     InProcess(Arc<Scorer>),
@@ -49,15 +95,11 @@ impl Rewarder {
     }
 
     /// Scores one group given as a request body.
-    pub async fn score(&self, body: &Value) -> Result<Scored, TrainError> {
+    pub async fn score(&self, body: &Value) -> Result<Scored, ScoreFailure> {
         match self {
             Rewarder::InProcess(scorer) => {
-                let req = ScoreRequest::from_json(body, usize::MAX)
-                    .map_err(|e| TrainError::Score(e.to_string()))?;
-                let r = scorer
-                    .score_group(&req)
-                    .await
-                    .map_err(|e| TrainError::Score(e.to_string()))?;
+                let req = ScoreRequest::from_json(body, usize::MAX)?;
+                let r = scorer.score_group(&req).await?;
                 Ok(Scored {
                     rewards: r.rewards,
                     advantages: r.advantages,
@@ -65,28 +107,39 @@ impl Rewarder {
             }
             Rewarder::Http { url, client } => {
                 let endpoint = format!("{url}/v1/score_group");
+                let http = |source| ScoreFailure::Http {
+                    endpoint: endpoint.clone(),
+                    source,
+                };
                 let resp = client
                     .post(&endpoint)
                     .json(body)
                     .send()
                     .await
-                    .map_err(|e| TrainError::Score(format!("{endpoint}: {e}")))?;
+                    .map_err(http)?;
                 let status = resp.status();
-                let v: Value = resp
-                    .json()
-                    .await
-                    .map_err(|e| TrainError::Score(format!("{endpoint}: bad response: {e}")))?;
+                let v: Value = resp.json().await.map_err(http)?;
                 if !status.is_success() {
-                    let msg = v["error"]["message"].as_str().unwrap_or("no message");
-                    let kind = v["error"]["type"].as_str().unwrap_or("error");
-                    return Err(TrainError::Score(format!(
-                        "{endpoint}: {status} {kind}: {msg}"
-                    )));
+                    let text = |k: &str, or: &str| v["error"][k].as_str().unwrap_or(or).to_string();
+                    return Err(ScoreFailure::Refused {
+                        endpoint,
+                        status,
+                        kind: text("type", "error"),
+                        message: text("message", "no message"),
+                    });
                 }
-                let rewards: Vec<Option<f64>> = serde_json::from_value(v["rewards"].clone())
-                    .map_err(|e| TrainError::Score(format!("{endpoint}: rewards: {e}")))?;
-                let advantages: Vec<f64> = serde_json::from_value(v["advantages"].clone())
-                    .map_err(|e| TrainError::Score(format!("{endpoint}: advantages: {e}")))?;
+                let field = |field: &'static str| {
+                    let endpoint = endpoint.clone();
+                    move |source| ScoreFailure::Response {
+                        endpoint,
+                        field,
+                        source,
+                    }
+                };
+                let rewards: Vec<Option<f64>> =
+                    serde_json::from_value(v["rewards"].clone()).map_err(field("rewards"))?;
+                let advantages: Vec<f64> =
+                    serde_json::from_value(v["advantages"].clone()).map_err(field("advantages"))?;
                 Ok(Scored {
                     rewards,
                     advantages,

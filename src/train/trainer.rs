@@ -239,7 +239,7 @@ impl Trainer {
             .zip(prompts)
             .zip(sampled.into_iter().zip(scored))
         {
-            let mut scored = scored.map_err(|e| TrainError::Score(format!("{}: {e}", task.at)))?;
+            let mut scored = scored.map_err(|e| e.at(Some(&task.at)))?;
             if self.cfg.shuffle_rewards {
                 // Its own generator per step and group, not the sampler's: the control's first
                 // step samples exactly what the run unshuffled samples, and a resumed run

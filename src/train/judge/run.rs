@@ -22,6 +22,7 @@ use crate::score::{verdict_choices, Scorer};
 use crate::toolkit::groupfile::read_groups;
 use crate::train::checkpoint::{self, TrainerState};
 use crate::train::run_log::{progress_bar, MetricsFile};
+use crate::train::scoring::ScoreFailure;
 use crate::train::TrainError;
 
 fn cfg_err(m: impl Into<String>) -> TrainError {
@@ -323,20 +324,17 @@ async fn taught(
         for (k, g) in groups.into_iter().enumerate() {
             let mut request = g.request.clone();
             request.judges = vec![teacher.to_string()];
-            let resp = scorer
-                .score_group(&request)
-                .await
-                .map_err(|e| TrainError::Score(format!("{}: teacher {teacher:?}: {e}", g.at)))?;
+            let resp = scorer.score_group(&request).await.map_err(|e| {
+                ScoreFailure::Scorer(e).at(Some(&format!("{}: teacher {teacher:?}", g.at)))
+            })?;
             let scores = resp
                 .scores
                 .iter()
                 .map(|s| s.components.get("judge").copied().flatten())
                 .collect::<Option<Vec<f64>>>()
                 .ok_or_else(|| {
-                    TrainError::Score(format!(
-                        "{}: teacher {teacher:?} gave no score to a trajectory",
-                        g.at
-                    ))
+                    let teacher = teacher.to_string();
+                    ScoreFailure::NoTeacherScore { teacher }.at(Some(&g.at))
                 })?;
             let src = Source {
                 at: g.at,
