@@ -2,31 +2,15 @@
 //! store that keeps a log (Postgres), with the request in a canonical body that
 //! [`ScoreRequest::from_json`] reads back, so `gavel rescore --from-log` can score it again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use super::request::{OnJudgeError, RubricRef, ScoreRequest};
 use super::response::ScoreResponse;
-use super::{ScoreError, Scorer};
 use crate::domain::reward::ScaleRewards;
 use crate::domain::trajectory::{content_hash, Message, Role, Trajectory};
 use crate::store::ScoringLogEntry;
-
-impl Scorer {
-    /// Scores one group, then appends it to the store's scoring log (when the store keeps one)
-    /// before answering: a group is only reported scored once its log row is written.
-    pub async fn score_group(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
-        let started = Instant::now();
-        let resp = self.score_group_unlogged(req).await?;
-        if self.store.keeps_scoring_log() {
-            self.store
-                .log_scored(&entry(req, &resp, started.elapsed()))
-                .await?;
-        }
-        Ok(resp)
-    }
-}
 
 /// The log entry for one scored group.
 pub fn entry(req: &ScoreRequest, resp: &ScoreResponse, latency: Duration) -> ScoringLogEntry {

@@ -285,6 +285,20 @@ impl Scorer {
         })
     }
 
+    /// Scores one group, then appends it to the store's scoring log (when the store keeps one;
+    /// the entry is [`log::entry`]) before answering: a group is only reported scored once its
+    /// log row is written.
+    pub async fn score_group(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
+        let started = std::time::Instant::now();
+        let resp = self.score_group_unlogged(req).await?;
+        if self.store.keeps_scoring_log() {
+            self.store
+                .log_scored(&log::entry(req, &resp, started.elapsed()))
+                .await?;
+        }
+        Ok(resp)
+    }
+
     /// Scores many groups (a training step), concurrently, and computes advantages with the
     /// batch's `scale_rewards`. A judge failure in a group that asked to fail fails the whole
     /// batch, naming the group.
