@@ -8,7 +8,9 @@
 #   benches/judge_on_policy.sh                     # under target/judge-on-policy
 #   STAGE=sample benches/judge_on_policy.sh        # only the samples and their labels
 # LIMIT (default 200 of judge.jsonl's 400 questions) bounds the cost: the 1.5B's frozen pass
-# takes about 1.7 s a pointwise example on 2 cores.
+# takes about 1.7 s a pointwise example on 2 cores. The questions are sampled CHUNK (200) at a
+# time, so a larger LIMIT keeps the chunks already sampled:
+#   LIMIT=400 JUDGE_TRAIN=340 EPOCHS=4 LR=1e-3 WORK=target/jop-400 benches/judge_on_policy.sh
 #   LIMIT=4 JUDGE_TRAIN=2 EPOCHS=1 WORK=target/jop-smoke benches/judge_on_policy.sh   # smoke
 #
 # 1. The untrained policy (POLICY_MODEL, default the 0.5B test model) samples GROUP_SIZE
