@@ -13,7 +13,8 @@
 #    pointwise, its shipped adapter, the set's rubric): samples.scored.
 # 2. Each argument is a variant: `key=value` pairs separated by spaces (quote the argument),
 #    mode=pointwise|pairwise, adapter=none|PATH, rubric=FILE (the rubric's text, relative to
-#    the repository); unnamed keys as in step 1. The same samples are re-scored with it
+#    the repository), reference=judge (the rubric's `reference = "judge"`: the judge answers
+#    each question first and grades against its own answer); unnamed keys as in step 1. The same samples are re-scored with it
 #    (`gavel rescore`) into variant-N.out.
 # 3. evals/judge_signal.py: per reward, AUC (right ranked above wrong within a group, by the
 #    gold answer's containment) and best-of-N.
@@ -55,19 +56,20 @@ outputs=(samples.scored)
 n=0
 for variant in "$@"; do
     n=$((n + 1))
-    mode=pointwise adapter="$JUDGE_ADAPTER" rubric=""
+    mode=pointwise adapter="$JUDGE_ADAPTER" rubric="" reference=""
     for pair in $variant; do
         case "$pair" in
+            reference=judge) reference=judge ;;
             mode=*) mode="${pair#mode=}" ;;
             adapter=none) adapter=none ;;
             adapter=*) adapter="$(cd "$ROOT" && realpath "${pair#adapter=}")" ;;
             rubric=*) rubric="$(cd "$ROOT" && realpath "${pair#rubric=}")" ;;
-            *) echo "judge_signal.sh: $pair: expected mode=, adapter= or rubric=" >&2; exit 2 ;;
+            *) echo "judge_signal.sh: $pair: expected mode=, adapter=, rubric= or reference=judge" >&2; exit 2 ;;
         esac
     done
     out="variant-$n.out"
     judge_config "variant-$n.toml" "$mode" "$adapter"
-    python3 - samples.scored "$rubric" > "variant-$n.jsonl" <<'PY'
+    python3 - samples.scored "$rubric" "$reference" > "variant-$n.jsonl" <<'PY'
 import json, os, sys
 rubric = None
 if sys.argv[2]:
@@ -75,7 +77,10 @@ if sys.argv[2]:
     rubric = {"name": name, "text": open(sys.argv[2]).read()}
 for line in open(sys.argv[1]):
     g = json.loads(line)
-    print(json.dumps({"rubric": rubric or g["rubric"], "trajectories": g["trajectories"]}))
+    r = dict(rubric or g["rubric"])
+    if sys.argv[3]:
+        r["reference"] = sys.argv[3]
+    print(json.dumps({"rubric": r, "trajectories": g["trajectories"]}))
 PY
     echo "variant-$n: $variant" | tee -a variants.txt
     "$GAVEL" rescore --config "variant-$n.toml" --store "store-variant-$n" --concurrency 2 \

@@ -32,6 +32,9 @@
 #                    the training tasks' rubric text from this file instead of the one
 #                    evals/policy_qa/train.jsonl carries (the rubric is the reward function's
 #                    author's to write; still no gold answer in it)
+#   REFERENCE=judge  the training tasks' rubric gets `reference = "judge"`: the judge answers each
+#                    question itself first (once per question, stored) and grades every answer
+#                    against its own (README "Reference-guided judging"); still no gold answer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -51,6 +54,11 @@ LENGTH_TARGET="${LENGTH_TARGET:-}"
 LENGTH_LIMIT="${LENGTH_LIMIT:-}"
 LENGTH_WEIGHT="${LENGTH_WEIGHT:-1}"
 RUBRIC_FILE="${RUBRIC_FILE:-}"
+REFERENCE="${REFERENCE:-}"
+if [[ -n "$REFERENCE" && "$REFERENCE" != judge ]]; then
+    echo "learn_from_judge.sh: REFERENCE is \"judge\" or unset, not $REFERENCE" >&2
+    exit 2
+fi
 if [[ -n "$RUBRIC_FILE" && ! -s "$RUBRIC_FILE" ]]; then
     echo "learn_from_judge.sh: RUBRIC_FILE $RUBRIC_FILE is missing or empty" >&2
     exit 2
@@ -72,9 +80,9 @@ judge_config judge.toml "$JUDGE_MODE" "$JUDGE_ADAPTER"
 # The training tasks: the prompts and rubric as built (or RUBRIC_FILE's rubric), plus the length
 # verifier when asked for.
 python3 - "$ROOT/evals/policy_qa/train.jsonl" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
-    "$RUBRIC_FILE" > train_tasks.jsonl <<'PY'
+    "$RUBRIC_FILE" "$REFERENCE" > train_tasks.jsonl <<'PY'
 import json, os, sys
-path, target, limit, weight, rubric_file = sys.argv[1:]
+path, target, limit, weight, rubric_file, reference = sys.argv[1:]
 rubric = None
 if rubric_file:
     name = "policy_qa_" + os.path.splitext(os.path.basename(rubric_file))[0].removeprefix("policy_qa_")
@@ -85,6 +93,8 @@ for line in open(path):
     task = json.loads(line)
     if rubric:
         task["rubric"] = rubric
+    if reference:
+        task["rubric"] = dict(task["rubric"], reference=reference)
     if target:
         task["verifiers"] = [{"type": "length", "unit": "chars",
                               "target": int(target), "limit": int(limit)}]

@@ -417,3 +417,129 @@ async fn score_groups_scales_advantages_by_batch_or_group() {
         "{r}"
     );
 }
+
+/// A group answering one arithmetic task, graded under a rubric with `reference = "judge"`.
+fn judge_reference_group(answers: &[&str]) -> Value {
+    json!({
+        "trajectories": answers.iter().map(|a| simple_traj(a)).collect::<Vec<_>>(),
+        "rubric": {"name": "arith_ref", "text": "The answer must equal the reference.", "reference": "judge"},
+    })
+}
+
+#[tokio::test]
+async fn a_rubric_with_reference_judge_has_the_judge_answer_the_task_once_and_grade_against_it() {
+    let (mock, gavel, _dir) = setup().await;
+    // The first call is the judge's own answer; every later one a verdict.
+    mock.push(Behaviour::Content("  4120  ".into()));
+    mock.set_fallback(Behaviour::Score);
+    let (status, r) = gavel
+        .post(
+            "/v1/score_group",
+            &judge_reference_group(&["SCORE=0.9 ANSWER: 4120", "SCORE=0.2 ANSWER: 4100"]),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(floats(&r["rewards"]), vec![0.9, 0.2]);
+    assert_eq!(r["judge_reference"], "4120", "{r}");
+    // The answer and the verdict, both counted.
+    assert_eq!(r["usage"]["judge_calls"], 2, "{r}");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 2);
+    // The answer is asked with the task's own messages, free text (no verdict schema).
+    assert_eq!(
+        asked[0]["messages"],
+        json!([
+            {"role": "system", "content": "You answer arithmetic questions. End with ANSWER: <n>."},
+            {"role": "user", "content": "What is 1030 * 4?"}
+        ])
+    );
+    assert!(asked[0].get("response_format").is_none(), "{}", asked[0]);
+    assert!(asked[1].get("response_format").is_some());
+    // The verdict prompt shows the answer, trimmed, as the reference.
+    let prompt = common::judge_prompt(&asked[1]);
+    assert!(
+        prompt.contains("<reference>\n\"4120\"\n</reference>"),
+        "{prompt}"
+    );
+
+    // Another group of the same task: the stored answer, one call (the verdict).
+    let (status, r) = gavel
+        .post(
+            "/v1/score_group",
+            &judge_reference_group(&["SCORE=0.4 ANSWER: 4000", "SCORE=0.7 ANSWER: 4120"]),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["judge_calls"], 1, "{r}");
+    assert_eq!(r["judge_reference"], "4120", "{r}");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 3);
+    assert!(common::judge_prompt(&asked[2]).contains("<reference>\n\"4120\"\n</reference>"));
+
+    // A request's own reference wins: the judge is not asked to answer.
+    let mut own = judge_reference_group(&["SCORE=0.5 ANSWER: 4120", "SCORE=0.6 ANSWER: 1"]);
+    own["reference"] = json!("4121");
+    let (status, r) = gavel.post("/v1/score_group", &own).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["judge_calls"], 1, "{r}");
+    assert!(r.get("judge_reference").is_none(), "{r}");
+    let asked = mock.requests();
+    assert!(common::judge_prompt(&asked[3]).contains("<reference>\n\"4121\"\n</reference>"));
+
+    // `render` asks no judge: a placeholder says where the answer will go.
+    let (status, r) = gavel
+        .post("/v1/render", &judge_reference_group(&["A", "B"]))
+        .await;
+    assert_eq!(status, 200, "{r}");
+    assert!(r["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("the judge's own answer to the task"));
+    assert_eq!(mock.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn a_judge_reference_that_fails_is_a_judge_error_never_a_score() {
+    let (mock, gavel, _dir) = setup().await;
+    // The judge refuses the answer call (400: not retried).
+    mock.set_fallback(Behaviour::Status(400, None, "no".into()));
+    let group = judge_reference_group(&["SCORE=0.9 ANSWER: 4120", "SCORE=0.2 ANSWER: 4100"]);
+    let (status, r) = gavel.post("/v1/score_group", &group).await;
+    assert_eq!(status, 502, "{r}");
+    assert_eq!(r["error"]["type"], "judge_unavailable");
+    assert_eq!(mock.calls(), 1);
+
+    // With on_judge_error null: null rewards, the error reported, no template (nothing rendered).
+    let mut nullable = group.clone();
+    nullable["on_judge_error"] = json!("null");
+    let (status, r) = gavel.post("/v1/score_group", &nullable).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["rewards"], json!([null, null]));
+    assert_eq!(r["error"]["type"], "judge_unavailable");
+    assert!(r.get("judge_reference").is_none(), "{r}");
+
+    // An empty answer is the judge's invalid output, and nothing is stored for it.
+    mock.push(Behaviour::Content("   ".into()));
+    mock.set_fallback(Behaviour::Score);
+    let (status, r) = gavel.post("/v1/score_group", &group).await;
+    assert_eq!(status, 502, "{r}");
+    assert_eq!(r["error"]["type"], "judge_invalid_output");
+    mock.push(Behaviour::Content("4120".into()));
+    let (status, r) = gavel.post("/v1/score_group", &group).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["judge_calls"], 2, "{r}");
+
+    // Trajectories of different tasks: the request's error, before any judge call.
+    let calls = mock.calls();
+    let mut mixed = group.clone();
+    mixed["trajectories"][1]["messages"][1]["content"] = json!("What is 2 * 2?");
+    let (status, r) = gavel.post("/v1/score_group", &mixed).await;
+    assert_eq!(status, 400, "{r}");
+    assert_eq!(r["error"]["type"], "invalid_request");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("rubric.reference") && message.contains("trajectories[1]"),
+        "{message}"
+    );
+    assert_eq!(mock.calls(), calls);
+}

@@ -84,6 +84,20 @@ pub struct RubricSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub permutations: Option<u32>,
+    /// `"judge"`: before judging a group that brings no `reference`, the judge answers the
+    /// task itself (the messages the trajectories share before their first answer) and grades
+    /// each trajectory against its own answer, shown as the reference (reference-guided
+    /// judging without a gold answer). Unset: only a request's `reference` is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<ReferenceSource>,
+}
+
+/// Where a group's reference answer comes from when the request brings none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReferenceSource {
+    /// The judge's own answer to the task, made once per task and stored with the verdicts.
+    Judge,
 }
 
 /// A loaded rubric with its content version.
@@ -97,6 +111,7 @@ pub struct Rubric {
     pub verifiers: Vec<serde_json::Value>,
     pub policy: Option<Policy>,
     pub permutations: Option<u32>,
+    pub reference: Option<ReferenceSource>,
     /// `sha256:` of everything that changes rewards (not the name or description).
     pub version: String,
     /// `sha256:` of what the judge reads (text and items): part of the verdict cache key, so a
@@ -166,10 +181,15 @@ impl Rubric {
         if spec.permutations.is_some_and(|k| k == 0 || k > 16) {
             return Err(invalid("permutations must be 1..=16".into()));
         }
-        let version = content_hash(&(
+        let changes_rewards = (
             (&spec.text, &spec.items, required_cap),
             (&spec.verifiers, &spec.policy, spec.permutations),
-        ));
+        );
+        // Unset, the hash is the one rubrics had before `reference` existed.
+        let version = match spec.reference {
+            None => content_hash(&changes_rewards),
+            Some(r) => content_hash(&(changes_rewards, r)),
+        };
         Ok(Rubric {
             name: spec.name.unwrap_or_else(|| fallback_name.to_string()),
             description: spec.description,
@@ -179,6 +199,7 @@ impl Rubric {
             verifiers: spec.verifiers,
             policy: spec.policy,
             permutations: spec.permutations,
+            reference: spec.reference,
             version,
             judge_version,
         })

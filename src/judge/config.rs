@@ -129,6 +129,15 @@ pub struct JudgeConfig {
     /// before it starts, so it never changes them; it costs decode time.
     #[serde(default)]
     pub explain: bool,
+    /// Cap on the judge's own answer to a task (rubrics with `reference = "judge"`), bytes: it
+    /// is cut there (at a character boundary) before it is stored and shown to the judge, so
+    /// it bounds what it adds to every verdict prompt.
+    #[serde(default = "default_max_reference_bytes")]
+    pub max_reference_bytes: usize,
+}
+
+fn default_max_reference_bytes() -> usize {
+    1024
 }
 
 fn default_pairwise_opponents() -> usize {
@@ -215,6 +224,7 @@ impl JudgeConfig {
             mode: None,
             pairwise_opponents: default_pairwise_opponents(),
             explain: false,
+            max_reference_bytes: default_max_reference_bytes(),
         }
     }
 
@@ -288,6 +298,9 @@ impl JudgeConfig {
                 ));
             }
             _ => {}
+        }
+        if self.max_reference_bytes == 0 {
+            return Err("max_reference_bytes must be > 0".into());
         }
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return Err("temperature must be a number >= 0".into());

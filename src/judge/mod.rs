@@ -155,6 +155,15 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
         schema: &Value,
     ) -> Result<Completion, JudgeError>;
 
+    /// The judge's own answer to a task, `messages` being the messages that set it (a rubric
+    /// with `reference = "judge"` grades against it): free text, as the judge's model answers
+    /// the task itself (a local judge without its adapter, a remote one without the verdict's
+    /// schema), at most the judge's `max_reference_bytes`.
+    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError>;
+
+    /// The cap on [`Judge::answer`], bytes (part of the stored answer's key).
+    fn max_reference_bytes(&self) -> usize;
+
     /// The LoRA adapter a local judge runs over its model, if any.
     fn adapter(&self) -> Option<JudgeAdapter> {
         None
@@ -221,6 +230,17 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
             self.info().name
         )))
     }
+}
+
+/// `text` trimmed and cut to at most `max_bytes` bytes, at a character boundary (the judge's own
+/// answers and explanations).
+pub fn cut_text(text: &str, max_bytes: usize) -> String {
+    let text = text.trim();
+    let mut cut = text.len().min(max_bytes);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text[..cut].to_string()
 }
 
 /// Judges by name, as a configuration builds them.

@@ -67,6 +67,14 @@ impl Judge for UnconfiguredJudge {
         self.refuse()
     }
 
+    async fn answer(&self, _messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+        self.refuse()
+    }
+
+    fn max_reference_bytes(&self) -> usize {
+        0
+    }
+
     async fn explain(
         &self,
         _prompts: Vec<Vec<ChatMessage>>,

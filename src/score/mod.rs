@@ -11,6 +11,7 @@ mod key_locks;
 pub mod log;
 mod memo;
 mod probes;
+mod reference;
 pub mod request;
 pub mod response;
 mod reward_plan;
@@ -253,12 +254,14 @@ impl Scorer {
         let plan = reward_plan::plan_rewards(&rubric, req)?;
         let mut scores = plan.verifier_scores(req);
         let (mut usage, mut template, mut judges, mut error) = Default::default();
+        let mut judge_reference = None;
         if plan.policy.needs_judge() {
             let judged = self.judge_stage(&rubric, req).await?;
             (usage, error) =
                 judge_stage::merge_judge_scores(&mut scores, judged.outcome, req.on_judge_error)?;
-            template = Some(judged.template);
+            template = judged.template;
             judges = judged.judges;
+            judge_reference = judged.judge_reference;
         }
         plan.combine(&mut scores, error.is_some());
         let rewards: Vec<Option<f64>> = scores.iter().map(|s| s.score).collect();
@@ -281,6 +284,7 @@ impl Scorer {
             },
             template,
             judges,
+            judge_reference,
             error,
         })
     }

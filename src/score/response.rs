@@ -136,6 +136,10 @@ pub struct ScoreResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template: Option<VersionInfo>,
     pub judges: Vec<JudgeInfo>,
+    /// Under a rubric with `reference = "judge"`: the judge's own answer to the task, which it
+    /// graded against (absent when the request brought its reference, or the judge failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge_reference: Option<String>,
     /// Set when the judge failed and the request asked for `on_judge_error: "null"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(inline)]

@@ -268,3 +268,74 @@ async fn a_remote_judge_cannot_judge_by_probabilities() {
     );
     gavel.stop().await;
 }
+
+/// A rubric with `reference = "judge"` on a local judge: the model decodes its own answer to
+/// the task once (free text, within `max_reference_bytes`), then judges pointwise; a second
+/// group of the same task reuses the stored answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_judge_answers_the_task_once_before_judging_against_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_models(tmp.path()).remove(0);
+    let cfg = local_config(&model, &tmp.path().join("store"), |j| {
+        j.mode = Some(JudgeMode::Pointwise);
+        j.max_reference_bytes = 12;
+    });
+    let gavel = Gavel::start(cfg).await;
+    let rubric = json!({"text": "Agrees with the reference.", "reference": "judge"});
+    let rag = with(example("rag_answer.json"), "rubric", rubric);
+    let n = rag["trajectories"].as_array().unwrap().len() as u64;
+    let (status, body) = gavel.post("/v1/score_group", &rag).await;
+    assert_eq!(status, 200, "{body}");
+    // n probes, plus the answer, the only thing decoded.
+    assert_eq!(usage(&body, "judge_calls"), n + 1, "{}", body["usage"]);
+    let decoded = usage(&body, "completion_tokens");
+    assert!(decoded > 0, "{}", body["usage"]);
+    // 12 bytes are at most 12 tokens (random weights rarely stop sooner).
+    assert!(decoded <= 12, "{}", body["usage"]);
+    let first = rewards(&body);
+
+    // The same task with one trajectory fewer: the stored answer, probes only.
+    let mut fewer = rag.clone();
+    fewer["trajectories"].as_array_mut().unwrap().pop();
+    let (status, body) = gavel.post("/v1/score_group", &fewer).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(usage(&body, "judge_calls"), n - 1, "{}", body["usage"]);
+    assert_eq!(usage(&body, "completion_tokens"), 0, "{}", body["usage"]);
+    // Pointwise scores do not depend on the group: the same reference gives the same scores
+    // (to the float noise of a smaller batched forward).
+    let again = rewards(&body);
+    assert_eq!(again.len(), first.len() - 1);
+    for (a, b) in again.iter().zip(&first) {
+        assert!((a - b).abs() < 1e-5, "{again:?} vs {first:?}");
+    }
+    gavel.stop().await;
+}
+
+/// The real 0.5B test model's own answer to a question it knows, through the judge API
+/// (`GAVEL_TEST_MODEL`): plain free text from the base model, cut to `max_reference_bytes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_local_judge_answers_a_task_it_knows() {
+    let Some(model) = std::env::var_os("GAVEL_TEST_MODEL") else {
+        eprintln!("skipped: set GAVEL_TEST_MODEL to the 0.5B test model (tools/fetch-model.sh 0.5b) to ask a real judge for its own answer");
+        return;
+    };
+    use gavel::domain::prompt::ChatMessage;
+    use gavel::judge::Judge;
+    let mut cfg = gavel::config::JudgeConfig::local(std::path::PathBuf::from(model));
+    cfg.max_reference_bytes = 40;
+    let judge = gavel::judge::LocalJudge::new("j", &cfg).unwrap();
+    let task = [
+        ChatMessage {
+            role: "system".into(),
+            content: "Answer in one word.".into(),
+        },
+        ChatMessage {
+            role: "user".into(),
+            content: "What is the capital of France?".into(),
+        },
+    ];
+    let answer = judge.answer(&task).await.unwrap();
+    assert!(answer.text.contains("Paris"), "{:?}", answer.text);
+    assert!(answer.text.len() <= 40, "{:?}", answer.text);
+    assert!(answer.completion_tokens > 0);
+}

@@ -11,7 +11,9 @@ use super::engine::Engine;
 use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
 use crate::domain::prompt::{ChatMessage, JudgeMode};
 use crate::judge::config::JudgeConfig;
-use crate::judge::{ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeInfo};
+use crate::judge::{
+    cut_text, ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeInfo,
+};
 use crate::model::adapter::{AdapterInfo, Reach};
 use crate::model::{LocalError, ModelInfo};
 
@@ -34,6 +36,8 @@ pub struct LocalJudge {
     pub(crate) pairwise_opponents: usize,
     /// Probability modes: decode an explanation after each score.
     pub(crate) explain: bool,
+    /// Cap on the judge's own answer to a task, bytes.
+    max_reference_bytes: usize,
 }
 
 impl LocalJudge {
@@ -89,6 +93,7 @@ impl LocalJudge {
             mode,
             pairwise_opponents: cfg.pairwise_opponents,
             explain: cfg.explain && cfg.max_explanation_bytes > 0,
+            max_reference_bytes: cfg.max_reference_bytes,
         })
     }
 
@@ -284,17 +289,30 @@ impl Judge for LocalJudge {
             .collect();
         let mut completions = self.generate_many(requests).await?;
         for c in &mut completions {
-            let mut text = c.text.trim().to_string();
-            if text.len() > max_bytes {
-                let mut cut = max_bytes;
-                while !text.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                text.truncate(cut);
-            }
-            c.text = text;
+            c.text = cut_text(&c.text, max_bytes);
         }
         Ok(completions)
+    }
+
+    /// The base model's own answer (no adapter: the adapter is trained to give verdicts),
+    /// decoded as free text up to `max_reference_bytes`.
+    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+        let max_bytes = self.max_reference_bytes;
+        let mut completion = self
+            .generate(Request {
+                messages: messages.to_vec(),
+                ids: Vec::new(),
+                items: Vec::new(),
+                free_text_bytes: Some(max_bytes),
+                adapter: None,
+            })
+            .await?;
+        completion.text = cut_text(&completion.text, max_bytes);
+        Ok(completion)
+    }
+
+    fn max_reference_bytes(&self) -> usize {
+        self.max_reference_bytes
     }
 
     /// Each choice's probability as the first token of the answer to each prompt (no

@@ -26,7 +26,7 @@ use transport::{backoff, classify, Failure, Reply, StatusTransport};
 
 use super::config::JudgeConfig;
 use super::limits::JudgeLimits;
-use super::{Completion, Judge, JudgeError, JudgeInfo};
+use super::{cut_text, Completion, Judge, JudgeError, JudgeInfo};
 use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
 use crate::domain::prompt::{count_tokens, ChatMessage};
@@ -51,6 +51,7 @@ pub struct RemoteJudge {
     prompt_price: Option<f64>,
     completion_price: Option<f64>,
     structured_output: bool,
+    max_reference_bytes: usize,
     timeout: Duration,
     deadline: Duration,
     max_retries: u32,
@@ -88,6 +89,7 @@ impl RemoteJudge {
             prompt_price: cfg.prompt_price_per_million,
             completion_price: cfg.completion_price_per_million,
             structured_output: cfg.structured_output,
+            max_reference_bytes: cfg.max_reference_bytes,
             timeout: Duration::from_secs_f64(cfg.timeout_s),
             deadline: Duration::from_secs_f64(cfg.deadline_s),
             max_retries: cfg.max_retries,
@@ -108,10 +110,12 @@ impl RemoteJudge {
         }
     }
 
+    /// The chat request for `messages`; with `schema` (a verdict) and `structured_output`, held
+    /// to it by a `response_format`.
     fn request(
         &self,
         messages: &[ChatMessage],
-        schema: &Value,
+        schema: Option<&Value>,
     ) -> Result<async_openai::types::chat::CreateChatCompletionRequest, OpenAIError> {
         let msgs = messages
             .iter()
@@ -137,7 +141,7 @@ impl RemoteJudge {
             .messages(msgs)
             .temperature(self.temperature)
             .max_completion_tokens(self.max_tokens);
-        if self.structured_output {
+        if let Some(schema) = schema.filter(|_| self.structured_output) {
             args.response_format(ResponseFormat::JsonSchema {
                 json_schema: ResponseFormatJsonSchema {
                     description: Some("Scores for each trajectory".into()),
@@ -231,12 +235,35 @@ impl Judge for RemoteJudge {
         }
     }
 
-    /// One completion, retried per the judge's policy, bounded by the verdict deadline. Every
-    /// attempt passes the judge's rate and concurrency limits first.
+    /// A verdict's completion, held to `schema` where the judge follows one.
     async fn complete(
         &self,
         messages: &[ChatMessage],
         schema: &Value,
+    ) -> Result<Completion, JudgeError> {
+        self.call(messages, Some(schema)).await
+    }
+
+    /// The model's answer to the task, without the verdict's schema, cut to
+    /// `max_reference_bytes`.
+    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+        let mut completion = self.call(messages, None).await?;
+        completion.text = cut_text(&completion.text, self.max_reference_bytes);
+        Ok(completion)
+    }
+
+    fn max_reference_bytes(&self) -> usize {
+        self.max_reference_bytes
+    }
+}
+
+impl RemoteJudge {
+    /// One completion, retried per the judge's policy, bounded by the verdict deadline. Every
+    /// attempt passes the judge's rate and concurrency limits first.
+    async fn call(
+        &self,
+        messages: &[ChatMessage],
+        schema: Option<&Value>,
     ) -> Result<Completion, JudgeError> {
         let request = self.request(messages, schema).map_err(|e| {
             JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name))

@@ -3,6 +3,7 @@
 //! prompt-size check; also `render` (what the judge would be sent, without asking it).
 
 use super::*;
+use crate::domain::rubric::ReferenceSource;
 
 /// Whether `judge` can judge `rubric` in `mode`: the probability modes need a judge that reads
 /// token probabilities and a rubric without checklist items.
@@ -219,6 +220,19 @@ impl Scorer {
         let rubric = self.rubric(&req.rubric)?;
         let names = self.judge_names(req)?;
         let judge = self.judge(Some(&names[0]))?;
+        // The judge's own answer is only asked for when scoring: a placeholder stands in.
+        let with_placeholder;
+        let req = match rubric.reference {
+            Some(ReferenceSource::Judge) if req.reference.is_none() => {
+                crate::score::reference::task_messages(&req.trajectories)?;
+                with_placeholder = ScoreRequest {
+                    reference: Some(crate::score::reference::RENDER_PLACEHOLDER.into()),
+                    ..req.clone()
+                };
+                &with_placeholder
+            }
+            _ => req,
+        };
         let plan = self.plan_judging(&rubric, vec![judge], 1, req)?;
         let s = &plan.skeleton.samples[0];
         // A probability mode asks several prompts: show the first (the first trajectory alone,
