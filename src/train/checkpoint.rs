@@ -26,8 +26,8 @@ pub struct TrainerState {
     pub seed: u64,
 }
 
-fn io(path: &Path, e: impl std::fmt::Display) -> TrainError {
-    TrainError::Checkpoint(format!("{}: {e}", path.display()))
+fn io(path: &Path, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TrainError {
+    TrainError::checkpoint_file(path, e)
 }
 
 /// PEFT's adapter_config.json for `lora` on `base`.
@@ -111,7 +111,7 @@ pub fn load_adapters(dir: &Path, vars: &[(String, Var)]) -> Result<(), TrainErro
 pub fn read_adapter_config(dir: &Path) -> Result<LoraConfig, TrainError> {
     crate::model::adapter::read_lora_config(dir)
         .map(|(lora, _)| lora)
-        .map_err(|e| TrainError::Checkpoint(e.to_string()))
+        .map_err(TrainError::Load)
 }
 
 /// `--init-adapter`: loads the adapter in `dir` into `vars`, after checking that its

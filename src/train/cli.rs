@@ -89,13 +89,8 @@ fn run_blocking(args: TrainArgs, rt: tokio::runtime::Handle) -> Result<(), Train
                 store: args.scorer.store.clone(),
                 store_url: None,
             };
-            let scfg = common
-                .load_config()
-                .map_err(|e| TrainError::Config(e.to_string()))?;
-            Rewarder::InProcess(
-                rt.block_on(open_scorer(&scfg))
-                    .map_err(|e| TrainError::Config(e.to_string()))?,
-            )
+            let scfg = common.load_config()?;
+            Rewarder::InProcess(rt.block_on(open_scorer(&scfg))?)
         }
     };
     let source = Source::Online {
@@ -162,8 +157,7 @@ fn sft(cfg: TrainConfig, args: &TrainArgs) -> Result<(), TrainError> {
 /// Folds the adapters of `adapter` into the base model folder `cfg.model` (a folder, or a
 /// Hugging Face id resolved to its snapshot folder), written to `out`.
 pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainError> {
-    let base =
-        crate::model::hub::resolve(&cfg.model).map_err(|e| TrainError::Model(e.to_string()))?;
+    let base = crate::model::hub::resolve(&cfg.model)?;
     if !base.is_dir() {
         return Err(TrainError::Config(format!(
             "{}: merge needs the base model as a folder (config.json + safetensors)",
@@ -178,7 +172,7 @@ pub fn merge(cfg: &TrainConfig, adapter: &Path, out: &Path) -> Result<(), TrainE
         policy.model.merged_tensors()?.into_iter().collect();
     let file = out.join("model.safetensors");
     candle_core::safetensors::save(&tensors, &file)
-        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", file.display())))?;
+        .map_err(|e| TrainError::checkpoint_file(&file, e))?;
     for name in [
         "config.json",
         "tokenizer.json",

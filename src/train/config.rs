@@ -135,8 +135,7 @@ impl TrainConfig {
     }
 
     pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| TrainError::Config(format!("{}: cannot read: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(TrainError::file(path))?;
         toml::from_str(&text).map_err(|e| {
             let line = e
                 .span()

@@ -203,10 +203,9 @@ impl FilterState {
         if !path.is_file() {
             return Ok(FilterState::default());
         }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))?;
-        serde_json::from_str(&text)
-            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| TrainError::checkpoint_file(&path, e))?;
+        serde_json::from_str(&text).map_err(|e| TrainError::checkpoint_file(&path, e))
     }
 }
 

@@ -86,6 +86,19 @@ pub enum TrainError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// A checkpoint, adapter, model or feature file that could not be read, written or
+    /// understood: which file, and why (the reader's or writer's own error, kept as the source).
+    #[error("{}: {source}", path.display())]
+    CheckpointFile {
+        path: std::path::PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The scorer's config or store refused (the in-process scorer of a training run).
+    #[error(transparent)]
+    Scorer(#[from] crate::cli::CliError),
+    /// A scored-groups file that cannot be read, or a line of it that is not a scored group.
+    #[error(transparent)]
+    Scored(#[from] crate::toolkit::scored::ScoredError),
     /// The verdict store refused (flushing a run's verdicts).
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
@@ -100,6 +113,18 @@ impl TrainError {
         move |source| TrainError::File {
             path: path.to_path_buf(),
             source,
+        }
+    }
+
+    /// A [`TrainError::CheckpointFile`] for `path`, caused by `source` (an error, or a message
+    /// saying what is wrong with the file).
+    pub fn checkpoint_file(
+        path: &std::path::Path,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> TrainError {
+        TrainError::CheckpointFile {
+            path: path.to_path_buf(),
+            source: source.into(),
         }
     }
 }
@@ -154,5 +179,31 @@ mod error_tests {
         let text = printed(e);
         assert!(text.starts_with(&format!("{}: ", path.display())), "{text}");
         assert_eq!(text.matches(&cause).count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_checkpoint_file_error_keeps_the_readers_error() {
+        let path = PathBuf::from("run/checkpoint-3/trainer_state.json");
+        let parse = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let e = TrainError::checkpoint_file(&path, parse);
+        let kept = match &e {
+            TrainError::CheckpointFile { path: p, source } if p == &path => {
+                source.downcast_ref::<serde_json::Error>().is_some()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(kept, "{e:?}");
+        let text = printed(e);
+        assert!(
+            text.starts_with("run/checkpoint-3/trainer_state.json: EOF while parsing"),
+            "{text}"
+        );
+        assert_eq!(text.matches("EOF while parsing").count(), 1, "{text}");
+        // A message about the file reads the same way.
+        let e = TrainError::checkpoint_file(&path, "missing (not a checkpoint directory?)");
+        assert_eq!(
+            printed(e),
+            "run/checkpoint-3/trainer_state.json: missing (not a checkpoint directory?)"
+        );
     }
 }

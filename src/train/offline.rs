@@ -27,8 +27,7 @@ use crate::toolkit::scored::{read_scored_with, ScoredGroup};
 /// Reads scored groups (with [`crate::toolkit::scored`]'s reader) and tokenizes them for `policy`; a bad
 /// line is `FILE:LINE: problem`.
 pub fn read_scored(path: &Path, policy: &PolicyModel) -> Result<Vec<GroupData>, TrainError> {
-    let groups = read_scored_with(path, |g| group_data(&g, policy))
-        .map_err(|e| TrainError::Input(e.to_string()))?;
+    let groups = read_scored_with(path, |g| group_data(&g, policy))?;
     let groups: Vec<GroupData> = groups.into_iter().flatten().collect();
     if groups.is_empty() {
         return Err(TrainError::Input(format!(

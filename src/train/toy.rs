@@ -96,8 +96,7 @@ pub fn write_toy_model(dir: &Path) -> Result<(), TrainError> {
     let head = t.remove("lm_head.weight").expect("an untied model");
     t.insert("lm_head.weight".into(), (head * LM_HEAD_SCALE)?);
     let file = dir.join("model.safetensors");
-    candle_core::safetensors::save(&t, &file)
-        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", file.display())))?;
+    candle_core::safetensors::save(&t, &file).map_err(|e| TrainError::checkpoint_file(&file, e))?;
     Ok(())
 }
 

@@ -80,8 +80,8 @@ impl FeatureKey<'_> {
     }
 }
 
-fn bad(path: &Path, e: impl std::fmt::Display) -> TrainError {
-    TrainError::Checkpoint(format!("{}: {e}", path.display()))
+fn bad(path: &Path, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> TrainError {
+    TrainError::checkpoint_file(path, e)
 }
 
 /// Writes `features` (`chunk_of[i]`: the prompt group of example i; examples of one group

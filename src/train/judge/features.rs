@@ -88,7 +88,7 @@ pub struct BaseModel {
 }
 
 fn tensor_err(e: candle_core::Error) -> TrainError {
-    TrainError::Model(crate::model::error::one_line(&e.to_string()))
+    TrainError::Tensor(e)
 }
 
 impl BaseModel {

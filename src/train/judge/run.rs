@@ -179,7 +179,7 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<(), TrainErr
             checkpoint::load_adapters(&dir, &vars)?;
             let (state, moments) = checkpoint::load_state(&dir)?;
             opt.load_state(&moments, state.adam_t)
-                .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", dir.display())))?;
+                .map_err(|e| TrainError::checkpoint_file(&dir, e))?;
             start = step;
             best = read_best(&args.output);
         }
