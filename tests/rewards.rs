@@ -543,3 +543,52 @@ async fn a_judge_reference_that_fails_is_a_judge_error_never_a_score() {
     );
     assert_eq!(mock.calls(), calls);
 }
+
+/// `reference_f1` compares each final answer with the group's reference: the request's, or
+/// under `reference = "judge"` the judge's own answer, asked even when the policy needs no
+/// verdict.
+#[tokio::test]
+async fn reference_f1_scores_answers_against_the_request_or_the_judges_reference() {
+    let (mock, gavel, _dir) = setup().await;
+    let f1_only = |mut g: Value| {
+        g["verifiers"] = json!([{"type": "reference_f1"}]);
+        g["policy"] = json!({"type": "weighted", "weights": {"reference_f1": 1.0}});
+        g
+    };
+    // The request's reference: no judge call at all.
+    let mut own = f1_only(json!({"trajectories": [
+        simple_traj("Paris"), simple_traj("It is Paris, France"), simple_traj("Lyon")]}));
+    own["reference"] = json!("Paris.");
+    let (status, r) = gavel.post("/v1/score_group", &own).await;
+    assert_eq!(status, 200, "{r}");
+    assert!(close(&floats(&r["rewards"]), &[1.0, 0.4, 0.0]), "{r}");
+    assert_eq!(mock.calls(), 0);
+    // Without any reference the check does not apply, and the policy has nothing to weigh.
+    let mut none = own.clone();
+    none.as_object_mut().unwrap().remove("reference");
+    let (status, r) = gavel.post("/v1/score_group", &none).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        r["scores"][0]["components"]["reference_f1"],
+        Value::Null,
+        "{r}"
+    );
+    assert_eq!(
+        r["scores"][0]["reasons"]["reference_f1"],
+        "no reference to compare with"
+    );
+
+    // The judge's own answer: one call (the answer), no verdict.
+    mock.push(Behaviour::Content("Paris".into()));
+    let judged = f1_only(judge_reference_group(&[
+        "Paris",
+        "It is Paris, France",
+        "Lyon",
+    ]));
+    let (status, r) = gavel.post("/v1/score_group", &judged).await;
+    assert_eq!(status, 200, "{r}");
+    assert!(close(&floats(&r["rewards"]), &[1.0, 0.4, 0.0]), "{r}");
+    assert_eq!(r["judge_reference"], "Paris");
+    assert_eq!(r["usage"]["judge_calls"], 1, "{r}");
+    assert_eq!(mock.calls(), 1);
+}

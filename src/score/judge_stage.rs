@@ -8,18 +8,15 @@ use super::request::OnJudgeError;
 use super::response::{ErrorBody, TrajectoryScore, Usage, VersionInfo};
 use super::{ScoreError, ScoreRequest, Scorer};
 use crate::domain::reward::JUDGE;
-use crate::domain::rubric::{ReferenceSource, Rubric};
+use crate::domain::rubric::Rubric;
 use crate::judge::{JudgeError, JudgeInfo};
 
 /// What the judge stage gives the pipeline: the outcome (a failure kept, for the request's
 /// `on_judge_error` to decide) and which template and judges made it.
 pub(super) struct JudgedGroup {
     pub outcome: Result<JudgeOutcome, JudgeError>,
-    /// `None` when the judge failed before any prompt was rendered (its own answer to the task).
-    pub template: Option<VersionInfo>,
+    pub template: VersionInfo,
     pub judges: Vec<JudgeInfo>,
-    /// The judge's own answer to the task, when the rubric asked for it and it was made.
-    pub judge_reference: Option<String>,
 }
 
 impl Scorer {
@@ -38,49 +35,6 @@ impl Scorer {
             .map(|n| self.judge(Some(n)))
             .collect::<Result<Vec<_>, _>>()?;
         let judges = panel.iter().map(|j| j.info()).collect();
-        // A rubric with `reference = "judge"`: the first judge's own answer becomes the
-        // group's reference (a request's own reference wins), so everything below (prompts,
-        // cache keys, the remembered plan) sees it like one the request brought.
-        let mut reference_usage = None;
-        let with_reference;
-        let req = match rubric.reference {
-            Some(ReferenceSource::Judge) if req.reference.is_none() => {
-                match self
-                    .judge_reference(panel[0].as_ref(), &req.trajectories)
-                    .await?
-                {
-                    Ok(made) => {
-                        reference_usage = Some(made.usage);
-                        with_reference = ScoreRequest {
-                            reference: Some(made.text),
-                            ..req.clone()
-                        };
-                        &with_reference
-                    }
-                    Err(e) => {
-                        return Ok(JudgedGroup {
-                            outcome: Err(e),
-                            template: None,
-                            judges,
-                            judge_reference: None,
-                        })
-                    }
-                }
-            }
-            _ => req,
-        };
-        let reference_made = |req: &ScoreRequest| {
-            reference_usage
-                .is_some()
-                .then(|| req.reference.clone())
-                .flatten()
-        };
-        let add_reference_usage = |mut outcome: JudgeOutcome| {
-            if let Some(u) = &reference_usage {
-                outcome.usage.add(u);
-            }
-            outcome
-        };
         let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
         let memo_key = memo::memo_key(rubric, &names, permutations, req);
         if let Some(sk) = self.plans.get(&memo_key) {
@@ -89,13 +43,12 @@ impl Scorer {
                 .await?
             {
                 return Ok(JudgedGroup {
-                    outcome: Ok(add_reference_usage(outcome)),
-                    template: Some(VersionInfo {
+                    outcome: Ok(outcome),
+                    template: VersionInfo {
                         name: sk.template_name.into(),
                         version: sk.template_version.clone(),
-                    }),
+                    },
                     judges,
-                    judge_reference: reference_made(req),
                 });
             }
         }
@@ -109,10 +62,9 @@ impl Scorer {
             self.plans.insert(memo_key, plan.skeleton.clone());
         }
         Ok(JudgedGroup {
-            outcome: outcome.map(add_reference_usage),
-            template: Some(template),
+            outcome,
+            template,
             judges,
-            judge_reference: reference_made(req),
         })
     }
 }

@@ -252,16 +252,39 @@ impl Scorer {
     async fn score_group_unlogged(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
         let plan = reward_plan::plan_rewards(&rubric, req)?;
+        // Under `reference = "judge"`, the judge's own answer first: verifiers that read the
+        // group's reference and the judge's prompts (cache keys, remembered plans) then see it
+        // as one the request brought.
+        let made = self.group_reference(&rubric, req).await?;
+        let with_reference;
+        let (req, reference_usage, reference_failure) = match made {
+            None => (req, None, None),
+            Some(Ok(r)) => {
+                with_reference = ScoreRequest {
+                    reference: Some(r.text),
+                    ..req.clone()
+                };
+                (&with_reference, Some(r.usage), None)
+            }
+            Some(Err(e)) => (req, None, Some(e)),
+        };
+        let judge_reference = reference_usage.as_ref().and_then(|_| req.reference.clone());
         let mut scores = plan.verifier_scores(req);
         let (mut usage, mut template, mut judges, mut error) = Default::default();
-        let mut judge_reference = None;
-        if plan.policy.needs_judge() {
+        if let Some(e) = reference_failure {
+            // The judge could not answer the task: a judge failure like any other.
+            judges = self.panel_info(req)?;
+            (usage, error) =
+                judge_stage::merge_judge_scores(&mut scores, Err(e), req.on_judge_error)?;
+        } else if plan.policy.needs_judge() {
             let judged = self.judge_stage(&rubric, req).await?;
             (usage, error) =
                 judge_stage::merge_judge_scores(&mut scores, judged.outcome, req.on_judge_error)?;
-            template = judged.template;
+            template = Some(judged.template);
             judges = judged.judges;
-            judge_reference = judged.judge_reference;
+        }
+        if let Some(u) = &reference_usage {
+            usage.add(u);
         }
         plan.combine(&mut scores, error.is_some());
         let rewards: Vec<Option<f64>> = scores.iter().map(|s| s.score).collect();

@@ -15,10 +15,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Map};
 
 use super::response::Usage;
-use super::{ScoreError, Scorer, CACHE_SCHEMA};
+use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::prompt::ChatMessage;
+use crate::domain::rubric::{ReferenceSource, Rubric};
 use crate::domain::trajectory::{content_hash, InputError, Role, Trajectory};
-use crate::judge::{Judge, JudgeError};
+use crate::judge::{Judge, JudgeError, JudgeInfo};
 use crate::store::{StoredScore, StoredVerdict};
 
 /// Shown by `render` in place of the judge's answer, which only scoring asks for.
@@ -36,6 +37,34 @@ pub(super) struct JudgeReference {
 }
 
 impl Scorer {
+    /// The judge's own answer for a group whose rubric has `reference = "judge"` and whose
+    /// request brings no reference (`None` otherwise): written by the first judge the request
+    /// names (or the default judge). A request error when the group shares no task or names an
+    /// unknown judge; the judge's own failure is the inner error.
+    pub(super) async fn group_reference(
+        &self,
+        rubric: &Rubric,
+        req: &ScoreRequest,
+    ) -> Result<Option<Result<JudgeReference, JudgeError>>, ScoreError> {
+        if rubric.reference != Some(ReferenceSource::Judge) || req.reference.is_some() {
+            return Ok(None);
+        }
+        let names = self.judge_names(req)?;
+        let judge = self.judge(Some(&names[0]))?;
+        Ok(Some(
+            self.judge_reference(judge.as_ref(), &req.trajectories)
+                .await?,
+        ))
+    }
+
+    /// What the response reports about the judges a request names.
+    pub(super) fn panel_info(&self, req: &ScoreRequest) -> Result<Vec<JudgeInfo>, ScoreError> {
+        self.judge_names(req)?
+            .iter()
+            .map(|n| Ok(self.judge(Some(n))?.info()))
+            .collect()
+    }
+
     /// The reference `judge` writes for the task of `trajectories`: from the store when it
     /// answered the same task before, else asked (once across concurrent requests and
     /// replicas, like a verdict). A request error when the trajectories share no task; the

@@ -139,7 +139,7 @@ impl RewardPlan {
                     judges: BTreeMap::new(),
                 };
                 for v in &self.verifiers {
-                    let o = v.check(t);
+                    let o = v.check_in_group(t, req.reference.as_deref());
                     s.components.insert(v.name().to_string(), o.value);
                     s.reasons.insert(v.name().to_string(), o.reason);
                 }

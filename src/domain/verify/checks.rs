@@ -1,5 +1,5 @@
 //! The verifier types other than `answer_line`: regex, contains / not_contains, json_schema,
-//! turn_budget, tool_call_budget and length.
+//! turn_budget, tool_call_budget, length and reference_f1 (its measure in `overlap`).
 
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ pub(super) const TYPES: &[(&str, &[&str])] = &[
     ("turn_budget", &["budget", "limit"]),
     ("tool_call_budget", &["budget", "limit"]),
     ("length", &["unit", "target", "limit"]),
+    ("reference_f1", &[]),
 ];
 
 const NO_FINAL_ANSWER: &str = "no final answer";
@@ -47,6 +48,8 @@ pub(super) enum Check {
         target: u64,
         limit: u64,
     },
+    /// Token F1 against the group's reference (`super::overlap`).
+    ReferenceF1,
 }
 
 impl Check {
@@ -119,13 +122,19 @@ impl Check {
                     limit,
                 }
             }
+            "reference_f1" => Check::ReferenceF1,
             other => unreachable!("verifier type {other:?} is listed in TYPES but not built"),
         })
     }
 
-    pub(super) fn run(&self, t: &Trajectory) -> Outcome {
+    /// Checks `t`; `reference` is the group's reference answer, if it has one.
+    pub(super) fn run(&self, t: &Trajectory, reference: Option<&str>) -> Outcome {
         match self {
             Check::Answer(a) => a.check(t.final_answer()),
+            Check::ReferenceF1 => match t.final_answer() {
+                None => Outcome::score(0.0, NO_FINAL_ANSWER),
+                Some(answer) => super::overlap::check(answer, reference),
+            },
             Check::Budget {
                 tool_calls,
                 budget,
@@ -207,7 +216,9 @@ impl Check {
                     format!("{n} {unit} (target {target}, limit {limit})"),
                 )
             }
-            Check::Answer(_) | Check::Budget { .. } => unreachable!("handled in run"),
+            Check::Answer(_) | Check::Budget { .. } | Check::ReferenceF1 => {
+                unreachable!("handled in run")
+            }
         }
     }
 }

@@ -5,10 +5,12 @@
 //! I/O and never fails — a trajectory that lacks what a check looks for scores 0 with a reason.
 //!
 //! `answer_line` (in `answer`) extracts and compares a typed `ANSWER:` line; the other types
-//! (in `checks`) are regex, substring, JSON-schema, turn/tool-call budget and length shaping.
+//! (in `checks`) are regex, substring, JSON-schema, turn/tool-call budget and length shaping, and
+//! token F1 against the group's reference (`reference_f1`, in `overlap`).
 
 mod answer;
 mod checks;
+mod overlap;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -113,9 +115,15 @@ impl Verifier {
         self.weight
     }
 
-    /// Checks one trajectory.
+    /// Checks one trajectory of a group without a reference answer.
     pub fn check(&self, t: &Trajectory) -> Outcome {
-        self.check.run(t)
+        self.check.run(t, None)
+    }
+
+    /// Checks one trajectory of a group whose reference answer is `reference` (what
+    /// `reference_f1` compares with; the other types do not read it).
+    pub fn check_in_group(&self, t: &Trajectory, reference: Option<&str>) -> Outcome {
+        self.check.run(t, reference)
     }
 }
 
@@ -267,7 +275,7 @@ pub(crate) mod tests {
         assert_eq!(
             build_err(json!({"type": "magic"})),
             "verifiers[2].type: unknown verifier type \"magic\" (expected one of answer_line, \
-             regex, contains, not_contains, json_schema, turn_budget, tool_call_budget, length)"
+             regex, contains, not_contains, json_schema, turn_budget, tool_call_budget, length, reference_f1)"
         );
         assert_eq!(
             build_err(json!({"name": "x"})),
