@@ -103,14 +103,17 @@ for line in open(path):
         task["rubric"] = rubric
     if reference:
         task["rubric"] = dict(task["rubric"], reference=reference)
-    if reference_f1:
-        task["verifiers"] = task.get("verifiers", []) + [{"type": "reference_f1"}]
-        weights = task.get("policy", {}).get("weights", {"judge": 1.0})
-        task["policy"] = {"type": "weighted", "weights": dict(weights, reference_f1=float(reference_f1))}
+    verifiers, weights = [], {"judge": 1.0}
     if target:
-        task["verifiers"] = [{"type": "length", "unit": "chars",
-                              "target": int(target), "limit": int(limit)}]
-        task["policy"] = {"type": "weighted", "weights": {"judge": 1.0, "length": float(weight)}}
+        verifiers.append({"type": "length", "unit": "chars",
+                          "target": int(target), "limit": int(limit)})
+        weights["length"] = float(weight)
+    if reference_f1:
+        verifiers.append({"type": "reference_f1"})
+        weights["reference_f1"] = float(reference_f1)
+    if verifiers:
+        task["verifiers"] = verifiers
+        task["policy"] = {"type": "weighted", "weights": weights}
     print(json.dumps(task))
 PY
 
