@@ -255,20 +255,21 @@ impl Scorer {
         // Under `reference = "judge"`, the judge's own answer first: verifiers that read the
         // group's reference and the judge's prompts (cache keys, remembered plans) then see it
         // as one the request brought.
+        // (A copy of the request carries it: one clone of the trajectories per such group,
+        // small beside the judge calls it comes with.)
         let made = self.group_reference(&rubric, req).await?;
         let with_reference;
-        let (req, reference_usage, reference_failure) = match made {
-            None => (req, None, None),
+        let (req, judge_reference, reference_usage, reference_failure) = match made {
+            None => (req, None, None, None),
             Some(Ok(r)) => {
                 with_reference = ScoreRequest {
-                    reference: Some(r.text),
+                    reference: Some(r.text.clone()),
                     ..req.clone()
                 };
-                (&with_reference, Some(r.usage), None)
+                (&with_reference, Some(r.text), Some(r.usage), None)
             }
-            Some(Err(e)) => (req, None, Some(e)),
+            Some(Err(e)) => (req, None, None, Some(e)),
         };
-        let judge_reference = reference_usage.as_ref().and_then(|_| req.reference.clone());
         let mut scores = plan.verifier_scores(req);
         let (mut usage, mut template, mut judges, mut error) = Default::default();
         if let Some(e) = reference_failure {

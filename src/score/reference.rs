@@ -46,7 +46,7 @@ impl Scorer {
         rubric: &Rubric,
         req: &ScoreRequest,
     ) -> Result<Option<Result<JudgeReference, JudgeError>>, ScoreError> {
-        if rubric.reference != Some(ReferenceSource::Judge) || req.reference.is_some() {
+        if !wants_judge_reference(rubric, req) {
             return Ok(None);
         }
         let names = self.judge_names(req)?;
@@ -137,6 +137,12 @@ impl Scorer {
             usage,
         }))
     }
+}
+
+/// Whether the judge writes this group's reference: its rubric asks for it and the request
+/// brings none.
+pub(super) fn wants_judge_reference(rubric: &Rubric, req: &ScoreRequest) -> bool {
+    rubric.reference == Some(ReferenceSource::Judge) && req.reference.is_none()
 }
 
 /// The answer a stored record holds, if it is one (anything else under the key is a miss, asked

@@ -3,7 +3,7 @@
 //! prompt-size check; also `render` (what the judge would be sent, without asking it).
 
 use super::*;
-use crate::domain::rubric::ReferenceSource;
+use crate::score::reference;
 
 /// Whether `judge` can judge `rubric` in `mode`: the probability modes need a judge that reads
 /// token probabilities and a rubric without checklist items.
@@ -222,16 +222,15 @@ impl Scorer {
         let judge = self.judge(Some(&names[0]))?;
         // The judge's own answer is only asked for when scoring: a placeholder stands in.
         let with_placeholder;
-        let req = match rubric.reference {
-            Some(ReferenceSource::Judge) if req.reference.is_none() => {
-                crate::score::reference::task_messages(&req.trajectories)?;
-                with_placeholder = ScoreRequest {
-                    reference: Some(crate::score::reference::RENDER_PLACEHOLDER.into()),
-                    ..req.clone()
-                };
-                &with_placeholder
-            }
-            _ => req,
+        let req = if reference::wants_judge_reference(&rubric, req) {
+            reference::task_messages(&req.trajectories)?;
+            with_placeholder = ScoreRequest {
+                reference: Some(reference::RENDER_PLACEHOLDER.into()),
+                ..req.clone()
+            };
+            &with_placeholder
+        } else {
+            req
         };
         let plan = self.plan_judging(&rubric, vec![judge], 1, req)?;
         let s = &plan.skeleton.samples[0];
