@@ -35,6 +35,9 @@
 #   REFERENCE=judge  the training tasks' rubric gets `reference = "judge"`: the judge answers each
 #                    question itself first (once per question, stored) and grades every answer
 #                    against its own (README "Reference-guided judging"); still no gold answer
+#   REFERENCE_INSTRUCTION="Reply with the answer alone."
+#                    with REFERENCE=judge: the rubric's `reference_instruction`, the system message
+#                    the judge answers each question under in place of the task's own
 #   REFERENCE_F1=1   with REFERENCE=judge: also merges a `reference_f1` verifier (token F1 of the
 #                    answer against the judge's own answer) into the reward, at this weight beside
 #                    the judge (1) and the length verifier; the judge's answer, never the gold one
@@ -59,6 +62,11 @@ LENGTH_WEIGHT="${LENGTH_WEIGHT:-1}"
 RUBRIC_FILE="${RUBRIC_FILE:-}"
 REFERENCE="${REFERENCE:-}"
 REFERENCE_F1="${REFERENCE_F1:-}"
+REFERENCE_INSTRUCTION="${REFERENCE_INSTRUCTION:-}"
+if [[ -n "$REFERENCE_INSTRUCTION" && "$REFERENCE" != judge ]]; then
+    echo "learn_from_judge.sh: REFERENCE_INSTRUCTION is what the judge answers under: set REFERENCE=judge" >&2
+    exit 2
+fi
 if [[ -n "$REFERENCE_F1" && "$REFERENCE" != judge ]]; then
     echo "learn_from_judge.sh: REFERENCE_F1 compares with the judge's own answer: set REFERENCE=judge" >&2
     exit 2
@@ -88,9 +96,9 @@ judge_config judge.toml "$JUDGE_MODE" "$JUDGE_ADAPTER"
 # The training tasks: the prompts and rubric as built (or RUBRIC_FILE's rubric), plus the length
 # verifier when asked for.
 python3 - "$ROOT/evals/policy_qa/train.jsonl" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
-    "$RUBRIC_FILE" "$REFERENCE" "$REFERENCE_F1" > train_tasks.jsonl <<'PY'
+    "$RUBRIC_FILE" "$REFERENCE" "$REFERENCE_F1" "$REFERENCE_INSTRUCTION" > train_tasks.jsonl <<'PY'
 import json, os, sys
-path, target, limit, weight, rubric_file, reference, reference_f1 = sys.argv[1:]
+path, target, limit, weight, rubric_file, reference, reference_f1, instruction = sys.argv[1:]
 rubric = None
 if rubric_file:
     name = "policy_qa_" + os.path.splitext(os.path.basename(rubric_file))[0].removeprefix("policy_qa_")
@@ -103,6 +111,8 @@ for line in open(path):
         task["rubric"] = rubric
     if reference:
         task["rubric"] = dict(task["rubric"], reference=reference)
+    if instruction:
+        task["rubric"]["reference_instruction"] = instruction
     verifiers, weights = [], {"judge": 1.0}
     if target:
         verifiers.append({"type": "length", "unit": "chars",

@@ -498,6 +498,65 @@ async fn a_rubric_with_reference_judge_has_the_judge_answer_the_task_once_and_gr
     assert_eq!(mock.requests().len(), 4);
 }
 
+/// `reference_instruction` replaces the task's system message in what the judge answers, and
+/// makes a stored answer of its own: the same task under the plain rubric is asked again.
+#[tokio::test]
+async fn a_reference_instruction_is_what_the_judge_answers_the_task_under() {
+    let (mock, gavel, _dir) = setup().await;
+    mock.push(Behaviour::Content("4120".into()));
+    mock.set_fallback(Behaviour::Score);
+    let mut group = judge_reference_group(&["SCORE=0.9 ANSWER: 4120", "SCORE=0.2 ANSWER: 4100"]);
+    group["rubric"]["reference_instruction"] = json!("Reply with the number alone.");
+    let (status, r) = gavel.post("/v1/score_group", &group).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["judge_reference"], "4120", "{r}");
+    let asked = mock.requests();
+    assert_eq!(
+        asked[0]["messages"],
+        json!([
+            {"role": "system", "content": "Reply with the number alone."},
+            {"role": "user", "content": "What is 1030 * 4?"}
+        ])
+    );
+
+    // The plain rubric's answer is another task's: asked again, under the task's own message.
+    mock.push(Behaviour::Content("The product is 4120.".into()));
+    let (status, r) = gavel
+        .post(
+            "/v1/score_group",
+            &judge_reference_group(&["SCORE=0.9 ANSWER: 4120", "SCORE=0.2 ANSWER: 4100"]),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["judge_reference"], "The product is 4120.", "{r}");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 4);
+    assert_eq!(asked[2]["messages"][0]["role"], "system");
+    assert_ne!(
+        asked[2]["messages"][0]["content"],
+        "Reply with the number alone."
+    );
+
+    // Without reference = "judge" the key is refused, by name.
+    let mut bad = json!({"trajectories": [simple_traj("SCORE=0.5 ANSWER: 1")],
+                         "rubric": {"text": "t", "reference_instruction": "Be brief."}});
+    let (status, r) = gavel.post("/v1/score_group", &bad).await;
+    assert_eq!(status, 400, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("reference_instruction needs reference"),
+        "{message}"
+    );
+    bad["rubric"]["reference"] = json!("judge");
+    bad["rubric"]["reference_instruction"] = json!("  ");
+    let (status, r) = gavel.post("/v1/score_group", &bad).await;
+    assert_eq!(status, 400, "{r}");
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("reference_instruction is empty"));
+}
+
 #[tokio::test]
 async fn a_judge_reference_that_fails_is_a_judge_error_never_a_score() {
     let (mock, gavel, _dir) = setup().await;

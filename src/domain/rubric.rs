@@ -90,6 +90,11 @@ pub struct RubricSpec {
     /// judging without a gold answer). Unset: only a request's `reference` is shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ReferenceSource>,
+    /// With `reference = "judge"`: the system message the judge answers the task under, in
+    /// place of the task's own (which asks for the agent's style, not for an answer to grade
+    /// against). Unset: the task's own messages, unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_instruction: Option<String>,
 }
 
 /// Where a group's reference answer comes from when the request brings none.
@@ -112,6 +117,7 @@ pub struct Rubric {
     pub policy: Option<Policy>,
     pub permutations: Option<u32>,
     pub reference: Option<ReferenceSource>,
+    pub reference_instruction: Option<String>,
     /// `sha256:` of everything that changes rewards (not the name or description).
     pub version: String,
     /// `sha256:` of what the judge reads (text and items): part of the verdict cache key, so a
@@ -185,10 +191,24 @@ impl Rubric {
             (&spec.text, &spec.items, required_cap),
             (&spec.verifiers, &spec.policy, spec.permutations),
         );
-        // Unset, the hash is the one rubrics had before `reference` existed.
-        let version = match spec.reference {
-            None => content_hash(&changes_rewards),
-            Some(r) => content_hash(&(changes_rewards, r)),
+        if let Some(i) = &spec.reference_instruction {
+            if spec.reference != Some(ReferenceSource::Judge) {
+                return Err(invalid(
+                    "reference_instruction needs reference = \"judge\" (it is what the judge \
+                     answers the task under)"
+                        .into(),
+                ));
+            }
+            if i.trim().is_empty() {
+                return Err(invalid("reference_instruction is empty".into()));
+            }
+        }
+        // Unset, the hash is the one rubrics had before `reference` (and then
+        // `reference_instruction`) existed.
+        let version = match (spec.reference, &spec.reference_instruction) {
+            (None, _) => content_hash(&changes_rewards),
+            (Some(r), None) => content_hash(&(changes_rewards, r)),
+            (Some(r), Some(i)) => content_hash(&(changes_rewards, r, i)),
         };
         Ok(Rubric {
             name: spec.name.unwrap_or_else(|| fallback_name.to_string()),
@@ -200,6 +220,7 @@ impl Rubric {
             policy: spec.policy,
             permutations: spec.permutations,
             reference: spec.reference,
+            reference_instruction: spec.reference_instruction,
             version,
             judge_version,
         })

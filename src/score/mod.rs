@@ -161,7 +161,7 @@ impl Scorer {
         Ok(match r {
             RubricRef::Named(n) => Cow::Borrowed(self.rubrics.get(n).map_err(field)?),
             RubricRef::Inline(spec) => {
-                Cow::Owned(Rubric::from_spec(spec.clone(), "inline", "rubric").map_err(field)?)
+                Cow::Owned(Rubric::from_spec((**spec).clone(), "inline", "rubric").map_err(field)?)
             }
         })
     }

@@ -51,10 +51,11 @@ impl Scorer {
         }
         let names = self.judge_names(req)?;
         let judge = self.judge(Some(&names[0]))?;
-        Ok(Some(
-            self.judge_reference(judge.as_ref(), &req.trajectories)
-                .await?,
-        ))
+        let task = reference_task(
+            task_messages(&req.trajectories)?,
+            rubric.reference_instruction.as_deref(),
+        );
+        Ok(Some(self.judge_reference(judge.as_ref(), task).await?))
     }
 
     /// What the response reports about the judges a request names.
@@ -65,16 +66,14 @@ impl Scorer {
             .collect()
     }
 
-    /// The reference `judge` writes for the task of `trajectories`: from the store when it
-    /// answered the same task before, else asked (once across concurrent requests and
-    /// replicas, like a verdict). A request error when the trajectories share no task; the
+    /// The reference `judge` writes for `task`: from the store when it answered the same task
+    /// before, else asked (once across concurrent requests and replicas, like a verdict). The
     /// judge's own failure is the inner error, for the request's `on_judge_error`.
     pub(super) async fn judge_reference(
         &self,
         judge: &dyn Judge,
-        trajectories: &[Trajectory],
+        task: Vec<ChatMessage>,
     ) -> Result<Result<JudgeReference, JudgeError>, ScoreError> {
-        let task = task_messages(trajectories)?;
         let key = reference_key(judge, &task);
         if let Some(text) = stored_answer(self.store.get(&key).await?) {
             return Ok(Ok(JudgeReference {
@@ -167,6 +166,22 @@ fn reference_key(judge: &dyn Judge, task: &[ChatMessage]) -> String {
     content_hash(&m)
 }
 
+/// The messages the judge answers: the group's task, under the rubric's
+/// `reference_instruction` in place of the task's system message when it has one (else first).
+fn reference_task(mut task: Vec<ChatMessage>, instruction: Option<&str>) -> Vec<ChatMessage> {
+    if let Some(instruction) = instruction {
+        task.retain(|m| m.role != Role::System.as_str());
+        task.insert(
+            0,
+            ChatMessage {
+                role: Role::System.as_str().to_string(),
+                content: instruction.to_string(),
+            },
+        );
+    }
+    task
+}
+
 /// The messages that set the group's task: every message before the first assistant message,
 /// which must be the same in every trajectory (a group answers one task).
 pub(super) fn task_messages(trajectories: &[Trajectory]) -> Result<Vec<ChatMessage>, InputError> {
@@ -239,6 +254,37 @@ mod tests {
                     role: "user".into(),
                     content: "Capital of France?".into()
                 },
+            ]
+        );
+    }
+
+    fn msg(role: &str, content: &str) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn an_instruction_takes_the_place_of_the_tasks_system_message() {
+        let task = vec![
+            msg("system", "Be brief."),
+            msg("user", "Capital of France?"),
+        ];
+        assert_eq!(reference_task(task.clone(), None), task);
+        assert_eq!(
+            reference_task(task, Some("Name the city alone.")),
+            vec![
+                msg("system", "Name the city alone."),
+                msg("user", "Capital of France?")
+            ]
+        );
+        // A task without a system message gets the instruction first.
+        assert_eq!(
+            reference_task(vec![msg("user", "Capital of France?")], Some("City alone.")),
+            vec![
+                msg("system", "City alone."),
+                msg("user", "Capital of France?")
             ]
         );
     }

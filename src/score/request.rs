@@ -13,7 +13,8 @@ use crate::domain::trajectory::{parse_trajectories, type_name, InputError, Traje
 #[derive(Debug, Clone, PartialEq)]
 pub enum RubricRef {
     Named(String),
-    Inline(RubricSpec),
+    /// Boxed: a spec is ten times the size of a name.
+    Inline(Box<RubricSpec>),
 }
 
 /// What to do when the judge fails after its retries.
@@ -145,9 +146,9 @@ impl ScoreRequest {
         req.rubric = match obj.get("rubric") {
             None | Some(Value::Null) => RubricRef::Named("default".into()),
             Some(Value::String(s)) => RubricRef::Named(s.clone()),
-            Some(o @ Value::Object(_)) => {
-                RubricRef::Inline(deserialize(o, "rubric").map_err(|e| prefixed(at, e))?)
-            }
+            Some(o @ Value::Object(_)) => RubricRef::Inline(Box::new(
+                deserialize(o, "rubric").map_err(|e| prefixed(at, e))?,
+            )),
             Some(_) => {
                 return Err(fail(
                     "rubric",

@@ -111,7 +111,7 @@ pub struct ArtTrajectory {
 #[serde(untagged)]
 pub enum RubricRef {
     Name(String),
-    Inline(RubricSpec),
+    Inline(Box<RubricSpec>),
 }
 
 /// A `[judges.NAME]` from the config, or a panel of them (at most 16, no repeats).
