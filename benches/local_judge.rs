@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use gavel::config::{Config, JudgeConfig};
+use gavel::config::{Config, JudgeConfig, LocalConfig};
 use gavel::judge::local::{LoadedModel, LocalModelSpec};
 use gavel::score::{ScoreRequest, Scorer};
 use gavel::store::{SledStore, VerdictStore};
@@ -49,16 +49,16 @@ fn main() {
     std::fs::create_dir_all(&out).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
 
-    let mut j = JudgeConfig::local(&model_path);
+    let mut j = LocalConfig::new(&model_path);
     j.device = gavel::model::DeviceSpec::parse(&device).expect("GAVEL_BENCH_DEVICE: cpu or cuda:N");
     j.max_explanation_bytes = 80;
-    j.deadline_s = 3600.0;
+    j.common.deadline_s = 3600.0;
     // The listwise verdict is what llama.cpp's decode is compared with; the probability modes
     // are timed below on a store of their own.
-    j.mode = Some(gavel::domain::prompt::JudgeMode::Listwise);
+    j.common.mode = Some(gavel::domain::prompt::JudgeMode::Listwise);
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
-    cfg.judges.insert("local".into(), j);
+    cfg.judges.insert("local".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("local".into());
 
     // The judge prompt, rendered as the scorer sends it.
@@ -119,7 +119,11 @@ fn main() {
     let mut modes = serde_json::Map::new();
     for mode in ["listwise", "pointwise", "pairwise"] {
         let mut cfg = cfg.clone();
-        if let Some(j) = cfg.judges.get_mut("local") {
+        if let Some(j) = cfg
+            .judges
+            .get_mut("local")
+            .and_then(JudgeConfig::as_local_mut)
+        {
             j.max_explanation_bytes = 0;
         }
         let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());

@@ -18,7 +18,9 @@ pub use crate::domain::dedup::DedupSection;
 use crate::domain::rubric::line_of;
 pub use crate::domain::seconds::{check_seconds, MAX_SECONDS};
 pub use crate::domain::secret::Secret;
-pub use crate::judge::config::{Backend, JudgeConfig, DEFAULT_MODEL, OPENAI_BASE_URL};
+pub use crate::judge::config::{
+    Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig, DEFAULT_MODEL, OPENAI_BASE_URL,
+};
 pub use crate::openrlhf::config::OpenRlhfConfig;
 use crate::score::ScorerParts;
 pub use crate::server::config::ServerConfig;
@@ -45,7 +47,7 @@ pub struct Config {
     /// Extra or replacement rubrics (`*.toml`).
     #[serde(default)]
     pub rubrics_dir: Option<PathBuf>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::judge::config::deserialize_judges")]
     pub judges: BTreeMap<String, JudgeConfig>,
     #[serde(default)]
     pub server: ServerConfig,
@@ -120,8 +122,12 @@ impl Config {
             },
             message: e.message().to_string(),
         })?;
-        for j in cfg.judges.values_mut() {
-            j.api_key = env(&j.api_key_env)
+        for r in cfg
+            .judges
+            .values_mut()
+            .filter_map(JudgeConfig::as_remote_mut)
+        {
+            r.api_key = env(&r.api_key_env)
                 .filter(|k| !k.is_empty())
                 .map(Secret::new);
         }
@@ -214,7 +220,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::DeviceSpec;
+    use crate::domain::device::DeviceSpec;
 
     fn env(k: &str) -> Option<String> {
         (k == "MY_KEY").then(|| "sk-secret-123".to_string())
@@ -228,10 +234,10 @@ mod tests {
             &env,
         )
         .unwrap();
-        let a = &cfg.judges["a"];
+        let a = cfg.judges["a"].as_remote().unwrap();
         assert_eq!(a.api_key.as_ref().unwrap().expose(), "sk-secret-123");
         assert!(!format!("{cfg:?}").contains("sk-secret"));
-        assert!(a.structured_output);
+        assert!(a.common.structured_output);
         assert_eq!(cfg.server.max_body_bytes, 16 * 1024 * 1024);
     }
 
@@ -255,7 +261,13 @@ mod tests {
         let text = include_str!("../examples/gavel.toml");
         let cfg = Config::from_toml(text, "examples/gavel.toml", &|_| None).unwrap();
         assert_eq!(cfg.default_judge_name(), Some("openai"));
-        assert_eq!(cfg.judges["openai"].requests_per_minute, Some(500));
+        assert_eq!(
+            cfg.judges["openai"]
+                .as_remote()
+                .unwrap()
+                .requests_per_minute,
+            Some(500)
+        );
         assert_eq!(cfg.server.max_in_flight, 256);
         assert_eq!(cfg.openrlhf.group_size, 8);
         assert_eq!(cfg.store.pool_size, 16);
@@ -282,11 +294,10 @@ mod tests {
             })
             .collect();
         let cfg = Config::from_toml(&on.join("\n"), "examples/gavel.toml", &|_| None).unwrap();
-        let local = &cfg.judges["local"];
-        assert_eq!(local.backend, Backend::Local);
+        let local = cfg.judges["local"].as_local().unwrap();
         assert_eq!((local.device, local.max_queue), (DeviceSpec::Cpu, 64));
         assert_eq!(local.prefix_cache_bytes, Some(1 << 30));
-        assert!(local.model_path.is_some() && local.structured_output);
+        assert!(!local.model_path.as_os_str().is_empty() && local.common.structured_output);
     }
 
     #[test]
@@ -390,13 +401,13 @@ mod tests {
             Config::from_toml("[judges.a]\nbackend = \"openai\"\n", "g.toml", &env).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "g.toml: [judges.a]: backend \"openai\" needs model (the API's model name)"
+            "g.toml: [judges.a]: backend \"remote\" needs model (the API's model name)"
         );
         let e = Config::from_toml("[judges.l]\nbackend = \"local\"\n", "g.toml", &env).unwrap_err();
         assert!(e.to_string().contains("needs model_path"), "{e}");
         let ok = "[judges.l]\nbackend = \"local\"\nmodel_path = \"m.gguf\"\ndevice = \"cuda:1\"\n";
         let cfg = Config::from_toml(ok, "g.toml", &env).unwrap();
-        let l = &cfg.judges["l"];
+        let l = cfg.judges["l"].as_local().unwrap();
         assert_eq!(
             (l.device, l.max_queue, l.prefix_cache_bytes),
             (DeviceSpec::Cuda(1), 64, None)
@@ -418,6 +429,60 @@ mod tests {
     }
 
     #[test]
+    fn each_backend_reads_its_own_keys_and_refuses_the_others() {
+        let remote = "[judges.r]\nbackend = \"remote\"\nmodel = \"m\"\nmax_concurrency = 2\n";
+        let r = Config::from_toml(remote, "g.toml", &env).unwrap();
+        let old = remote.replace("\"remote\"", "\"openai\"");
+        let o = Config::from_toml(&old, "g.toml", &env).unwrap();
+        for cfg in [&r, &o] {
+            let j = &cfg.judges["r"];
+            assert_eq!(j.backend(), Backend::Remote);
+            assert_eq!(j.as_remote().unwrap().max_concurrency, Some(2));
+            assert_eq!(j.common().model, "m");
+        }
+        // A key of the other backend is refused by name, at the table's line.
+        let e = Config::from_toml(
+            &format!("# judges\n{remote}adapter = \"a\"\n"),
+            "g.toml",
+            &env,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("g.toml:2: "), "{e}");
+        assert!(
+            e.contains(
+                "[judges.r]: adapter is a key of backend \"local\"; this judge's backend is \"remote\""
+            ),
+            "{e}"
+        );
+        let local = "[judges.l]\nbackend = \"local\"\nmodel_path = \"m.gguf\"\n";
+        let e = Config::from_toml(
+            &format!("{local}requests_per_minute = 60\n"),
+            "g.toml",
+            &env,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("requests_per_minute is a key of backend \"remote\""),
+            "{e}"
+        );
+        // Keys of neither are refused as before; shared keys reach both.
+        let e = Config::from_toml(&format!("{local}max_queu = 1\n"), "g.toml", &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `max_queu`"), "{e}");
+        let cfg = Config::from_toml(
+            &format!("{local}deadline_s = 9\nmax_tokens = 7\n"),
+            "g.toml",
+            &env,
+        )
+        .unwrap();
+        let l = cfg.judges["l"].as_local().unwrap();
+        assert_eq!((l.common.deadline_s, l.common.max_tokens), (9.0, 7));
+    }
+
+    #[test]
     fn the_kubernetes_configs_are_valid() {
         // The ConfigMaps' gavel.toml of the CPU base and the GPU overlay (local judge).
         let base = include_str!("../k8s/config/gavel.toml");
@@ -425,9 +490,11 @@ mod tests {
         assert!(!cfg.judges.is_empty());
         let gpu = include_str!("../k8s/overlays/gpu/gavel.toml");
         let cfg = Config::from_toml(gpu, "k8s/overlays/gpu/gavel.toml", &|_| None).unwrap();
-        let local = &cfg.judges["local"];
-        assert_eq!(local.backend, Backend::Local);
-        assert_eq!(local.device, DeviceSpec::Cuda(0));
+        assert_eq!(cfg.judges["local"].backend(), Backend::Local);
+        assert_eq!(
+            cfg.judges["local"].as_local().unwrap().device,
+            DeviceSpec::Cuda(0)
+        );
     }
 
     #[test]
@@ -437,9 +504,9 @@ mod tests {
             "GAVEL_JUDGE_MODEL" => Some("qwen".into()),
             _ => None,
         });
-        let d = &cfg.judges["default"];
+        let d = cfg.judges["default"].as_remote().unwrap();
         assert_eq!(d.base_url, "http://127.0.0.1:1234/v1");
-        assert_eq!(d.model, "qwen");
+        assert_eq!(d.common.model, "qwen");
         assert!(d.api_key.is_none());
         assert_eq!(cfg.default_judge_name(), Some("default"));
     }

@@ -15,7 +15,7 @@ async fn setup() -> (MockJudge, Gavel, tempfile::TempDir) {
     let mock = MockJudge::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = mock.config(&dir.path().join("store"));
-    let j = cfg.judges.get_mut("mock").unwrap();
+    let j = common::remote(&mut cfg, "mock");
     j.timeout_s = 0.5;
     j.max_retries = 2;
     let gavel = Gavel::start(cfg).await;

@@ -94,10 +94,9 @@ async fn requests_over_max_in_flight_get_429_at_once() {
 }
 
 /// Scores six distinct groups at once through a judge configured by `edit`.
-async fn six_at_once(mock: &MockJudge, edit: impl FnOnce(&mut gavel::config::JudgeConfig)) {
+async fn six_at_once(mock: &MockJudge, edit: impl FnOnce(&mut gavel::config::RemoteConfig)) {
     let dir = tempfile::tempdir().unwrap();
-    let gavel =
-        std::sync::Arc::new(start(mock, &dir, |c| edit(c.judges.get_mut("mock").unwrap())).await);
+    let gavel = std::sync::Arc::new(start(mock, &dir, |c| edit(common::remote(c, "mock"))).await);
     let tasks: Vec<_> = (0..6)
         .map(|i| {
             let g = gavel.clone();
@@ -224,7 +223,7 @@ async fn groups_over_the_context_are_judged_in_anchored_chunks() {
     let mock = MockJudge::start().await;
     let dir = tempfile::tempdir().unwrap();
     let gavel = start(&mock, &dir, |c| {
-        let j = c.judges.get_mut("mock").unwrap();
+        let j = &mut common::remote(c, "mock").common;
         j.context_tokens = Some(3000);
         j.max_tokens = 500;
     })
@@ -264,7 +263,7 @@ async fn usage_counts_retries_by_cause_and_cost() {
     let mock = MockJudge::start().await;
     let dir = tempfile::tempdir().unwrap();
     let gavel = start(&mock, &dir, |c| {
-        let j = c.judges.get_mut("mock").unwrap();
+        let j = common::remote(c, "mock");
         j.prompt_price_per_million = Some(2.0);
         j.completion_price_per_million = Some(8.0);
     })

@@ -287,7 +287,11 @@ async fn structured_output_can_be_turned_off() {
     let mock = MockJudge::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = mock.config(&dir.path().join("store"));
-    cfg.judges.get_mut("mock").unwrap().structured_output = false;
+    cfg.judges
+        .get_mut("mock")
+        .unwrap()
+        .common_mut()
+        .structured_output = false;
     let gavel = Gavel::start(cfg).await;
     let (status, _) = gavel
         .post("/v1/score_group", &marked_group(&[0.5, 0.6]))
@@ -455,7 +459,7 @@ async fn a_judge_that_hangs_gives_judge_timeout() {
     let mock = MockJudge::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = mock.config(&dir.path().join("store"));
-    let j = cfg.judges.get_mut("mock").unwrap();
+    let j = common::remote(&mut cfg, "mock");
     j.timeout_s = 0.3;
     j.max_retries = 1;
     let gavel = Gavel::start(cfg).await;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::BenchError;
-use crate::config::{Config, JudgeConfig};
+use crate::config::{Config, JudgeConfig, LocalConfig};
 use crate::domain::prompt::{ChatMessage, JudgeMode};
 use crate::judge::local::{LoadedModel, LocalModelSpec};
 use crate::score::{ScoreRequest, Scorer};
@@ -99,18 +99,18 @@ fn bare_model(model: &Path, device: &str, decode_steps: usize) -> Result<Value, 
 /// and `max_batch_tokens = 0` (a group's prompts packed after their shared prefix reuse it too):
 /// nothing is reused.
 fn scorer(model: &Path, device: &str, prefix_cache: bool) -> Result<Scorer, BenchError> {
-    let mut j = JudgeConfig::local(model);
+    let mut j = LocalConfig::new(model);
     j.device =
         crate::model::DeviceSpec::parse(device).map_err(|e| BenchError::Judge(e.to_string()))?;
     j.max_explanation_bytes = 0;
-    j.deadline_s = 3600.0;
+    j.common.deadline_s = 3600.0;
     if !prefix_cache {
         j.prefix_cache_bytes = Some(0);
         j.max_batch_tokens = 0;
     }
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
-    cfg.judges.insert("local".into(), j);
+    cfg.judges.insert("local".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("local".into());
     let store: Arc<dyn VerdictStore> =
         Arc::new(SledStore::temporary().map_err(|e| BenchError::Judge(e.to_string()))?);

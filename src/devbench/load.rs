@@ -14,7 +14,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::BenchError;
-use crate::config::{Config, JudgeConfig};
+use crate::config::{Config, JudgeConfig, LocalConfig};
 use crate::domain::prompt::JudgeMode;
 use crate::score::Scorer;
 use crate::server::{self, AppState};
@@ -72,17 +72,17 @@ fn group_in(k: usize, mode: JudgeMode) -> Value {
 }
 
 fn config(o: &LoadOptions, setting: Setting) -> Config {
-    let mut j = JudgeConfig::local(&o.model);
+    let mut j = LocalConfig::new(&o.model);
     j.device = o.device;
-    j.mode = Some(o.mode);
+    j.common.mode = Some(o.mode);
     j.explain = o.explain_bytes > 0;
     j.max_explanation_bytes = o.explain_bytes;
-    j.deadline_s = 3600.0;
+    j.common.deadline_s = 3600.0;
     j.max_batch_tokens = setting.max_batch_tokens;
     j.max_decode_batch = setting.max_decode_batch;
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
-    cfg.judges.insert("local".into(), j);
+    cfg.judges.insert("local".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("local".into());
     cfg.server.request_timeout_s = 3600.0;
     cfg.server.max_in_flight = cfg.server.max_in_flight.max(1024);

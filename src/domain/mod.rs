@@ -8,6 +8,7 @@
 //! [`stats`] (the statistics every tool shares).
 
 pub mod dedup;
+pub mod device;
 pub mod error_chain;
 pub mod error_type;
 pub mod input;

@@ -265,7 +265,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
         let remote = names.iter().find(|n| {
             cfg.judges
                 .get(*n)
-                .is_some_and(|j| j.backend != crate::judge::Backend::Local)
+                .is_some_and(|j| j.backend() != crate::judge::Backend::Local)
         });
         if let Some(n) = remote {
             return usage_error(&format!(

@@ -1,10 +1,13 @@
 //! `[judges.NAME]`: how one judge is reached (remote endpoint or local model) and limited.
 //! The judge layer owns its section; `crate::config` only composes it with the others.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::domain::device::DeviceSpec;
+use crate::domain::prompt::JudgeMode;
 use crate::domain::seconds::check_seconds;
 use crate::domain::secret::Secret;
 
@@ -13,127 +16,314 @@ pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// Used when neither the config file nor `GAVEL_JUDGE_MODEL` names a model.
 pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
 
+/// Which kind of judge a `[judges.NAME]` table configures (its `backend` key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
-    /// Any OpenAI-compatible `/v1/chat/completions` endpoint.
-    Openai,
+    /// Any OpenAI-compatible `/v1/chat/completions` endpoint (`"openai"`, the name it had first,
+    /// is still read).
+    #[serde(alias = "openai")]
+    Remote,
     /// A Qwen2/Qwen3 model run in-process with candle (`model_path`, `device`).
     Local,
 }
 
-/// `[judges.NAME]`.
+impl Backend {
+    /// The name a config file gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Remote => "remote",
+            Backend::Local => "local",
+        }
+    }
+}
+
+/// `[judges.NAME]`: one table per backend, each with the settings every judge reads. Read from
+/// the file's flat table ([`JudgeTable`]), where a key of the other backend is refused.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JudgeConfig {
-    pub backend: Backend,
-    /// Base URL of the API, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`.
-    #[serde(default = "default_base_url")]
-    pub base_url: String,
-    /// The model's name (openai: required, sent to the API; local: reported, default the
+#[serde(try_from = "JudgeTable")]
+pub enum JudgeConfig {
+    Remote(RemoteConfig),
+    Local(LocalConfig),
+}
+
+/// What every judge reads, whatever its backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommonSettings {
+    /// The model's name (remote: required, sent to the API; local: reported, default the
     /// model's own name).
-    #[serde(default)]
     pub model: String,
-    /// Environment variable holding the API key.
-    #[serde(default = "default_api_key_env")]
-    pub api_key_env: String,
-    /// The key itself, resolved from `api_key_env` at load time (never read from the file).
-    #[serde(skip)]
-    pub api_key: Option<Secret>,
-    #[serde(default)]
     pub temperature: f32,
-    #[serde(default = "default_max_tokens")]
+    /// Cap on the tokens of one completion (a verdict, an answer).
     pub max_tokens: u32,
-    /// Limit on one attempt (request and reply), seconds.
-    #[serde(default = "default_timeout_s")]
-    pub timeout_s: f64,
     /// Limit on a whole verdict: every attempt, backoff and re-ask, seconds.
-    #[serde(default = "default_deadline_s")]
     pub deadline_s: f64,
-    /// Retries after a failed attempt (timeouts, connection errors, 408/409/429/5xx).
-    #[serde(default = "default_max_retries")]
-    pub max_retries: u32,
-    /// Cap on one backoff wait, seconds (also caps a judge's Retry-After).
-    #[serde(default = "default_max_backoff_s")]
-    pub max_backoff_s: f64,
-    /// Ask for the verdict with a JSON-schema `response_format`; turn off for servers without it.
-    #[serde(default = "yes")]
+    /// Ask for the verdict in its JSON schema (remote: `response_format`; local: constrained
+    /// decoding); turn off for servers without it.
     pub structured_output: bool,
-    /// Requests per minute sent to this judge (every attempt counts); unset = unlimited.
-    #[serde(default)]
-    pub requests_per_minute: Option<u32>,
-    /// Tokens per minute (prompt + completion), estimated before a call and corrected after.
-    #[serde(default)]
-    pub tokens_per_minute: Option<u32>,
-    /// Calls in flight to this judge at once; unset = unlimited.
-    #[serde(default)]
-    pub max_concurrency: Option<usize>,
-    /// The judge's context window; a group whose prompt (plus `max_tokens`) exceeds it is judged
-    /// in overlapping chunks that share anchor trajectories. Unset = never split.
-    #[serde(default)]
-    pub context_tokens: Option<usize>,
-    /// Price per million prompt tokens (any currency; reported as `usage.cost`).
-    #[serde(default)]
-    pub prompt_price_per_million: Option<f64>,
-    /// Price per million completion tokens.
-    #[serde(default)]
-    pub completion_price_per_million: Option<f64>,
-    /// local: a GGUF file, a Hugging Face model folder, or a Hugging Face model id
-    /// (`ORG/NAME`, `ORG/NAME-GGUF:FILE.gguf`) resolved through the Hugging Face cache.
-    #[serde(default)]
-    pub model_path: Option<PathBuf>,
-    /// local: a LoRA adapter folder (PEFT's layout, as `gavel train judge` writes it) run over
-    /// the model's weights as a low-rank side path; several judges can share one base model
-    /// file with different adapters.
-    #[serde(default)]
-    pub adapter: Option<PathBuf>,
-    /// local: `cpu` or `cuda:N` (`cuda:N` needs a build with the `cuda` feature).
-    #[serde(default = "default_device")]
-    pub device: crate::model::DeviceSpec,
-    /// local: requests queued or running at once; beyond it the daemon answers 429.
-    #[serde(default = "default_max_queue")]
-    pub max_queue: usize,
-    /// local: cap on each explanation, bytes (constrained output).
-    #[serde(default = "default_max_explanation_bytes")]
-    pub max_explanation_bytes: usize,
-    /// local: bytes of prefilled prompts' KV kept for prefix reuse (0 = off). Unset: 32,768
-    /// positions of the model's KV, at most an eighth of the machine's memory.
-    #[serde(default)]
-    pub prefix_cache_bytes: Option<u64>,
-    /// local, pointwise and pairwise modes: most suffix tokens of a group's prompts run in one
-    /// batched forward after the prefix they share (0: each prompt alone).
-    #[serde(default = "default_max_batch_tokens")]
-    pub max_batch_tokens: usize,
-    /// local, listwise mode and explanations: generations decoded together, one batched
-    /// forward a step for all of them (1: one at a time).
-    #[serde(default = "default_max_decode_batch")]
-    pub max_decode_batch: usize,
-    /// local: sampling seed when `temperature` > 0.
-    #[serde(default)]
-    pub seed: u64,
-    /// local: write each score as the model's expected score (probability-weighted over the
-    /// digits it could write there) instead of its most likely digits.
-    #[serde(default = "yes")]
-    pub expected_score: bool,
-    /// How the judge is asked (`listwise`, or for local judges `pointwise` / `pairwise`);
-    /// a request's `judge_mode` overrides it. Default: `pointwise` for local judges (the most
+    /// How the judge is asked (`listwise`, or for local judges `pointwise` / `pairwise`); a
+    /// request's `judge_mode` overrides it. Default: `pointwise` for local judges (the most
     /// accurate on the labelled sets, README "Judge quality"), `listwise` for remote ones.
-    #[serde(default)]
-    pub mode: Option<crate::domain::prompt::JudgeMode>,
-    /// local, pairwise mode: in groups of more than 8 distinct trajectories, how many others
-    /// each one meets (in both orders); smaller groups meet every pair.
-    #[serde(default = "default_pairwise_opponents")]
-    pub pairwise_opponents: usize,
-    /// local, pointwise and pairwise modes: after a group's scores are read, decode a short
-    /// explanation for each trajectory (at most `max_explanation_bytes`). The scores are fixed
-    /// before it starts, so it never changes them; it costs decode time.
-    #[serde(default)]
-    pub explain: bool,
+    pub mode: Option<JudgeMode>,
+    /// The judge's context window; a group whose prompt (plus `max_tokens`) exceeds it is judged
+    /// in overlapping chunks that share anchor trajectories. Unset = never split (local: the
+    /// model's own window).
+    pub context_tokens: Option<usize>,
     /// Cap on the judge's own answer to a task (rubrics with `reference = "judge"`), bytes: it
     /// is cut there (at a character boundary) before it is stored and shown to the judge, so
     /// it bounds what it adds to every verdict prompt.
-    #[serde(default = "default_max_reference_bytes")]
     pub max_reference_bytes: usize,
+}
+
+/// `backend = "remote"`: how an OpenAI-compatible endpoint is reached, retried and limited.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    pub common: CommonSettings,
+    /// Base URL of the API, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    /// Environment variable holding the API key.
+    pub api_key_env: String,
+    /// The key itself, resolved from `api_key_env` at load time (never read from the file).
+    pub api_key: Option<Secret>,
+    /// Limit on one attempt (request and reply), seconds.
+    pub timeout_s: f64,
+    /// Retries after a failed attempt (timeouts, connection errors, 408/409/429/5xx).
+    pub max_retries: u32,
+    /// Cap on one backoff wait, seconds (also caps a judge's Retry-After).
+    pub max_backoff_s: f64,
+    /// Requests per minute sent to this judge (every attempt counts); unset = unlimited.
+    pub requests_per_minute: Option<u32>,
+    /// Tokens per minute (prompt + completion), estimated before a call and corrected after.
+    pub tokens_per_minute: Option<u32>,
+    /// Calls in flight to this judge at once; unset = unlimited.
+    pub max_concurrency: Option<usize>,
+    /// Price per million prompt tokens (any currency; reported as `usage.cost`).
+    pub prompt_price_per_million: Option<f64>,
+    /// Price per million completion tokens.
+    pub completion_price_per_million: Option<f64>,
+}
+
+/// `backend = "local"`: which model runs in-process, where, and how its engine batches.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    pub common: CommonSettings,
+    /// A GGUF file, a Hugging Face model folder, or a Hugging Face model id (`ORG/NAME`,
+    /// `ORG/NAME-GGUF:FILE.gguf`) resolved through the Hugging Face cache.
+    pub model_path: PathBuf,
+    /// A LoRA adapter folder (PEFT's layout, as `gavel train judge` writes it) run over the
+    /// model's weights as a low-rank side path; several judges can share one base model file
+    /// with different adapters.
+    pub adapter: Option<PathBuf>,
+    /// `cpu` or `cuda:N` (`cuda:N` needs a build with the `cuda` feature).
+    pub device: DeviceSpec,
+    /// Requests queued or running at once; beyond it the daemon answers 429.
+    pub max_queue: usize,
+    /// Cap on each explanation, bytes (constrained output).
+    pub max_explanation_bytes: usize,
+    /// Bytes of prefilled prompts' KV kept for prefix reuse (0 = off). Unset: 32,768 positions
+    /// of the model's KV, at most an eighth of the machine's memory.
+    pub prefix_cache_bytes: Option<u64>,
+    /// Pointwise and pairwise modes: most suffix tokens of a group's prompts run in one batched
+    /// forward after the prefix they share (0: each prompt alone).
+    pub max_batch_tokens: usize,
+    /// Listwise mode and explanations: generations decoded together, one batched forward a
+    /// step for all of them (1: one at a time).
+    pub max_decode_batch: usize,
+    /// Sampling seed when `temperature` > 0.
+    pub seed: u64,
+    /// Write each score as the model's expected score (probability-weighted over the digits it
+    /// could write there) instead of its most likely digits.
+    pub expected_score: bool,
+    /// Pairwise mode: in groups of more than 8 distinct trajectories, how many others each one
+    /// meets (in both orders); smaller groups meet every pair.
+    pub pairwise_opponents: usize,
+    /// Pointwise and pairwise modes: after a group's scores are read, decode a short
+    /// explanation for each trajectory (at most `max_explanation_bytes`). The scores are fixed
+    /// before it starts, so it never changes them; it costs decode time.
+    pub explain: bool,
+}
+
+/// `[judges.NAME]` as the file writes it: one flat table whose `backend` says which keys
+/// belong. Every backend's own key is optional here, so that one given to the other backend
+/// is seen and refused by name rather than ignored.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JudgeTable {
+    backend: Backend,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    temperature: f32,
+    #[serde(default = "default_max_tokens")]
+    max_tokens: u32,
+    #[serde(default = "default_deadline_s")]
+    deadline_s: f64,
+    #[serde(default = "yes")]
+    structured_output: bool,
+    #[serde(default)]
+    mode: Option<JudgeMode>,
+    #[serde(default)]
+    context_tokens: Option<usize>,
+    #[serde(default = "default_max_reference_bytes")]
+    max_reference_bytes: usize,
+    // backend = "remote"
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    timeout_s: Option<f64>,
+    max_retries: Option<u32>,
+    max_backoff_s: Option<f64>,
+    requests_per_minute: Option<u32>,
+    tokens_per_minute: Option<u32>,
+    max_concurrency: Option<usize>,
+    prompt_price_per_million: Option<f64>,
+    completion_price_per_million: Option<f64>,
+    // backend = "local"
+    model_path: Option<PathBuf>,
+    adapter: Option<PathBuf>,
+    device: Option<DeviceSpec>,
+    max_queue: Option<usize>,
+    max_explanation_bytes: Option<usize>,
+    prefix_cache_bytes: Option<u64>,
+    max_batch_tokens: Option<usize>,
+    max_decode_batch: Option<usize>,
+    seed: Option<u64>,
+    expected_score: Option<bool>,
+    pairwise_opponents: Option<usize>,
+    explain: Option<bool>,
+}
+
+impl JudgeTable {
+    /// The first key given that belongs to the other backend than this table's.
+    fn foreign_key(&self) -> Option<&'static str> {
+        let remote = [
+            ("base_url", self.base_url.is_some()),
+            ("api_key_env", self.api_key_env.is_some()),
+            ("timeout_s", self.timeout_s.is_some()),
+            ("max_retries", self.max_retries.is_some()),
+            ("max_backoff_s", self.max_backoff_s.is_some()),
+            ("requests_per_minute", self.requests_per_minute.is_some()),
+            ("tokens_per_minute", self.tokens_per_minute.is_some()),
+            ("max_concurrency", self.max_concurrency.is_some()),
+            (
+                "prompt_price_per_million",
+                self.prompt_price_per_million.is_some(),
+            ),
+            (
+                "completion_price_per_million",
+                self.completion_price_per_million.is_some(),
+            ),
+        ];
+        let local = [
+            ("model_path", self.model_path.is_some()),
+            ("adapter", self.adapter.is_some()),
+            ("device", self.device.is_some()),
+            ("max_queue", self.max_queue.is_some()),
+            (
+                "max_explanation_bytes",
+                self.max_explanation_bytes.is_some(),
+            ),
+            ("prefix_cache_bytes", self.prefix_cache_bytes.is_some()),
+            ("max_batch_tokens", self.max_batch_tokens.is_some()),
+            ("max_decode_batch", self.max_decode_batch.is_some()),
+            ("seed", self.seed.is_some()),
+            ("expected_score", self.expected_score.is_some()),
+            ("pairwise_opponents", self.pairwise_opponents.is_some()),
+            ("explain", self.explain.is_some()),
+        ];
+        let other: &[(&'static str, bool)] = match self.backend {
+            Backend::Remote => &local,
+            Backend::Local => &remote,
+        };
+        other.iter().find(|(_, given)| *given).map(|(key, _)| *key)
+    }
+}
+
+/// `[judges]`: each table read by its backend. A refusal names the judge (and, through the TOML
+/// error's span, the line of the `[judges]` tables).
+pub fn deserialize_judges<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, JudgeConfig>, D::Error> {
+    BTreeMap::<String, JudgeTable>::deserialize(d)?
+        .into_iter()
+        .map(|(name, t)| {
+            JudgeConfig::try_from(t)
+                .map(|j| (name.clone(), j))
+                .map_err(|e| serde::de::Error::custom(format!("[judges.{name}]: {e}")))
+        })
+        .collect()
+}
+
+impl TryFrom<JudgeTable> for JudgeConfig {
+    type Error = String;
+
+    fn try_from(t: JudgeTable) -> Result<JudgeConfig, String> {
+        if let Some(key) = t.foreign_key() {
+            let (this, other) = match t.backend {
+                Backend::Remote => (Backend::Remote, Backend::Local),
+                Backend::Local => (Backend::Local, Backend::Remote),
+            };
+            return Err(format!(
+                "{key} is a key of backend \"{}\"; this judge's backend is \"{}\"",
+                other.name(),
+                this.name()
+            ));
+        }
+        let common = CommonSettings {
+            model: t.model,
+            temperature: t.temperature,
+            max_tokens: t.max_tokens,
+            deadline_s: t.deadline_s,
+            structured_output: t.structured_output,
+            mode: t.mode,
+            context_tokens: t.context_tokens,
+            max_reference_bytes: t.max_reference_bytes,
+        };
+        Ok(match t.backend {
+            Backend::Remote => {
+                let d = RemoteConfig::new(t.base_url.unwrap_or_else(default_base_url), None);
+                JudgeConfig::Remote(RemoteConfig {
+                    common,
+                    api_key_env: t.api_key_env.unwrap_or(d.api_key_env),
+                    timeout_s: t.timeout_s.unwrap_or(d.timeout_s),
+                    max_retries: t.max_retries.unwrap_or(d.max_retries),
+                    max_backoff_s: t.max_backoff_s.unwrap_or(d.max_backoff_s),
+                    requests_per_minute: t.requests_per_minute,
+                    tokens_per_minute: t.tokens_per_minute,
+                    max_concurrency: t.max_concurrency,
+                    prompt_price_per_million: t.prompt_price_per_million,
+                    completion_price_per_million: t.completion_price_per_million,
+                    ..d
+                })
+            }
+            Backend::Local => {
+                let Some(model_path) = t.model_path else {
+                    return Err(
+                        "backend \"local\" needs model_path (a GGUF file, a Hugging Face \
+                                model folder or a Hugging Face model id)"
+                            .into(),
+                    );
+                };
+                let d = LocalConfig::new(model_path);
+                JudgeConfig::Local(LocalConfig {
+                    common,
+                    adapter: t.adapter,
+                    device: t.device.unwrap_or(d.device),
+                    max_queue: t.max_queue.unwrap_or(d.max_queue),
+                    max_explanation_bytes: t
+                        .max_explanation_bytes
+                        .unwrap_or(d.max_explanation_bytes),
+                    prefix_cache_bytes: t.prefix_cache_bytes,
+                    max_batch_tokens: t.max_batch_tokens.unwrap_or(d.max_batch_tokens),
+                    max_decode_batch: t.max_decode_batch.unwrap_or(d.max_decode_batch),
+                    seed: t.seed.unwrap_or(d.seed),
+                    expected_score: t.expected_score.unwrap_or(d.expected_score),
+                    pairwise_opponents: t.pairwise_opponents.unwrap_or(d.pairwise_opponents),
+                    explain: t.explain.unwrap_or(d.explain),
+                    ..d
+                })
+            }
+        })
+    }
 }
 
 fn default_max_reference_bytes() -> usize {
@@ -144,9 +334,6 @@ fn default_pairwise_opponents() -> usize {
     4
 }
 
-fn default_device() -> crate::model::DeviceSpec {
-    crate::model::DeviceSpec::Cpu
-}
 fn default_max_queue() -> usize {
     64
 }
@@ -185,72 +372,56 @@ fn yes() -> bool {
     true
 }
 
-impl JudgeConfig {
-    /// A judge with every default, for `base_url` and `model`.
-    pub fn openai(
-        base_url: impl Into<String>,
-        model: impl Into<String>,
-        api_key: Option<Secret>,
-    ) -> JudgeConfig {
-        JudgeConfig {
-            backend: Backend::Openai,
-            base_url: base_url.into(),
+impl CommonSettings {
+    /// Every default; `model` named.
+    pub fn new(model: impl Into<String>) -> CommonSettings {
+        CommonSettings {
             model: model.into(),
-            api_key_env: default_api_key_env(),
-            api_key,
             temperature: 0.0,
             max_tokens: default_max_tokens(),
-            timeout_s: default_timeout_s(),
             deadline_s: default_deadline_s(),
-            max_retries: default_max_retries(),
-            max_backoff_s: default_max_backoff_s(),
             structured_output: true,
-            requests_per_minute: None,
-            tokens_per_minute: None,
-            max_concurrency: None,
-            context_tokens: None,
-            prompt_price_per_million: None,
-            completion_price_per_million: None,
-            model_path: None,
-            adapter: None,
-            device: default_device(),
-            max_queue: default_max_queue(),
-            max_explanation_bytes: default_max_explanation_bytes(),
-            prefix_cache_bytes: None,
-            max_batch_tokens: default_max_batch_tokens(),
-            max_decode_batch: default_max_decode_batch(),
-            seed: 0,
-            expected_score: true,
             mode: None,
-            pairwise_opponents: default_pairwise_opponents(),
-            explain: false,
+            context_tokens: None,
             max_reference_bytes: default_max_reference_bytes(),
         }
     }
 
-    /// The mode this judge is asked in when a request names none: its `mode`, else pointwise
-    /// for a local judge and listwise for a remote one.
-    pub fn effective_mode(&self) -> crate::domain::prompt::JudgeMode {
-        self.mode.unwrap_or(match self.backend {
-            Backend::Local => crate::domain::prompt::JudgeMode::LOCAL_DEFAULT,
-            Backend::Openai => crate::domain::prompt::JudgeMode::Listwise,
-        })
+    /// Checks the shared settings; the error completes "[judges.NAME]: ...".
+    fn validate(&self) -> Result<(), String> {
+        check_seconds(self.deadline_s, true).map_err(|why| format!("deadline_s {why}"))?;
+        if self.max_reference_bytes == 0 {
+            return Err("max_reference_bytes must be > 0".into());
+        }
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err("temperature must be a number >= 0".into());
+        }
+        Ok(())
     }
+}
 
-    /// A local judge with every default, for `model_path`.
-    pub fn local(model_path: impl Into<PathBuf>) -> JudgeConfig {
-        JudgeConfig {
-            backend: Backend::Local,
-            model_path: Some(model_path.into()),
-            ..JudgeConfig::openai(default_base_url(), "", None)
+impl RemoteConfig {
+    /// A remote judge with every default, at `base_url`, with `api_key`; the model unnamed.
+    pub fn new(base_url: impl Into<String>, api_key: Option<Secret>) -> RemoteConfig {
+        RemoteConfig {
+            common: CommonSettings::new(""),
+            base_url: base_url.into(),
+            api_key_env: default_api_key_env(),
+            api_key,
+            timeout_s: default_timeout_s(),
+            max_retries: default_max_retries(),
+            max_backoff_s: default_max_backoff_s(),
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            max_concurrency: None,
+            prompt_price_per_million: None,
+            completion_price_per_million: None,
         }
     }
 
-    /// Checks this judge's settings; the error completes "[judges.NAME]: ...".
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         for (key, value, positive) in [
             ("timeout_s", self.timeout_s, true),
-            ("deadline_s", self.deadline_s, true),
             ("max_backoff_s", self.max_backoff_s, false),
         ] {
             check_seconds(value, positive).map_err(|why| format!("{key} {why}"))?;
@@ -266,48 +437,147 @@ impl JudgeConfig {
                 return Err(format!("{key} must be a number >= 0"));
             }
         }
-        match self.backend {
-            Backend::Openai if self.model.trim().is_empty() => {
-                return Err("backend \"openai\" needs model (the API's model name)".into());
-            }
-            Backend::Local if self.model_path.is_none() => {
-                return Err(
-                    "backend \"local\" needs model_path (a GGUF file, a Hugging Face model \
-                     folder or a Hugging Face model id)"
-                        .into(),
-                );
-            }
-            Backend::Local if self.max_queue == 0 => {
-                return Err("max_queue must be > 0".into());
-            }
-            Backend::Local if self.max_decode_batch == 0 => {
-                return Err(
-                    "max_decode_batch must be > 0 (1 decodes one generation at a time)".into(),
-                );
-            }
-            Backend::Local if self.pairwise_opponents == 0 => {
-                return Err("pairwise_opponents must be > 0".into());
-            }
-            Backend::Openai if self.adapter.is_some() => {
-                return Err("adapter needs backend \"local\"".into());
-            }
-            Backend::Openai if self.mode.is_some_and(|m| m.reads_probabilities()) => {
-                return Err(format!(
-                    "mode \"{}\" reads token probabilities: it needs backend \"local\"",
-                    self.mode.map_or("", |m| m.name())
-                ));
-            }
-            _ => {}
+        if self.common.model.trim().is_empty() {
+            return Err("backend \"remote\" needs model (the API's model name)".into());
         }
-        if self.max_reference_bytes == 0 {
-            return Err("max_reference_bytes must be > 0".into());
-        }
-        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            return Err("temperature must be a number >= 0".into());
+        if let Some(m) = self.common.mode.filter(|m| m.reads_probabilities()) {
+            return Err(format!(
+                "mode \"{}\" reads token probabilities: it needs backend \"local\"",
+                m.name()
+            ));
         }
         if self.base_url.parse::<reqwest::Url>().is_err() {
             return Err(format!("base_url {:?} is not a URL", self.base_url));
         }
         Ok(())
+    }
+}
+
+impl LocalConfig {
+    /// A local judge with every default, for `model_path`.
+    pub fn new(model_path: impl Into<PathBuf>) -> LocalConfig {
+        LocalConfig {
+            common: CommonSettings::new(""),
+            model_path: model_path.into(),
+            adapter: None,
+            device: DeviceSpec::Cpu,
+            max_queue: default_max_queue(),
+            max_explanation_bytes: default_max_explanation_bytes(),
+            prefix_cache_bytes: None,
+            max_batch_tokens: default_max_batch_tokens(),
+            max_decode_batch: default_max_decode_batch(),
+            seed: 0,
+            expected_score: true,
+            pairwise_opponents: default_pairwise_opponents(),
+            explain: false,
+        }
+    }
+
+    /// The mode this judge is asked in when a request names none: its `mode`, else pointwise.
+    pub fn effective_mode(&self) -> JudgeMode {
+        self.common.mode.unwrap_or(JudgeMode::LOCAL_DEFAULT)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.max_queue == 0 {
+            return Err("max_queue must be > 0".into());
+        }
+        if self.max_decode_batch == 0 {
+            return Err("max_decode_batch must be > 0 (1 decodes one generation at a time)".into());
+        }
+        if self.pairwise_opponents == 0 {
+            return Err("pairwise_opponents must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+impl JudgeConfig {
+    /// A remote judge with every default, for `base_url` and `model`.
+    pub fn openai(
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+        api_key: Option<Secret>,
+    ) -> JudgeConfig {
+        let mut r = RemoteConfig::new(base_url, api_key);
+        r.common.model = model.into();
+        JudgeConfig::Remote(r)
+    }
+
+    /// A local judge with every default, for `model_path`.
+    pub fn local(model_path: impl Into<PathBuf>) -> JudgeConfig {
+        JudgeConfig::Local(LocalConfig::new(model_path))
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match self {
+            JudgeConfig::Remote(_) => Backend::Remote,
+            JudgeConfig::Local(_) => Backend::Local,
+        }
+    }
+
+    /// What every backend reads.
+    pub fn common(&self) -> &CommonSettings {
+        match self {
+            JudgeConfig::Remote(r) => &r.common,
+            JudgeConfig::Local(l) => &l.common,
+        }
+    }
+
+    pub fn common_mut(&mut self) -> &mut CommonSettings {
+        match self {
+            JudgeConfig::Remote(r) => &mut r.common,
+            JudgeConfig::Local(l) => &mut l.common,
+        }
+    }
+
+    /// The remote table, if this is a remote judge.
+    pub fn as_remote(&self) -> Option<&RemoteConfig> {
+        match self {
+            JudgeConfig::Remote(r) => Some(r),
+            JudgeConfig::Local(_) => None,
+        }
+    }
+
+    /// The local table, if this is a local judge.
+    pub fn as_local(&self) -> Option<&LocalConfig> {
+        match self {
+            JudgeConfig::Local(l) => Some(l),
+            JudgeConfig::Remote(_) => None,
+        }
+    }
+
+    pub fn as_remote_mut(&mut self) -> Option<&mut RemoteConfig> {
+        match self {
+            JudgeConfig::Remote(r) => Some(r),
+            JudgeConfig::Local(_) => None,
+        }
+    }
+
+    /// The local table, if this is a local judge.
+    pub fn as_local_mut(&mut self) -> Option<&mut LocalConfig> {
+        match self {
+            JudgeConfig::Local(l) => Some(l),
+            JudgeConfig::Remote(_) => None,
+        }
+    }
+
+    /// The mode this judge is asked in when a request names none: its `mode`, else pointwise
+    /// for a local judge and listwise for a remote one.
+    pub fn effective_mode(&self) -> JudgeMode {
+        match self {
+            JudgeConfig::Local(l) => l.effective_mode(),
+            JudgeConfig::Remote(r) => r.common.mode.unwrap_or(JudgeMode::Listwise),
+        }
+    }
+
+    /// Checks this judge's settings; the error completes "[judges.NAME]: ...".
+    pub fn validate(&self) -> Result<(), String> {
+        self.common().validate()?;
+        match self {
+            JudgeConfig::Remote(r) => r.validate(),
+            JudgeConfig::Local(l) => l.validate(),
+        }
     }
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::domain::error_type::ErrorType;
 use crate::domain::prompt::{ChatMessage, JudgeMode};
-pub use config::{Backend, JudgeConfig};
+pub use config::{Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig};
 
 #[cfg(feature = "local")]
 pub use local::LocalJudge;
@@ -251,19 +251,19 @@ pub type Judges = BTreeMap<String, Arc<dyn Judge>>;
 /// its model here, and any problem with it (path, architecture, files, device) is an error: the
 /// start fails, not the first request.
 pub fn build(name: &str, cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError> {
-    match cfg.backend {
-        Backend::Local => local_judge(name, cfg),
-        Backend::Openai => Ok(match &cfg.api_key {
-            Some(_) => Arc::new(RemoteJudge::new(name, cfg)),
+    match cfg {
+        JudgeConfig::Local(l) => local_judge(name, l),
+        JudgeConfig::Remote(r) => Ok(match &r.api_key {
+            Some(_) => Arc::new(RemoteJudge::new(name, r)),
             None => Arc::new(UnconfiguredJudge {
                 name: name.to_string(),
-                model: cfg.model.clone(),
+                model: r.common.model.clone(),
                 reason: format!(
                     "judge {name:?} has no API key: set the environment variable {} (or, with no config \
                      file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
-                    cfg.api_key_env
+                    r.api_key_env
                 ),
-                structured_output: cfg.structured_output,
+                structured_output: r.common.structured_output,
             }),
         }),
     }
@@ -276,9 +276,9 @@ pub fn build_all(judges: &BTreeMap<String, JudgeConfig>) -> Result<Judges, Judge
     let mut built = BTreeMap::new();
     let mut local = Vec::new();
     for (name, cfg) in judges {
-        match cfg.backend {
-            Backend::Local => local.push((name.as_str(), cfg)),
-            Backend::Openai => {
+        match cfg {
+            JudgeConfig::Local(l) => local.push((name.as_str(), l)),
+            JudgeConfig::Remote(_) => {
                 built.insert(name.clone(), build(name, cfg)?);
             }
         }
@@ -288,7 +288,7 @@ pub fn build_all(judges: &BTreeMap<String, JudgeConfig>) -> Result<Judges, Judge
 }
 
 #[cfg(feature = "local")]
-fn local_judges(judges: &[(&str, &JudgeConfig)]) -> Result<Judges, JudgeError> {
+fn local_judges(judges: &[(&str, &LocalConfig)]) -> Result<Judges, JudgeError> {
     let built = local::shared::load_local_judges(judges)
         .map_err(|(tables, e)| JudgeError::NotConfigured(format!("{tables}: {e}")))?;
     Ok(built
@@ -298,7 +298,7 @@ fn local_judges(judges: &[(&str, &JudgeConfig)]) -> Result<Judges, JudgeError> {
 }
 
 #[cfg(not(feature = "local"))]
-fn local_judges(judges: &[(&str, &JudgeConfig)]) -> Result<Judges, JudgeError> {
+fn local_judges(judges: &[(&str, &LocalConfig)]) -> Result<Judges, JudgeError> {
     judges
         .iter()
         .map(|(name, cfg)| Ok((name.to_string(), local_judge(name, cfg)?)))
@@ -306,14 +306,14 @@ fn local_judges(judges: &[(&str, &JudgeConfig)]) -> Result<Judges, JudgeError> {
 }
 
 #[cfg(feature = "local")]
-fn local_judge(name: &str, cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError> {
+fn local_judge(name: &str, cfg: &LocalConfig) -> Result<Arc<dyn Judge>, JudgeError> {
     LocalJudge::new(name, cfg)
         .map(|j| Arc::new(j) as Arc<dyn Judge>)
         .map_err(|e| JudgeError::NotConfigured(format!("[judges.{name}]: {e}")))
 }
 
 #[cfg(not(feature = "local"))]
-fn local_judge(name: &str, _cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError> {
+fn local_judge(name: &str, _cfg: &LocalConfig) -> Result<Arc<dyn Judge>, JudgeError> {
     Err(JudgeError::NotConfigured(format!(
         "[judges.{name}]: backend \"local\" needs a gavel built with the `local` feature (on by default)"
     )))

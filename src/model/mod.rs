@@ -54,7 +54,7 @@ use serde::{Deserialize, Serialize};
 pub use chat_template::{ChatTemplate, RenderOptions, TemplateOrigin};
 pub use config::QwenConfig;
 pub use dense::DenseWeights;
-pub use device::{device_name, DeviceSpec};
+pub use device::{device_name, DeviceSpec, OpenDevice};
 pub use error::LocalError;
 pub use loader::{ModelFiles, ModelFormat, ModelInfo, WeightFiles};
 pub use tokenizer::LoadedTokenizer;

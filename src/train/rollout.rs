@@ -16,7 +16,9 @@ use super::model::LoraQwen;
 use super::TrainError;
 use crate::domain::prompt::ChatMessage;
 use crate::domain::rng::Rng;
-use crate::model::{ChatTemplate, DeviceSpec, LoadedTokenizer, ModelFiles, RenderOptions};
+use crate::model::{
+    ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, OpenDevice, RenderOptions,
+};
 
 /// The model being trained and its tokenizer and chat template.
 pub struct PolicyModel {
@@ -36,7 +38,8 @@ impl PolicyModel {
         rng: &mut Rng,
     ) -> Result<PolicyModel, TrainError> {
         let dev = DeviceSpec::parse(device)
-            .and_then(|d| d.open())
+            .map_err(LocalError::from)
+            .and_then(OpenDevice::open)
             .map_err(TrainError::Load)?;
         // One read of the files: config, tokenizer and template parsed once, and the weights
         // read straight into the dense tensors the trainer's model is built from.

@@ -15,7 +15,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use gavel::config::{Config, JudgeConfig, Secret};
+use gavel::config::{Config, JudgeConfig, RemoteConfig, Secret};
 use gavel::score::Scorer;
 use gavel::server::{self, AppState};
 use gavel::store::{SledStore, VerdictStore};
@@ -162,16 +162,16 @@ impl MockJudge {
 
     /// A judge config pointing at this mock, with fast retries for tests.
     pub fn judge_config(&self) -> JudgeConfig {
-        let mut j =
-            JudgeConfig::openai(self.base_url(), "mock-judge-1", Some(Secret::new(MOCK_KEY)));
+        let mut j = RemoteConfig::new(self.base_url(), Some(Secret::new(MOCK_KEY)));
+        j.common.model = "mock-judge-1".into();
+        j.common.deadline_s = 20.0;
         j.timeout_s = 5.0;
-        j.deadline_s = 20.0;
         j.max_retries = 2;
         j.max_backoff_s = 0.05;
-        j
+        JudgeConfig::Remote(j)
     }
 
-    /// A gavel config with this mock as the default judge `mock`.
+    /// A gavel config with this mock as the default judge `mock`; [`remote`] edits it.
     pub fn config(&self, store: &std::path::Path) -> Config {
         let mut cfg = Config::from_env(&|_| None);
         cfg.judges.clear();
@@ -555,4 +555,12 @@ pub async fn timed_post(c: &reqwest::Client, url: &str, body: Vec<u8>) -> (u16, 
     let status = resp.status().as_u16();
     let bytes = resp.bytes().await.expect("whole answer");
     (status, bytes.to_vec(), t.elapsed().as_secs_f64())
+}
+
+/// The remote table of `cfg`'s judge `name`, to edit.
+pub fn remote<'a>(cfg: &'a mut Config, name: &str) -> &'a mut RemoteConfig {
+    cfg.judges
+        .get_mut(name)
+        .and_then(JudgeConfig::as_remote_mut)
+        .expect("a remote judge of that name")
 }

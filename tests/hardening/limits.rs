@@ -197,8 +197,8 @@ async fn a_group_is_judged_within_the_request_deadline_and_frees_its_place() {
         c.openrlhf.max_pending_groups = 1;
         c.server.request_timeout_s = 1.0;
         // The judge alone would wait far longer: only the group's deadline ends it.
-        let j = c.judges.get_mut("mock").unwrap();
-        (j.timeout_s, j.deadline_s, j.max_retries) = (60.0, 120.0, 0);
+        let j = crate::common::remote(c, "mock");
+        (j.timeout_s, j.common.deadline_s, j.max_retries) = (60.0, 120.0, 0);
     })
     .await;
     mock.push(Behaviour::Hang(Duration::from_secs(30)));

@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor};
 use serde_json::json;
 
 use crate::common::model::testkit::{self, GgmlDType, TinyOptions};
-use gavel::judge::config::JudgeConfig;
+use gavel::judge::config::LocalConfig;
 use gavel::judge::local::{LoadedModel, LocalJudge, LocalModelSpec};
 use gavel::judge::Judge;
 use gavel::model::adapter::{base_record, peft_name, JudgeRecord, Reach};
@@ -178,7 +178,7 @@ async fn judges_on_one_base_with_different_adapters_have_different_identities() 
     write_adapter(&a, 1, Some(&record_for(&gguf)));
     write_adapter(&b, 2, Some(&record_for(&gguf)));
     let judge = |adapter: Option<&PathBuf>| {
-        let mut cfg = JudgeConfig::local(&gguf);
+        let mut cfg = LocalConfig::new(&gguf);
         cfg.adapter = adapter.cloned();
         LocalJudge::new("j", &cfg).unwrap().identity()
     };
@@ -192,9 +192,9 @@ async fn judges_on_one_base_with_different_adapters_have_different_identities() 
         "the same adapter, the same identity"
     );
     // A verdict adapter trained for pointwise mode only is refused by a pairwise judge.
-    let mut cfg = JudgeConfig::local(&gguf);
+    let mut cfg = LocalConfig::new(&gguf);
     cfg.adapter = Some(a);
-    cfg.mode = Some(gavel::domain::prompt::JudgeMode::Pairwise);
+    cfg.common.mode = Some(gavel::domain::prompt::JudgeMode::Pairwise);
     let e = LocalJudge::new("j", &cfg).unwrap_err().to_string();
     assert!(e.contains("trained for mode pointwise"), "{e}");
 }

@@ -17,7 +17,7 @@ use tokio::process::Command;
 use super::hub::{offline_hub, tiny_folder, tiny_gguf};
 use crate::common::cli::{run_within, BIN};
 use crate::common::model::testkit;
-use gavel::config::{Backend, Config};
+use gavel::config::Config;
 use gavel::model::hub::HubId;
 
 /// The group the README scores with examples/local.toml.
@@ -101,16 +101,16 @@ fn provide_models(file: &Path, cfg: &Config, hf_home: &Path, tmp: &Path) -> Resu
     let local = || {
         cfg.judges
             .iter()
-            .filter(|(_, j)| j.backend == Backend::Local)
+            .filter_map(|(name, j)| Some((name, j.as_local()?)))
     };
     let adapted: Vec<&Path> = local()
         .filter(|(_, j)| j.adapter.is_some())
-        .filter_map(|(_, j)| j.model_path.as_deref())
+        .map(|(_, j)| j.model_path.as_path())
         .collect();
     // Judges with an adapter first: their ids get the real model.
     let (first, rest): (Vec<_>, Vec<_>) = local().partition(|(_, j)| j.adapter.is_some());
     for (name, j) in first.into_iter().chain(rest) {
-        let path = j.model_path.as_deref().expect("validated");
+        let path = j.model_path.as_path();
         if j.adapter.is_none() && adapted.contains(&path) {
             continue;
         }
@@ -270,7 +270,7 @@ async fn examples_local_toml_scores_with_a_real_model() {
     };
     let cfg = Config::from_file(&repo_root().join("examples/local.toml")).unwrap();
     let judge = &cfg.judges[cfg.default_judge_name().unwrap()];
-    let path = judge.model_path.as_deref().unwrap().to_str().unwrap();
+    let path = judge.as_local().unwrap().model_path.to_str().unwrap();
     let id = HubId::parse(path).expect("examples/local.toml names its model by id");
     let tmp = tempfile::tempdir().unwrap();
     let hf = tmp.path().join("hf");

@@ -48,7 +48,7 @@ async fn judged_in(
     modes: &[&str],
 ) -> Vec<Value> {
     let cfg = local_config(model, store, |j| {
-        j.mode = Some(JudgeMode::Pointwise);
+        j.common.mode = Some(JudgeMode::Pointwise);
         j.max_batch_tokens = max_batch_tokens;
     });
     let gavel = Gavel::start(cfg).await;
@@ -122,8 +122,8 @@ async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     let groups: Vec<Value> = (0..8).map(gavel::devbench::load::distinct_group).collect();
     // Room for several groups' suffixes (about 900 tokens a group on the tiny tokenizer) in
     // one forward.
-    let pointwise = |j: &mut gavel::config::JudgeConfig| {
-        j.mode = Some(JudgeMode::Pointwise);
+    let pointwise = |j: &mut gavel::config::LocalConfig| {
+        j.common.mode = Some(JudgeMode::Pointwise);
         j.max_batch_tokens = 4096;
     };
 
@@ -237,8 +237,8 @@ async fn listwise_verdicts_decoded_together_equal_those_decoded_one_at_a_time() 
     let engine = ["model=\"decode-together.gguf\"", "device=\"cpu\""];
     let mut runs = Vec::new();
     for (name, batch) in [("one", 1), ("together", 8)] {
-        let listwise = |j: &mut gavel::config::JudgeConfig| {
-            j.mode = Some(JudgeMode::Listwise);
+        let listwise = |j: &mut gavel::config::LocalConfig| {
+            j.common.mode = Some(JudgeMode::Listwise);
             j.max_decode_batch = batch;
         };
         let gavel = Gavel::start(local_config(&model, &tmp.path().join(name), listwise)).await;

@@ -20,7 +20,7 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(0);
     let cfg = local_config(&model, &tmp.path().join("store"), |j| {
-        j.mode = Some(JudgeMode::Pointwise);
+        j.common.mode = Some(JudgeMode::Pointwise);
     });
     let gavel = Gavel::start(cfg).await;
     let rag = example("rag_answer.json");
@@ -157,7 +157,7 @@ async fn the_default_mode_is_pointwise_and_explanations_never_move_a_score() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(0);
     let plain = Gavel::start(local_config(&model, &tmp.path().join("a"), |j| {
-        j.mode = None
+        j.common.mode = None
     }))
     .await;
     let rag = example("rag_answer.json");
@@ -169,7 +169,7 @@ async fn the_default_mode_is_pointwise_and_explanations_never_move_a_score() {
     plain.stop().await;
 
     let explaining = Gavel::start(local_config(&model, &tmp.path().join("b"), |j| {
-        j.mode = None;
+        j.common.mode = None;
         j.explain = true;
         j.max_explanation_bytes = 24;
     }))
@@ -277,8 +277,8 @@ async fn a_local_judge_answers_the_task_once_before_judging_against_it() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(0);
     let cfg = local_config(&model, &tmp.path().join("store"), |j| {
-        j.mode = Some(JudgeMode::Pointwise);
-        j.max_reference_bytes = 12;
+        j.common.mode = Some(JudgeMode::Pointwise);
+        j.common.max_reference_bytes = 12;
     });
     let gavel = Gavel::start(cfg).await;
     let rubric = json!({"text": "Agrees with the reference.", "reference": "judge"});
@@ -321,8 +321,8 @@ async fn a_real_local_judge_answers_a_task_it_knows() {
     };
     use gavel::domain::prompt::ChatMessage;
     use gavel::judge::Judge;
-    let mut cfg = gavel::config::JudgeConfig::local(std::path::PathBuf::from(model));
-    cfg.max_reference_bytes = 40;
+    let mut cfg = gavel::config::LocalConfig::new(std::path::PathBuf::from(model));
+    cfg.common.max_reference_bytes = 40;
     let judge = gavel::judge::LocalJudge::new("j", &cfg).unwrap();
     let task = [
         ChatMessage {

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::common::model::testkit::{self, GgmlDType, TinyOptions};
 use crate::common::{rewards, Gavel};
-use gavel::config::{Config, JudgeConfig};
+use gavel::config::{Config, JudgeConfig, LocalConfig};
 use gavel::model::Arch;
 use gavel::score::Scorer;
 use gavel::store::{SledStore, VerdictStore};
@@ -33,18 +33,18 @@ pub(crate) fn tiny_models(dir: &Path) -> Vec<PathBuf> {
 pub(crate) fn local_config(
     model: &Path,
     store: &Path,
-    edit: impl FnOnce(&mut JudgeConfig),
+    edit: impl FnOnce(&mut LocalConfig),
 ) -> Config {
-    let mut j = JudgeConfig::local(model);
+    let mut j = LocalConfig::new(model);
     // These tests are about the listwise engine (verdict JSON, explanations, re-asks); the
     // probability modes have tests/local/modes.rs.
-    j.mode = Some(gavel::domain::prompt::JudgeMode::Listwise);
+    j.common.mode = Some(gavel::domain::prompt::JudgeMode::Listwise);
     j.max_explanation_bytes = EXPLANATION;
-    j.deadline_s = 300.0;
+    j.common.deadline_s = 300.0;
     edit(&mut j);
     let mut cfg = Config::from_env(&|_| None);
     cfg.judges.clear();
-    cfg.judges.insert("tiny".into(), j);
+    cfg.judges.insert("tiny".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("tiny".into());
     cfg.store.path = store.to_path_buf();
     cfg
@@ -145,8 +145,8 @@ async fn without_constraints_the_tiny_model_gives_no_verdict() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(0);
     let cfg = local_config(&model, &tmp.path().join("store"), |j| {
-        j.structured_output = false;
-        j.max_tokens = 48;
+        j.common.structured_output = false;
+        j.common.max_tokens = 48;
     });
     let gavel = Gavel::start(cfg).await;
     let (status, body) = gavel
@@ -268,7 +268,7 @@ async fn real_local_judge_scores_the_examples() {
     let mut cfg = local_config(Path::new(&path), &tmp.path().join("store"), |j| {
         j.max_explanation_bytes = 0;
         // A shared 2-core CI machine runs a debug build: be patient; speed is benches/' job.
-        j.deadline_s = 3600.0;
+        j.common.deadline_s = 3600.0;
         j.device = test_device();
     });
     cfg.server.request_timeout_s = 3600.0;
@@ -322,8 +322,8 @@ async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = local_config(Path::new(&path), &tmp.path().join("store"), |j| {
-        j.mode = Some(gavel::domain::prompt::JudgeMode::Pairwise);
-        j.deadline_s = 3600.0;
+        j.common.mode = Some(gavel::domain::prompt::JudgeMode::Pairwise);
+        j.common.deadline_s = 3600.0;
         j.device = test_device();
     });
     cfg.server.request_timeout_s = 3600.0;

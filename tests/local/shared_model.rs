@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gavel::domain::prompt::ChatMessage;
-use gavel::judge::config::JudgeConfig;
+use gavel::judge::config::LocalConfig;
 use gavel::judge::local::LocalJudge;
 use gavel::judge::{self, Judge};
 use gavel::model::adapter::Reach;
@@ -33,10 +33,20 @@ fn choices() -> Vec<Vec<String>> {
     vec![vec!["yes".into()], vec!["no".into()]]
 }
 
-fn config(model: &Path, adapter: Option<&Path>) -> JudgeConfig {
-    let mut cfg = JudgeConfig::local(model);
+fn config(model: &Path, adapter: Option<&Path>) -> LocalConfig {
+    let mut cfg = LocalConfig::new(model);
     cfg.adapter = adapter.map(Path::to_path_buf);
     cfg
+}
+
+/// The local tables as a configuration's judges.
+fn judges_of(
+    configs: &BTreeMap<String, LocalConfig>,
+) -> BTreeMap<String, gavel::judge::JudgeConfig> {
+    configs
+        .iter()
+        .map(|(name, c)| (name.clone(), gavel::judge::JudgeConfig::Local(c.clone())))
+        .collect()
 }
 
 /// (P(yes), prompt tokens, of them cached) of one probe.
@@ -75,7 +85,7 @@ async fn judges_on_one_model_share_it_and_each_runs_its_own_adapter() {
         ("every".to_string(), config(&gguf, Some(&every))),
         ("own".to_string(), own),
     ]);
-    let judges = judge::build_all(&configs).unwrap();
+    let judges = judge::build_all(&judges_of(&configs)).unwrap();
     let j = |name: &str| judges[name].as_ref();
 
     // The base judge prefills the prompt; a verdict adapter on the same model reruns only the
@@ -139,7 +149,9 @@ async fn a_bad_adapter_fails_the_start_naming_the_judges_that_share_its_model() 
         ("base".to_string(), config(&gguf, None)),
         ("tuned".to_string(), config(&gguf, Some(&missing))),
     ]);
-    let e = judge::build_all(&configs).unwrap_err().to_string();
+    let e = judge::build_all(&judges_of(&configs))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("[judges.base], [judges.tuned]"), "{e}");
     assert!(e.contains("missing"), "{e}");
 }
@@ -158,10 +170,10 @@ async fn through_the_daemon_a_tuned_judge_reuses_its_base_judges_prefixes() {
     let a = tmp.path().join("a");
     write_adapter(&a, 1, Some(&record_for(&gguf)));
     let mut cfg = local_config(&gguf, &tmp.path().join("store"), |j| {
-        j.mode = Some(gavel::domain::prompt::JudgeMode::Pointwise);
+        j.common.mode = Some(gavel::domain::prompt::JudgeMode::Pointwise);
     });
     let mut tuned = cfg.judges["tiny"].clone();
-    tuned.adapter = Some(a.clone());
+    tuned.as_local_mut().unwrap().adapter = Some(a.clone());
     cfg.judges.insert("tuned".into(), tuned);
     let gavel = Gavel::start(cfg).await;
 

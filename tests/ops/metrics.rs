@@ -38,7 +38,7 @@ async fn metrics_cover_requests_judges_queue_depth_cache_and_errors() {
     let gavel = std::sync::Arc::new(
         start(&mock, &dir, |c| {
             let mut j = c.judges.remove("mock").unwrap();
-            j.max_concurrency = Some(1);
+            j.as_remote_mut().unwrap().max_concurrency = Some(1);
             c.judges.insert("queued".into(), j);
             c.default_judge = Some("queued".into());
             c.server.max_in_flight = 3;

@@ -49,7 +49,7 @@ async fn readyz_checks_store_and_every_judge_and_caches_judge_probes() {
     let broken = start(&mock, &dir, |c| {
         let key = Some(Secret::new(MOCK_KEY));
         let mut down = JudgeConfig::openai(format!("http://{gone}/v1"), "m", key);
-        down.timeout_s = 2.0;
+        down.as_remote_mut().unwrap().timeout_s = 2.0;
         c.judges.insert("down".into(), down);
         c.judges.insert(
             "keyless".into(),
@@ -139,7 +139,7 @@ async fn a_judge_without_a_key_is_not_configured_not_unreachable() {
     let mock = MockJudge::start().await;
     let dir = tempfile::tempdir().unwrap();
     let gavel = start(&mock, &dir, |c| {
-        c.judges.get_mut("mock").unwrap().api_key = None;
+        crate::common::remote(c, "mock").api_key = None;
     })
     .await;
     let (status, body) = gavel.get("/readyz").await;

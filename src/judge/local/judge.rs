@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::engine::Engine;
 use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
 use crate::domain::prompt::{ChatMessage, JudgeMode};
-use crate::judge::config::JudgeConfig;
+use crate::judge::config::LocalConfig;
 use crate::judge::{
     cut_text, ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeInfo,
 };
@@ -44,7 +44,7 @@ impl LocalJudge {
     /// Loads the model `cfg.model_path` names on `cfg.device` (with `cfg.adapter`) and starts
     /// its thread: one judge alone. [`super::shared::load_local_judges`] loads several, sharing
     /// what they can.
-    pub fn new(name: &str, cfg: &JudgeConfig) -> Result<LocalJudge, LocalError> {
+    pub fn new(name: &str, cfg: &LocalConfig) -> Result<LocalJudge, LocalError> {
         let mut judges = super::shared::load_local_judges(&[(name, cfg)]).map_err(|(_, e)| e)?;
         Ok(judges.pop().expect("one judge asked, one built").1)
     }
@@ -54,7 +54,7 @@ impl LocalJudge {
     /// another mode than the judge's.
     pub(super) fn on_engine(
         name: &str,
-        cfg: &JudgeConfig,
+        cfg: &LocalConfig,
         engine: Engine,
         adapter: Option<(usize, AdapterInfo)>,
     ) -> Result<LocalJudge, LocalError> {
@@ -73,10 +73,10 @@ impl LocalJudge {
                 ));
             }
         }
-        let model_name = if cfg.model.trim().is_empty() {
+        let model_name = if cfg.common.model.trim().is_empty() {
             display_name(&info)
         } else {
-            cfg.model.clone()
+            cfg.common.model.clone()
         };
         Ok(LocalJudge {
             name: name.to_string(),
@@ -85,15 +85,16 @@ impl LocalJudge {
             adapter,
             settings: engine_settings(cfg),
             device: cfg.device.to_string(),
-            deadline: Duration::from_secs_f64(cfg.deadline_s),
+            deadline: Duration::from_secs_f64(cfg.common.deadline_s),
             context_tokens: cfg
+                .common
                 .context_tokens
                 .map_or(info.context_length, |c| c.min(info.context_length)),
-            max_tokens: cfg.max_tokens,
+            max_tokens: cfg.common.max_tokens,
             mode,
             pairwise_opponents: cfg.pairwise_opponents,
             explain: cfg.explain && cfg.max_explanation_bytes > 0,
-            max_reference_bytes: cfg.max_reference_bytes,
+            max_reference_bytes: cfg.common.max_reference_bytes,
         })
     }
 
@@ -352,14 +353,14 @@ impl Judge for LocalJudge {
 
 /// How `cfg`'s judge wants its engine to generate and queue: judges whose settings are equal
 /// can share one engine.
-pub(super) fn engine_settings(cfg: &JudgeConfig) -> EngineSettings {
+pub(super) fn engine_settings(cfg: &LocalConfig) -> EngineSettings {
     EngineSettings {
         max_queue: cfg.max_queue,
-        constrained: cfg.structured_output,
+        constrained: cfg.common.structured_output,
         max_explanation_bytes: cfg.max_explanation_bytes,
-        max_tokens: cfg.max_tokens as usize,
+        max_tokens: cfg.common.max_tokens as usize,
         expected_score: cfg.expected_score,
-        temperature: f64::from(cfg.temperature),
+        temperature: f64::from(cfg.common.temperature),
         seed: cfg.seed,
         prefix_cache_bytes: cfg.prefix_cache_bytes,
         max_batch_tokens: cfg.max_batch_tokens,

@@ -14,7 +14,7 @@ use crate::model::adapter::{Adapter, AdapterInfo, Reach};
 use crate::model::error::one_line;
 use crate::model::infer::{AdapterRows, KvState, Qwen};
 use crate::model::{
-    Arch, ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, ModelInfo,
+    Arch, ChatTemplate, DeviceSpec, LoadedTokenizer, LocalError, ModelFiles, ModelInfo, OpenDevice,
     RenderOptions,
 };
 

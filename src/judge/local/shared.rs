@@ -12,16 +12,16 @@ use std::time::Instant;
 use super::engine::Engine;
 use super::judge::{engine_settings, LocalJudge};
 use super::model::{LoadedModel, LocalModelSpec};
-use crate::judge::config::JudgeConfig;
+use crate::judge::config::LocalConfig;
 use crate::model::LocalError;
 
 /// Builds the local judges `judges` configures, loading each model once for every judge that
 /// can share it. On a problem, the judges involved (`[judges.a]`, or `[judges.a], [judges.b]`
 /// when they share the model) and the error.
 pub fn load_local_judges(
-    judges: &[(&str, &JudgeConfig)],
+    judges: &[(&str, &LocalConfig)],
 ) -> Result<Vec<(String, LocalJudge)>, (String, LocalError)> {
-    let mut groups: Vec<Vec<(&str, &JudgeConfig)>> = Vec::new();
+    let mut groups: Vec<Vec<(&str, &LocalConfig)>> = Vec::new();
     for &(name, cfg) in judges {
         match groups.iter_mut().find(|g| shares_model(g[0].1, cfg)) {
             Some(g) => g.push((name, cfg)),
@@ -37,10 +37,7 @@ pub fn load_local_judges(
             .join(", ");
         let first = group[0].1;
         // One slot per distinct adapter folder: two judges with the same adapter run the same.
-        let mut spec = LocalModelSpec::new(
-            first.model_path.clone().unwrap_or_default(),
-            first.device.to_string(),
-        );
+        let mut spec = LocalModelSpec::new(first.model_path.clone(), first.device.to_string());
         for (_, cfg) in &group {
             if let Some(dir) = cfg.adapter.as_ref().filter(|d| !spec.adapters.contains(d)) {
                 spec.adapters.push(dir.clone());
@@ -79,6 +76,6 @@ pub fn load_local_judges(
 /// Whether the judges of `a` and `b` can run on one loaded model: the same model file (as
 /// written), the same device, and the same engine settings (the engine generates and queues
 /// for every judge on it alike). Their adapters and modes may differ.
-fn shares_model(a: &JudgeConfig, b: &JudgeConfig) -> bool {
+fn shares_model(a: &LocalConfig, b: &LocalConfig) -> bool {
     a.model_path == b.model_path && a.device == b.device && engine_settings(a) == engine_settings(b)
 }

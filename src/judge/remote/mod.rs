@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use transport::{backoff, classify, Failure, Reply, StatusTransport};
 
-use super::config::JudgeConfig;
+use super::config::RemoteConfig;
 use super::limits::JudgeLimits;
 use super::{cut_text, Completion, Judge, JudgeError, JudgeInfo};
 use crate::domain::error_chain::with_causes;
@@ -60,7 +60,7 @@ pub struct RemoteJudge {
 }
 
 impl RemoteJudge {
-    pub fn new(name: &str, cfg: &JudgeConfig) -> RemoteJudge {
+    pub fn new(name: &str, cfg: &RemoteConfig) -> RemoteJudge {
         let key = cfg
             .api_key
             .as_ref()
@@ -78,20 +78,20 @@ impl RemoteJudge {
         });
         RemoteJudge {
             name: name.to_string(),
-            model: cfg.model.clone(),
+            model: cfg.common.model.clone(),
             base_url: cfg.base_url.clone(),
             client,
             http,
             key: cfg.api_key.clone().filter(|k| !k.expose().is_empty()),
-            temperature: cfg.temperature,
-            max_tokens: cfg.max_tokens,
-            context_tokens: cfg.context_tokens,
+            temperature: cfg.common.temperature,
+            max_tokens: cfg.common.max_tokens,
+            context_tokens: cfg.common.context_tokens,
             prompt_price: cfg.prompt_price_per_million,
             completion_price: cfg.completion_price_per_million,
-            structured_output: cfg.structured_output,
-            max_reference_bytes: cfg.max_reference_bytes,
+            structured_output: cfg.common.structured_output,
+            max_reference_bytes: cfg.common.max_reference_bytes,
             timeout: Duration::from_secs_f64(cfg.timeout_s),
-            deadline: Duration::from_secs_f64(cfg.deadline_s),
+            deadline: Duration::from_secs_f64(cfg.common.deadline_s),
             max_retries: cfg.max_retries,
             max_backoff: Duration::from_secs_f64(cfg.max_backoff_s),
             limits: JudgeLimits::new(

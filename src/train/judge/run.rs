@@ -17,7 +17,7 @@ use crate::domain::prompt::JudgeMode;
 use crate::domain::rng::Rng;
 use crate::eval::Labels;
 use crate::model::adapter::{base_record, JudgeRecord, LoraConfig, ADAPTER_CONFIG, JUDGE_RECORD};
-use crate::model::{DeviceSpec, ModelFiles};
+use crate::model::{DeviceSpec, LocalError, ModelFiles, OpenDevice};
 use crate::score::{verdict_choices, Scorer};
 use crate::toolkit::groupfile::read_groups;
 use crate::train::checkpoint::{self, TrainerState};
@@ -93,7 +93,9 @@ pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<(), TrainErr
         return Err(cfg_err("no training or no dev examples"));
     }
 
-    let device = DeviceSpec::parse(&args.device)?.open()?;
+    let device = DeviceSpec::parse(&args.device)
+        .map_err(LocalError::from)?
+        .open()?;
     let files = ModelFiles::open(&args.model)?;
     let layers = files.config.num_hidden_layers;
     let first = layers - args.layers.min(layers);
