@@ -89,7 +89,7 @@ enum Command {
     #[cfg(feature = "train")]
     Train {
         #[command(flatten)]
-        args: gavel::train::cli::TrainArgs,
+        args: commands::train::TrainArgs,
     },
     /// Time the local judge and the trainer on this machine's devices, on models of the real
     /// Qwen2.5 shapes with random weights (what benches/gpu.sh runs on a lent GPU).

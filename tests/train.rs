@@ -513,7 +513,7 @@ fn merged_weights_give_the_adapted_logits() {
     }
     let adapter = t.save().unwrap();
     let out = tmp.path().join("merged");
-    gavel::train::cli::merge(&cfg, &adapter, &out).unwrap();
+    gavel::train::plan::merge(&cfg, &adapter, &out).unwrap();
     let merged = PolicyModel::load(
         &out,
         "cpu",

@@ -328,36 +328,6 @@ mod tests {
     }
 
     #[test]
-    fn filter_flags_turn_the_filter_on() {
-        use crate::train::args::FilterFlags;
-        use crate::train::cli::TrainArgs;
-        assert_eq!(TrainArgs::default().config().unwrap().filter, None);
-        let a = TrainArgs {
-            filter: FilterFlags {
-                filter_probe_samples: Some(4),
-                filter_pass_rate: Some(vec![0.2, 0.7]),
-                ..FilterFlags::default()
-            },
-            ..TrainArgs::default()
-        };
-        let want = FilterConfig {
-            probe_samples: 4,
-            pass_rate: [0.2, 0.7],
-            ..FilterConfig::default()
-        };
-        assert_eq!(a.config().unwrap().filter, Some(want));
-        let a = TrainArgs {
-            filter: FilterFlags {
-                filter_pass_rate: Some(vec![0.2]),
-                ..FilterFlags::default()
-            },
-            ..TrainArgs::default()
-        };
-        let e = a.config().unwrap_err().to_string();
-        assert!(e.starts_with("--filter-pass-rate: expected LO,HI"), "{e}");
-    }
-
-    #[test]
     fn probes_are_due_first_then_every_n_steps() {
         let cfg = FilterConfig {
             reprobe_every: 3,

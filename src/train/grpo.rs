@@ -9,7 +9,7 @@ use candle_core::{DType, Result, Tensor, D};
 use serde::{Deserialize, Serialize};
 
 /// TRL's `loss_type`: how per-token losses are normalised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum LossType {
     /// Mean over each sequence's tokens, then over sequences.
@@ -24,7 +24,7 @@ pub enum LossType {
 }
 
 /// TRL's `importance_sampling_level`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum IsLevel {
     #[default]
@@ -34,7 +34,7 @@ pub enum IsLevel {
 }
 
 /// How truncated importance sampling treats a sampler ratio above the cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TisMode {
     /// Use min(ratio, cap).

@@ -14,15 +14,14 @@
 //! - [`judge`]: `gavel train judge`, LoRA on a local judge's verdict token (its own model: the
 //!   inference network's features, a differentiable head over the top layers).
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
-//! - [`cli`], [`args`], [`config`]: `gavel train`, its flags and the TOML config.
+//! - [`plan`]: what one `gavel train` runs (the binary's flags make it); [`config`]: the TOML
+//!   config the flags override.
 //! - [`crate::domain::rng`]: the one seeded generator everything random draws from.
 //!
 //! This module and `judge::local` never import each other: what both need is in
 //! [`crate::model`].
 
-pub mod args;
 pub mod checkpoint;
-pub mod cli;
 pub mod config;
 pub mod filter;
 mod frozen;
@@ -34,6 +33,7 @@ mod lora_op;
 pub mod model;
 pub mod offline;
 pub mod optim;
+pub mod plan;
 pub mod probe;
 pub mod rollout;
 pub mod run_log;
@@ -45,8 +45,6 @@ pub mod toy;
 pub mod toy_model;
 pub mod trainer;
 
-#[cfg(test)]
-mod args_tests;
 #[cfg(test)]
 mod model_tests;
 

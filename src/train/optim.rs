@@ -169,7 +169,7 @@ pub fn clip_grad_norm(grads: &mut HashMap<String, Tensor>, max_norm: f64) -> Res
 }
 
 /// The learning-rate schedule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Schedule {
     /// Warmup, then constant.

@@ -337,18 +337,7 @@ fn mismatched_adapters_and_options_are_refused() {
         e.starts_with(&file.display().to_string()) && e.contains(name) && e.contains("shape"),
         "{e}"
     );
-    // --sft excludes --tasks and --offline, on the command line and in train.toml.
-    use gavel::train::cli::TrainArgs;
-    for other in ["tasks", "offline"] {
-        let mut a = TrainArgs::default();
-        a.source.sft = Some("s.jsonl".into());
-        match other {
-            "tasks" => a.sampling.tasks = Some("t.jsonl".into()),
-            _ => a.source.offline = Some("o.jsonl".into()),
-        }
-        let e = a.config().unwrap_err().to_string();
-        assert!(e.contains("--sft excludes --tasks and --offline"), "{e}");
-    }
+    // --sft excludes --tasks and --offline in train.toml (the flags: commands/train/args_tests.rs).
     let toml = tmp.path().join("train.toml");
     std::fs::write(
         &toml,
@@ -364,12 +353,6 @@ fn mismatched_adapters_and_options_are_refused() {
             .contains("`sft` and `tasks`/`offline` both set"),
         "{e}"
     );
-    // A flag --sft replaces the file's tasks (as --offline does).
-    let mut a = TrainArgs::default();
-    a.source.sft = Some("s2.jsonl".into());
-    a.base.config = Some(toml);
-    let c = a.config().unwrap();
-    assert_eq!((c.tasks, c.sft), (None, Some("s2.jsonl".into())));
 }
 
 /// SFT resumed from a checkpoint ends with the adapters of the straight run, bit for bit (the

@@ -19,13 +19,13 @@
 //!   adapted layer at every position, and an epoch runs K layers forward and backward over
 //!   every token of every example.
 
-pub mod args;
 pub mod examples;
 pub mod feature_file;
 pub mod features;
 pub mod fit;
 pub mod head;
+mod options;
 mod run;
 
-pub use args::JudgeArgs;
+pub use options::JudgeTrainOptions;
 pub use run::run;

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::args::JudgeArgs;
 use super::examples::{self, Source};
 use super::feature_file::{self, FeatureKey};
 use super::features::BaseModel;
 use super::fit::{self, FitSettings, Split};
 use super::head::VerdictHead;
+use super::options::JudgeTrainOptions;
 use crate::domain::prompt::JudgeMode;
 use crate::domain::rng::Rng;
 use crate::eval::Labels;
@@ -30,7 +30,7 @@ fn cfg_err(m: impl Into<String>) -> TrainError {
 }
 
 /// Runs `gavel train judge` (on a blocking thread; `rt` runs the teacher's scoring).
-pub fn run(args: &JudgeArgs, rt: &tokio::runtime::Handle) -> Result<(), TrainError> {
+pub fn run(args: &JudgeTrainOptions, rt: &tokio::runtime::Handle) -> Result<(), TrainError> {
     if args.train.is_empty() && args.teacher.is_none() {
         return Err(cfg_err(
             "train judge needs --train FILE (labelled groups) or --teacher NAME",

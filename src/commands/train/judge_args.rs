@@ -1,11 +1,12 @@
-//! `gavel train judge`'s flags (each with its environment variable).
+//! `gavel train judge`'s flags (each with its environment variable), and the options they make.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::domain::prompt::JudgeMode;
-use crate::model::adapter::Reach;
+use gavel::domain::prompt::JudgeMode;
+use gavel::model::adapter::Reach;
+use gavel::train::judge::JudgeTrainOptions;
 
 /// `gavel train judge`: LoRA training of a local judge's verdict.
 #[derive(Args, Debug, Clone)]
@@ -180,5 +181,39 @@ fn parse_reach(s: &str) -> Result<Reach, String> {
         "verdict" => Ok(Reach::Verdict),
         "all" => Ok(Reach::All),
         _ => Err(format!("{s:?}: the reach is verdict or all")),
+    }
+}
+
+/// The flags as the library's options: the same fields, without clap (the library takes plain
+/// data; the flags, their environment variables and help are the binary's).
+impl From<JudgeArgs> for JudgeTrainOptions {
+    fn from(a: JudgeArgs) -> JudgeTrainOptions {
+        JudgeTrainOptions {
+            model: a.model,
+            device: a.device,
+            train: a.train,
+            dev: a.dev,
+            teacher: a.teacher,
+            teacher_groups: a.teacher_groups,
+            scorer_config: a.scorer_config,
+            store: a.store,
+            modes: a.modes,
+            layers: a.layers,
+            reach: a.reach,
+            rank: a.rank,
+            alpha: a.alpha,
+            epochs: a.epochs,
+            batch_size: a.batch_size,
+            learning_rate: a.learning_rate,
+            eval_every: a.eval_every,
+            balance_length: a.balance_length,
+            max_groups: a.max_groups,
+            pairwise_opponents: a.pairwise_opponents,
+            seed: a.seed,
+            output: a.output,
+            features: a.features,
+            resume: a.resume,
+            quiet: a.quiet,
+        }
     }
 }

@@ -11,13 +11,16 @@
 use std::fmt::Display;
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand, ValueEnum};
-
-use super::config::TrainConfig;
-use super::filter::FilterConfig;
-use super::grpo::{IsLevel, LossType, TisMode};
-use super::optim::Schedule;
-use super::TrainError;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Subcommand};
+use gavel::cli::ConfigSource;
+use gavel::train::config::TrainConfig;
+use gavel::train::filter::FilterConfig;
+use gavel::train::grpo::{IsLevel, LossType, TisMode};
+use gavel::train::optim::Schedule;
+use gavel::train::plan::{RunOptions, TrainPlan};
+use gavel::train::TrainError;
+use serde::de::DeserializeOwned;
 
 /// A run flag's help: what it sets, then its default (train.toml's key, else `default`).
 fn h(what: &str, key: &str, default: impl Display) -> String {
@@ -27,11 +30,29 @@ fn h(what: &str, key: &str, default: impl Display) -> String {
     )
 }
 
-/// A value enum's name as the command line spells it.
-fn name<E: ValueEnum>(e: E) -> String {
-    e.to_possible_value()
-        .map_or_else(String::new, |v| v.get_name().to_string())
+/// A `train.toml` enum's name for `e` (serde's), as the command line spells it too.
+pub(super) fn name<E: serde::Serialize>(e: E) -> String {
+    match serde_json::to_value(e) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
 }
+
+/// A flag whose value is one of a `train.toml` enum's `names` (serde's, listed in the help and
+/// checked against serde's own list by a test), read as the file reads it.
+pub(super) fn choice<E>(names: &'static [&'static str]) -> impl TypedValueParser<Value = E>
+where
+    E: DeserializeOwned + Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names)
+        .try_map(|s: String| serde_json::from_value::<E>(serde_json::Value::String(s)))
+}
+
+/// The names of the enums flags take (`--schedule`, `--loss-type`, ...).
+pub(super) const SCHEDULES: &[&str] = &["constant", "linear", "cosine"];
+pub(super) const LOSS_TYPES: &[&str] = &["grpo", "bnpo", "dr_grpo", "dapo"];
+pub(super) const IS_LEVELS: &[&str] = &["token", "sequence"];
+pub(super) const TIS_MODES: &[&str] = &["cap", "mask"];
 
 fn d() -> TrainConfig {
     TrainConfig::default()
@@ -59,7 +80,7 @@ pub enum TrainAction {
     /// Train a local judge: LoRA on its verdict token (pointwise P(yes), pairwise P(1)) from
     /// labelled groups or a teacher judge's scores; writes an adapter for `[judges.NAME]
     /// adapter`.
-    Judge(super::judge::JudgeArgs),
+    Judge(super::judge_args::JudgeArgs),
 }
 
 /// `gavel train toy`.
@@ -289,7 +310,7 @@ flag_group! {
             "Groups per forward/backward pass.";
         learning_rate: f64 => learning_rate, "GAVEL_TRAIN_LEARNING_RATE",
             "Peak learning rate of AdamW.";
-        #[arg(value_enum)]
+        #[arg(value_parser = choice::<Schedule>(SCHEDULES))]
         schedule: Schedule => schedule, "GAVEL_TRAIN_SCHEDULE",
             "Learning-rate schedule after the warmup.", name(d().schedule);
         warmup_steps: u64 => warmup_steps, "GAVEL_TRAIN_WARMUP_STEPS",
@@ -302,10 +323,10 @@ flag_group! {
         shuffle_rewards: bool => shuffle_rewards, "GAVEL_TRAIN_SHUFFLE_REWARDS",
             "A control run: permute each group's rewards at random within the group (seeded) \
              before the loss, so they say nothing about which completion earned them.";
-        #[arg(value_enum)]
+        #[arg(value_parser = choice::<LossType>(LOSS_TYPES))]
         loss_type: LossType => grpo.loss_type, "GAVEL_TRAIN_LOSS_TYPE",
             "How per-token losses are normalised (TRL's loss_type).", name(d().grpo.loss_type);
-        #[arg(value_enum)]
+        #[arg(value_parser = choice::<IsLevel>(IS_LEVELS))]
         importance_sampling_level: IsLevel => grpo.importance_sampling_level,
             "GAVEL_TRAIN_IS_LEVEL",
             "Importance ratios per token, or one per sequence (GSPO).",
@@ -320,7 +341,7 @@ flag_group! {
             "KL coefficient against the base model (0 skips the reference pass).";
         tis_cap: f64 => grpo.tis_cap, "GAVEL_TRAIN_TIS_CAP",
             "Truncated importance sampling against the sampler's log-probs: the cap.", "off";
-        #[arg(value_enum)]
+        #[arg(value_parser = choice::<TisMode>(TIS_MODES))]
         tis_mode: TisMode => grpo.tis_mode, "GAVEL_TRAIN_TIS_MODE",
             "What a sampler ratio above --tis-cap does: cap it, or mask the token.",
             name(d().grpo.tis_mode);
@@ -426,6 +447,47 @@ macro_rules! overlay {
 }
 
 impl TrainArgs {
+    /// What this invocation runs: the action, with the config file (or defaults) under every
+    /// flag given.
+    pub fn plan(self) -> Result<TrainPlan, TrainError> {
+        let a = self.effective();
+        let scorer = ConfigSource {
+            config: a.scorer.scorer_config.clone(),
+            store: a.scorer.store.clone(),
+            store_url: None,
+        };
+        let run = RunOptions {
+            resume: a.resume.clone(),
+            quiet: a.quiet,
+        };
+        Ok(match a.action.clone() {
+            Some(TrainAction::Judge(j)) => TrainPlan::Judge(j.into()),
+            Some(TrainAction::Merge(m)) => TrainPlan::Merge {
+                config: self.config()?,
+                adapter: m.adapter,
+                output: m.output,
+            },
+            Some(TrainAction::Sample(s)) => TrainPlan::Sample {
+                config: self.config()?,
+                scorer,
+                output: s.output,
+            },
+            Some(TrainAction::Toy(t)) => TrainPlan::Toy {
+                output_dir: self.config()?.output_dir,
+                steps: a.run.steps,
+                seed: a.sampling.seed,
+                no_train: t.no_train,
+                scorer,
+                run,
+            },
+            None => TrainPlan::Train {
+                config: self.config()?,
+                scorer,
+                run,
+            },
+        })
+    }
+
     /// The run's flags with the action's own applied over them (an action's flag wins over the
     /// same flag given to `gavel train` before it).
     pub fn effective(&self) -> TrainArgs {

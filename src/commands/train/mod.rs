@@ -1,12 +1,18 @@
-//! `gavel train`: the entry to [`gavel::train::cli`], which reads its own `train.toml`.
+//! `gavel train`: its flags ([`args`], over the keys of `train.toml`) make a
+//! [`gavel::train::plan::TrainPlan`], which the library runs.
+
+mod args;
+#[cfg(test)]
+mod args_tests;
+mod judge_args;
 
 use std::process::ExitCode;
 
-use gavel::train::cli::TrainArgs;
+pub use args::TrainArgs;
 
 pub async fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     keep_freed_memory();
-    gavel::train::cli::run(args).await?;
+    gavel::train::plan::run(args.plan()?).await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -145,7 +145,7 @@ fn every_train_flag_has_help_with_its_default() {
 /// default (so the flag reaches the config at all).
 #[test]
 fn every_keyed_flag_sets_the_key_its_help_names() {
-    use crate::train::config::TrainConfig;
+    use gavel::train::config::TrainConfig;
     let top = Train::command();
     let dir = tempfile::tempdir().unwrap();
     let mut checked = 0;
@@ -192,4 +192,98 @@ fn every_keyed_flag_sets_the_key_its_help_names() {
         checked += 1;
     }
     assert!(checked >= 30, "only {checked} keyed flags");
+}
+
+#[test]
+fn filter_flags_turn_the_filter_on() {
+    use gavel::train::filter::FilterConfig;
+    assert_eq!(TrainArgs::default().config().unwrap().filter, None);
+    let a = TrainArgs {
+        filter: FilterFlags {
+            filter_probe_samples: Some(4),
+            filter_pass_rate: Some(vec![0.2, 0.7]),
+            ..FilterFlags::default()
+        },
+        ..TrainArgs::default()
+    };
+    let want = FilterConfig {
+        probe_samples: 4,
+        pass_rate: [0.2, 0.7],
+        ..FilterConfig::default()
+    };
+    assert_eq!(a.config().unwrap().filter, Some(want));
+    let a = TrainArgs {
+        filter: FilterFlags {
+            filter_pass_rate: Some(vec![0.2]),
+            ..FilterFlags::default()
+        },
+        ..TrainArgs::default()
+    };
+    let e = a.config().unwrap_err().to_string();
+    assert!(e.starts_with("--filter-pass-rate: expected LO,HI"), "{e}");
+}
+
+#[test]
+fn every_enum_flag_lists_the_names_train_toml_reads() {
+    use gavel::train::grpo::{IsLevel, LossType, TisMode};
+    use gavel::train::optim::Schedule;
+    // serde's refusal of an unknown name lists every variant's: the flags' lists are those.
+    fn serde_names<E: serde::de::DeserializeOwned + std::fmt::Debug>() -> Vec<String> {
+        let e = serde_json::from_value::<E>(serde_json::json!("?"))
+            .unwrap_err()
+            .to_string();
+        let (_, list) = e.split_once("expected").unwrap_or_else(|| panic!("{e}"));
+        // "`a` or `b`", "one of `a`, `b`, `c`": the quoted names.
+        list.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+    assert_eq!(serde_names::<Schedule>(), SCHEDULES);
+    assert_eq!(serde_names::<LossType>(), LOSS_TYPES);
+    assert_eq!(serde_names::<IsLevel>(), IS_LEVELS);
+    assert_eq!(serde_names::<TisMode>(), TIS_MODES);
+    // And each flag reads its names as the file does.
+    let c = parse(&[
+        "--schedule",
+        "cosine",
+        "--loss-type",
+        "dr_grpo",
+        "--tis-mode",
+        "mask",
+    ])
+    .unwrap()
+    .config()
+    .unwrap();
+    assert_eq!(c.schedule, Schedule::Cosine);
+    assert_eq!(c.grpo.loss_type, LossType::DrGrpo);
+    assert_eq!(c.grpo.tis_mode, TisMode::Mask);
+    let e = parse(&["--loss-type", "ppo"]).unwrap_err().to_string();
+    assert!(
+        e.contains("possible values: grpo, bnpo, dr_grpo, dapo"),
+        "{e}"
+    );
+}
+
+#[test]
+fn sft_excludes_tasks_and_offline_and_replaces_the_files_tasks() {
+    for other in ["tasks", "offline"] {
+        let mut a = TrainArgs::default();
+        a.source.sft = Some("s.jsonl".into());
+        match other {
+            "tasks" => a.sampling.tasks = Some("t.jsonl".into()),
+            _ => a.source.offline = Some("o.jsonl".into()),
+        }
+        let e = a.config().unwrap_err().to_string();
+        assert!(e.contains("--sft excludes --tasks and --offline"), "{e}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let toml = tmp.path().join("train.toml");
+    std::fs::write(&toml, "model = \"m\"\ntasks = \"t.jsonl\"\n").unwrap();
+    let mut a = TrainArgs::default();
+    a.source.sft = Some("s2.jsonl".into());
+    a.base.config = Some(toml);
+    let c = a.config().unwrap();
+    assert_eq!((c.tasks, c.sft), (None, Some("s2.jsonl".into())));
 }
