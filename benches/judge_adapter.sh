@@ -27,8 +27,8 @@ eval_sets=${EVAL_SETS:-"halueval_qa halueval_summarization halueval_dialogue"}
 modes=${MODES:-"pointwise pairwise"}
 out=${OUT:-target/judge-adapter/$model}
 mkdir -p "$out"
-bin=${GAVEL_BIN:-}
-if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
+source benches/gavel_bin.sh
+bin=$GAVEL
 path=$(tools/fetch-model.sh "$model")
 join() { local IFS=,; echo "$*"; }
 # SET or SET:N (the split's first N groups, copied under $out) -> the file to train or choose on.

@@ -12,8 +12,8 @@
 #   GAVEL_BIN=path/to/older/gavel benches/judge_load.sh   # another build (its config must parse)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${GAVEL_BIN:-}
-if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
+source benches/gavel_bin.sh
+bin=$GAVEL
 path=$(tools/fetch-model.sh "${MODEL:-1.5b}")
 out=${OUT:-target/judge-load}
 mkdir -p "$out"

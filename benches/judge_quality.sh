@@ -21,8 +21,8 @@ modes=${MODES:-listwise}
 out=${OUT:-target/judge-quality}
 fetch=${FETCH:-tools/fetch-model.sh}
 mkdir -p "$out"
-bin=${GAVEL_BIN:-}
-if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
+source benches/gavel_bin.sh
+bin=$GAVEL
 limit=(); [[ -n ${LIMIT:-} ]] && limit=(--limit "$LIMIT")
 for m in $models; do
   path=$("$fetch" "$m")

@@ -27,8 +27,8 @@ modes=${MODES:-pairwise}
 out=${OUT:-target/judge-sweep/$model}
 features=${FEATURES:-$out/features}
 mkdir -p "$out" "$features"
-bin=${GAVEL_BIN:-}
-if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
+source benches/gavel_bin.sh
+bin=$GAVEL
 path=$(tools/fetch-model.sh "$model")
 join() { local IFS=,; echo "$*"; }
 split_file() {

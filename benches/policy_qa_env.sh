@@ -4,11 +4,7 @@
 POLICY_MODEL="${POLICY_MODEL:-$(tools/fetch-model.sh 0.5b)}"
 JUDGE_MODEL="${JUDGE_MODEL:-$(tools/fetch-model.sh 1.5b)}"
 JUDGE_ADAPTER="${JUDGE_ADAPTER:-$ROOT/adapters/judge-qwen2.5-coder-1.5b}"
-if [[ -z "${GAVEL_BIN:-}" ]]; then
-    cargo build --quiet --release --bin gavel
-    GAVEL_BIN=target/release/gavel
-fi
-GAVEL="$(realpath "$GAVEL_BIN")"
+source benches/gavel_bin.sh
 
 # judge_config FILE MODE ADAPTER: a scorer config with one local judge, `policy-judge`, on the
 # 1.5B in MODE (pointwise, pairwise), with ADAPTER (a folder, or `none`); the rubric comes with

@@ -25,11 +25,7 @@ SFT_STEPS="${SFT_STEPS:-40}"
 OFFLINE_STEPS="${OFFLINE_STEPS:-20}"
 WORK="${WORK:-target/recipe-toy}"
 
-if [[ -z "${GAVEL_BIN:-}" ]]; then
-    cargo build --quiet --release --bin gavel
-    GAVEL_BIN=target/release/gavel
-fi
-GAVEL="$(realpath "$GAVEL_BIN")"
+source benches/gavel_bin.sh
 rm -rf "$WORK"
 mkdir -p "$WORK"
 cd "$WORK"

@@ -20,8 +20,8 @@ limit=${LIMIT:-20}
 modes=${MODES:-"pairwise pointwise"}
 out=${OUT:-target/shared-model/$model}
 rm -rf "$out"; mkdir -p "$out"
-bin=${GAVEL_BIN:-}
-if [[ -z $bin ]]; then cargo build --release --quiet; bin=target/release/gavel; fi
+source benches/gavel_bin.sh
+bin=$GAVEL
 path=$(tools/fetch-model.sh "$model")
 mkdir -p "$out/link"; ln -s "$path" "$out/link/$(basename "$path")"
 other=$(realpath -s "$out/link/$(basename "$path")")   # the same file, by another path
