@@ -9,7 +9,7 @@ use super::BenchError;
 use crate::model::random::Shape;
 use crate::train::config::TrainConfig;
 use crate::train::offline::advantages_of;
-use crate::train::rollout::{Completion, Finish};
+use crate::train::rollout::{Finish, SampledCompletion};
 use crate::train::trainer::{GroupData, Source, Trainer};
 
 /// Tokens of each synthetic prompt and completion, and the groups of one step.
@@ -29,7 +29,7 @@ fn groups() -> Vec<GroupData> {
             GroupData {
                 prompts: vec![(0..PROMPT_TOKENS).map(|i| id(i, g)).collect(); GROUP_SIZE],
                 completions: (0..GROUP_SIZE)
-                    .map(|k| Completion {
+                    .map(|k| SampledCompletion {
                         tokens: (0..COMPLETION_TOKENS)
                             .map(|i| id(i, 7 + g * 5 + k))
                             .collect(),

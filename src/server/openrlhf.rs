@@ -32,12 +32,12 @@ use crate::score::{ScoreError, Scorer};
 
 /// A group's error, shared by every request that had a sample in it.
 #[derive(Clone)]
-pub struct GroupError(Arc<ApiError>);
+pub struct PendingGroupError(Arc<ApiError>);
 
 /// The endpoint's configuration and its pending groups.
 pub struct OpenRlhf {
     cfg: OpenRlhfConfig,
-    assembler: Assembler<Sample, SampleReward, GroupError>,
+    assembler: Assembler<Sample, SampleReward, PendingGroupError>,
 }
 
 impl OpenRlhf {
@@ -57,7 +57,7 @@ impl OpenRlhf {
                 let scorer = scorer.clone();
                 let cfg = judge_cfg.clone();
                 Box::pin(async move {
-                    let shared = |e: ScoreError| GroupError(Arc::new(ApiError::from(e)));
+                    let shared = |e: ScoreError| PendingGroupError(Arc::new(ApiError::from(e)));
                     let rubric = scorer
                         .rubrics()
                         .get(&cfg.rubric)
@@ -75,7 +75,7 @@ impl OpenRlhf {
                         })?
                         .map_err(shared)?;
                     Ok(split_response(resp))
-                }) as GroupFuture<SampleReward, GroupError>
+                }) as GroupFuture<SampleReward, PendingGroupError>
             },
         );
         Ok(OpenRlhf { cfg, assembler })
@@ -211,7 +211,7 @@ pub async fn get_reward(
     for r in results {
         match r {
             Ok(Ok(answer)) => out.push(answer),
-            Ok(Err(GroupError(e))) => return Err(duplicate(&e)),
+            Ok(Err(PendingGroupError(e))) => return Err(duplicate(&e)),
             Err(_) => {
                 return Err(ApiError::Internal(
                     "group judging ended without an answer for this sample".into(),

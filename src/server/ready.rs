@@ -73,12 +73,12 @@ pub struct NotReady {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct ReadyReport {
     pub store: Check,
     pub judges: Vec<Check>,
 }
 
-impl Report {
+impl ReadyReport {
     pub fn ready(&self) -> bool {
         self.store.ok && self.judges.iter().all(|j| j.ok)
     }
@@ -129,7 +129,7 @@ impl Readiness {
         }
     }
 
-    pub async fn check(&self, scorer: &Scorer) -> Report {
+    pub async fn check(&self, scorer: &Scorer) -> ReadyReport {
         let store = match tokio::time::timeout(STORE_TIMEOUT, scorer.store().ping()).await {
             Ok(r) => r.map_err(|e| e.to_string()),
             Err(_) => Err(format!(
@@ -137,7 +137,7 @@ impl Readiness {
                 STORE_TIMEOUT.as_secs()
             )),
         };
-        Report {
+        ReadyReport {
             store: Check::new("store".into(), store),
             judges: self.judges(scorer).await,
         }
@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn a_judge_without_its_key_counts_as_not_configured_not_unreachable() {
         let store = judge("store", true, true);
-        let report = |judges| Report {
+        let report = |judges| ReadyReport {
             store: store.clone(),
             judges,
         };

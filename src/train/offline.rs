@@ -17,7 +17,7 @@
 
 use std::path::Path;
 
-use super::rollout::{Completion, Finish, PolicyModel};
+use super::rollout::{Finish, PolicyModel, SampledCompletion};
 use super::trainer::GroupData;
 use super::TrainError;
 use crate::domain::prompt::ChatMessage;
@@ -58,7 +58,7 @@ fn group_data(sg: &ScoredGroup, policy: &PolicyModel) -> Result<Option<GroupData
         let (prompt, tokens, mask) =
             tokenize(t, policy).map_err(|m| format!("trajectories[{k}]: {m}"))?;
         g.prompts.push(prompt);
-        g.completions.push(Completion {
+        g.completions.push(SampledCompletion {
             tokens,
             logp: Vec::new(),
             text: t.final_answer().unwrap_or_default().to_string(),

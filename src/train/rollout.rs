@@ -158,7 +158,7 @@ pub enum Finish {
 
 /// One sampled completion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Completion {
+pub struct SampledCompletion {
     /// The generated ids (an ending EOS included: the policy chose it).
     pub tokens: Vec<u32>,
     /// The sampler's log-prob of each token.
@@ -219,7 +219,7 @@ pub fn sample_group(
     n: usize,
     cfg: &SamplingConfig,
     rng: &mut Rng,
-) -> Result<Vec<Completion>, TrainError> {
+) -> Result<Vec<SampledCompletion>, TrainError> {
     sample_rows(policy, &vec![prompt; n], cfg, rng)
 }
 
@@ -231,7 +231,7 @@ pub fn sample_groups(
     k: usize,
     cfg: &SamplingConfig,
     rng: &mut Rng,
-) -> Result<Vec<Vec<Completion>>, TrainError> {
+) -> Result<Vec<Vec<SampledCompletion>>, TrainError> {
     let rows: Vec<&[u32]> = prompts
         .iter()
         .flat_map(|p| std::iter::repeat_n(p.as_slice(), k))
@@ -253,7 +253,7 @@ pub fn sample_rows(
     prompts: &[&[u32]],
     cfg: &SamplingConfig,
     rng: &mut Rng,
-) -> Result<Vec<Completion>, TrainError> {
+) -> Result<Vec<SampledCompletion>, TrainError> {
     let m = &policy.model;
     let dev = m.device().clone();
     let n = prompts.len();
@@ -272,8 +272,8 @@ pub fn sample_rows(
         )));
     }
     let eos = policy.eos_ids();
-    let mut out: Vec<Completion> = (0..n)
-        .map(|_| Completion {
+    let mut out: Vec<SampledCompletion> = (0..n)
+        .map(|_| SampledCompletion {
             tokens: Vec::new(),
             logp: Vec::new(),
             text: String::new(),

@@ -14,7 +14,7 @@ use super::config::TrainConfig;
 use super::filter::FilterState;
 use super::grpo::GrpoInputs;
 use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
-use super::rollout::{sample_groups, Completion, PolicyModel};
+use super::rollout::{sample_groups, PolicyModel, SampledCompletion};
 use super::run_log::{progress_bar, MetricsFile};
 use super::scoring::Rewarder;
 use super::tasks::Task;
@@ -27,7 +27,7 @@ use crate::domain::stats;
 pub struct GroupData {
     /// The prompt of each completion (sampled groups share one; logged ones may differ).
     pub prompts: Vec<Vec<u32>>,
-    pub completions: Vec<Completion>,
+    pub completions: Vec<SampledCompletion>,
     /// Per completion token: 1 where the policy wrote it, 0 for tool output; empty = all 1.
     pub masks: Vec<Vec<f32>>,
     pub rewards: Vec<Option<f64>>,

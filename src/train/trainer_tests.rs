@@ -17,10 +17,10 @@ fn group(trainer: &Trainer) -> GroupData {
         .chars()
         .map(|c| trainer.policy.encode(&c.to_string()).unwrap()[0])
         .collect();
-    let completions: Vec<Completion> = [1usize, 3, 5, 2]
+    let completions: Vec<SampledCompletion> = [1usize, 3, 5, 2]
         .iter()
         .enumerate()
-        .map(|(k, &n)| Completion {
+        .map(|(k, &n)| SampledCompletion {
             tokens: (0..n).map(|j| digits[(k * 3 + j * 7) % 10]).collect(),
             logp: vec![-2.0; n],
             text: String::new(),

@@ -43,7 +43,7 @@ pub struct GroupTruth {
 }
 
 /// A group to learn from: its request and each trajectory's label or teacher score.
-pub struct Source {
+pub struct ExampleSource {
     pub at: String,
     /// The name of the file the group came from.
     pub file: String,
@@ -55,7 +55,7 @@ pub struct Source {
 /// The examples of `sources` in `modes`, with each group's truth by candidate.
 pub fn build(
     scorer: &Scorer,
-    sources: &[Source],
+    sources: &[ExampleSource],
     modes: &[JudgeMode],
     opponents: usize,
 ) -> Result<(Vec<Example>, Vec<GroupTruth>), TrainError> {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::examples::{self, Source};
+use super::examples::{self, ExampleSource};
 use super::feature_file::{self, FeatureKey};
 use super::features::BaseModel;
 use super::fit::{self, FitSettings, Split};
@@ -282,13 +282,13 @@ fn file_name(path: &Path) -> String {
 }
 
 /// The labelled groups of `files`, every line checked before anything runs.
-fn labelled(files: &[PathBuf], scorer: &Scorer) -> Result<Vec<Source>, TrainError> {
+fn labelled(files: &[PathBuf], scorer: &Scorer) -> Result<Vec<ExampleSource>, TrainError> {
     let mut out = Vec::new();
     for path in files {
         let groups = read_groups::<Labels>(path, scorer.max_group_size())
             .map_err(|problems| TrainError::Input(problems.join("\n")))?;
         let file = file_name(path);
-        out.extend(groups.into_iter().map(|g| Source {
+        out.extend(groups.into_iter().map(|g| ExampleSource {
             at: g.at,
             file: file.clone(),
             per_trajectory: g.extra.labels,
@@ -317,7 +317,7 @@ async fn taught(
     files: &[PathBuf],
     teacher: &str,
     scorer: &Scorer,
-) -> Result<(Vec<Source>, Vec<Source>), TrainError> {
+) -> Result<(Vec<ExampleSource>, Vec<ExampleSource>), TrainError> {
     let (mut train, mut dev) = (Vec::new(), Vec::new());
     for path in files {
         let groups = read_groups::<Unlabelled>(path, scorer.max_group_size())
@@ -338,7 +338,7 @@ async fn taught(
                     let teacher = teacher.to_string();
                     ScoreFailure::NoTeacherScore { teacher }.at(Some(&g.at))
                 })?;
-            let src = Source {
+            let src = ExampleSource {
                 at: g.at,
                 file: file_name(path),
                 request: g.request,
