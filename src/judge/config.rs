@@ -39,9 +39,9 @@ impl Backend {
 }
 
 /// `[judges.NAME]`: one table per backend, each with the settings every judge reads. Read from
-/// the file's flat table ([`JudgeTable`]), where a key of the other backend is refused.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(try_from = "JudgeTable")]
+/// the file's flat table ([`JudgeTable`], by [`deserialize_judges`]), where a key of the other
+/// backend is refused.
+#[derive(Debug, Clone)]
 pub enum JudgeConfig {
     Remote(RemoteConfig),
     Local(LocalConfig),
