@@ -6,6 +6,7 @@
 pub mod config;
 pub mod limits;
 pub mod local;
+pub mod panel;
 pub mod remote;
 mod unconfigured;
 
@@ -23,6 +24,7 @@ pub use config::{Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig
 
 #[cfg(feature = "local")]
 pub use local::LocalJudge;
+pub use panel::{Aggregate, Panel};
 pub use remote::RemoteJudge;
 pub use unconfigured::UnconfiguredJudge;
 

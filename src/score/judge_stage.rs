@@ -29,19 +29,12 @@ impl Scorer {
         rubric: &Rubric,
         req: &ScoreRequest,
     ) -> Result<JudgedGroup, ScoreError> {
-        let names = self.judge_names(req)?;
-        let panel = names
-            .iter()
-            .map(|n| self.judge(Some(n)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let judges = panel.iter().map(|j| j.info()).collect();
+        let panel = self.panel(req)?;
+        let judges = panel.infos();
         let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
-        let memo_key = memo::memo_key(rubric, &names, permutations, req);
+        let memo_key = memo::memo_key(rubric, &panel.names(), permutations, req);
         if let Some(sk) = self.plans.get(&memo_key) {
-            if let Some(outcome) = self
-                .judge_cached(&sk, rubric, &panel, req.aggregate)
-                .await?
-            {
+            if let Some(outcome) = self.judge_cached(&sk, rubric, &panel).await? {
                 return Ok(JudgedGroup {
                     outcome: Ok(outcome),
                     template: VersionInfo {
@@ -57,7 +50,7 @@ impl Scorer {
             name: plan.skeleton.template_name.into(),
             version: plan.template_version(),
         };
-        let outcome = self.judge_group(&plan, req.aggregate).await?;
+        let outcome = self.judge_group(&plan).await?;
         if outcome.is_ok() {
             self.plans.insert(memo_key, plan.skeleton.clone());
         }

@@ -30,7 +30,7 @@ use crate::domain::reward::{advantages, AdvantageOverflow, ScaleRewards};
 use crate::domain::rubric::{Rubric, RubricError, RubricSet};
 use crate::domain::trajectory::InputError;
 use crate::judge::config::JudgeConfig;
-use crate::judge::{self, Judge, JudgeError};
+use crate::judge::{self, Judge, JudgeError, Panel};
 use crate::store::{StoreError, VerdictStore};
 
 pub use judging::cache_key;
@@ -192,6 +192,20 @@ impl Scorer {
         }
     }
 
+    /// The panel that judges a request: the judges it names (or the default judge), combined
+    /// as it asks. Errors as [`Scorer::judge_names`].
+    fn panel(&self, req: &ScoreRequest) -> Result<Panel, ScoreError> {
+        let members = self
+            .judge_names(req)?
+            .iter()
+            .map(|n| self.judge(Some(n)).cloned())
+            .collect::<Result<Vec<_>, _>>()?;
+        // `judge_names` gives at least one name, or the error above.
+        Panel::new(members, req.aggregate).ok_or_else(|| {
+            ScoreError::NoDefaultJudge(self.judges.keys().cloned().collect::<Vec<_>>().join(", "))
+        })
+    }
+
     fn judge(&self, name: Option<&str>) -> Result<&Arc<dyn Judge>, ScoreError> {
         let known = || self.judges.keys().cloned().collect::<Vec<_>>().join(", ");
         let name = match name.or(self.default_judge.as_deref()) {
@@ -223,8 +237,7 @@ impl Scorer {
         let rubric = self.rubric(&req.rubric)?;
         let plan = reward_plan::plan_rewards(&rubric, req)?;
         if plan.policy.needs_judge() {
-            for name in self.judge_names(req).map_err(on_judge)? {
-                let judge = self.judge(Some(&name)).map_err(on_judge)?;
+            for judge in self.panel(req).map_err(on_judge)?.members() {
                 judging::check_mode(
                     judge.as_ref(),
                     &rubric,
@@ -274,7 +287,7 @@ impl Scorer {
         let (mut usage, mut template, mut judges, mut error) = Default::default();
         if let Some(e) = reference_failure {
             // The judge could not answer the task: a judge failure like any other.
-            judges = self.panel_info(req)?;
+            judges = self.panel(req)?.infos();
             (usage, error) =
                 judge_stage::merge_judge_scores(&mut scores, Err(e), req.on_judge_error)?;
         } else if plan.policy.needs_judge() {

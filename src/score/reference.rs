@@ -19,7 +19,7 @@ use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::prompt::ChatMessage;
 use crate::domain::rubric::{ReferenceSource, Rubric};
 use crate::domain::trajectory::{content_hash, InputError, Role, Trajectory};
-use crate::judge::{Judge, JudgeError, JudgeInfo};
+use crate::judge::{Judge, JudgeError};
 use crate::store::{StoredScore, StoredVerdict};
 
 /// Shown by `render` in place of the judge's answer, which only scoring asks for.
@@ -49,21 +49,14 @@ impl Scorer {
         if !wants_judge_reference(rubric, req) {
             return Ok(None);
         }
-        let names = self.judge_names(req)?;
-        let judge = self.judge(Some(&names[0]))?;
+        let panel = self.panel(req)?;
         let task = reference_task(
             task_messages(&req.trajectories)?,
             rubric.reference_instruction.as_deref(),
         );
-        Ok(Some(self.judge_reference(judge.as_ref(), task).await?))
-    }
-
-    /// What the response reports about the judges a request names.
-    pub(super) fn panel_info(&self, req: &ScoreRequest) -> Result<Vec<JudgeInfo>, ScoreError> {
-        self.judge_names(req)?
-            .iter()
-            .map(|n| Ok(self.judge(Some(n))?.info()))
-            .collect()
+        Ok(Some(
+            self.judge_reference(panel.lead().as_ref(), task).await?,
+        ))
     }
 
     /// The reference `judge` writes for `task`: from the store when it answered the same task

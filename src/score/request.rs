@@ -2,12 +2,12 @@
 
 use serde_json::Value;
 
-use super::samples::Aggregate;
 use crate::domain::input::{deserialize, not_an_integer, unknown_field};
 use crate::domain::prompt::JudgeMode;
 use crate::domain::reward::{Policy, ScaleRewards};
 use crate::domain::rubric::RubricSpec;
 use crate::domain::trajectory::{parse_trajectories, type_name, InputError, Trajectory};
+use crate::judge::Aggregate;
 
 /// A rubric named in the request or given inline.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,27 +4,6 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::domain::stats::mean_std;
-
-/// How a panel's judges are combined.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Aggregate {
-    #[default]
-    Mean,
-    Median,
-}
-
 /// `k` distinct orders of `m` candidates: the identity first (so one order is the plain
 /// request), then shuffles seeded by `seed` and the order's index, so the same group always
 /// gets the same orders (reproducible and cacheable). Fewer than `k` when `m!` < `k`.
@@ -130,26 +109,6 @@ pub fn merge_chunks(
         .collect()
 }
 
-/// Combines per-judge scores (each already averaged over orders) into one.
-pub fn combine_judges(values: &[f64], how: Aggregate) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    match how {
-        Aggregate::Mean => mean_std(values).map(|(m, _)| m),
-        Aggregate::Median => {
-            let mut v = values.to_vec();
-            v.sort_by(f64::total_cmp);
-            let mid = v.len() / 2;
-            Some(if v.len().is_multiple_of(2) {
-                (v[mid - 1] + v[mid]) / 2.0
-            } else {
-                v[mid]
-            })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,18 +157,5 @@ mod tests {
         }
         let unshifted = merge_chunks(4, &chunks, 1, false);
         assert!((unshifted[3].unwrap() - 0.6).abs() < 1e-12);
-    }
-
-    #[test]
-    fn median_and_mean() {
-        assert_eq!(
-            combine_judges(&[0.1, 0.9, 0.4], Aggregate::Median),
-            Some(0.4)
-        );
-        assert_eq!(
-            combine_judges(&[0.2, 0.4], Aggregate::Median),
-            Some(0.30000000000000004)
-        );
-        assert!((combine_judges(&[0.1, 0.9, 0.5], Aggregate::Mean).unwrap() - 0.5).abs() < 1e-12);
     }
 }

@@ -7,9 +7,8 @@ use super::*;
 pub(super) fn aggregate_samples(
     skeleton: &Skeleton,
     rubric: &Rubric,
-    judges: &[&Arc<dyn Judge>],
+    panel: &Panel,
     per_sample: Vec<SampleResult>,
-    aggregate: Aggregate,
 ) -> JudgeOutcome {
     let mut usage = Usage {
         distinct_trajectories: skeleton.distinct as u64,
@@ -35,7 +34,7 @@ pub(super) fn aggregate_samples(
             }
         }
     }
-    let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; judges.len()];
+    let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; panel.members().len()];
     for ((j, _), chunks) in &by_judge_order {
         // Chunks list anchors first, in their own prompt order; merge expects anchors first.
         let normalized: ChunkScores = chunks
@@ -61,6 +60,7 @@ pub(super) fn aggregate_samples(
             }
         }
     }
+    let names = panel.names();
     let candidate_scores: Vec<JudgeScore> = (0..m)
         .map(|c| {
             let judge_means: Vec<f64> = per_judge
@@ -73,7 +73,7 @@ pub(super) fn aggregate_samples(
                 .collect();
             let (explanation, items) = first_seen[c].clone().unwrap_or_default();
             JudgeScore {
-                value: combine_judges(&judge_means, aggregate),
+                value: panel.combine(&judge_means),
                 explanation,
                 items,
                 disagreement: if all.len() > 1 {
@@ -81,11 +81,11 @@ pub(super) fn aggregate_samples(
                 } else {
                     None
                 },
-                per_judge: if judges.len() > 1 {
-                    judges
+                per_judge: if panel.reports_members() {
+                    names
                         .iter()
                         .zip(&per_judge)
-                        .map(|(jd, pj)| (jd.info().name, mean_std(&pj[c]).map(|(mean, _)| mean)))
+                        .map(|(name, pj)| (name.clone(), mean_std(&pj[c]).map(|(mean, _)| mean)))
                         .collect()
                 } else {
                     BTreeMap::new()

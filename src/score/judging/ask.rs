@@ -14,14 +14,14 @@ impl Scorer {
         i: usize,
     ) -> Result<StoredVerdict, JudgeError> {
         if let Some(probe) = &plan.probes[i] {
-            let judge = plan.judges[plan.skeleton.samples[i].judge];
+            let judge = &plan.panel.members()[plan.skeleton.samples[i].judge];
             return self
                 .ask_probes(judge.as_ref(), plan.input.candidates.len(), probe)
                 .await;
         }
         let s = &plan.skeleton.samples[i];
         let rendered = &plan.rendered[i];
-        let judge = plan.judges[s.judge];
+        let judge = &plan.panel.members()[s.judge];
         let item_ids: Vec<String> = plan.rubric.items.iter().map(|i| i.id.clone()).collect();
         let schema = verdict_schema(&rendered.ids, &item_ids);
         let opts = ParseOptions {

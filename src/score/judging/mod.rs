@@ -17,9 +17,7 @@ use serde_json::{json, Map};
 
 use super::probes::{plan_probes, probe_key, ProbePlan};
 use super::response::{ItemOut, RenderResponse, Usage, VersionInfo};
-use super::samples::{
-    chunk_candidates, combine_judges, merge_chunks, permutation_orders, Aggregate,
-};
+use super::samples::{chunk_candidates, merge_chunks, permutation_orders};
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::dedup::JudgeInput;
 use crate::domain::prompt::{
@@ -31,7 +29,7 @@ use crate::domain::stats::mean_std;
 use crate::domain::trajectory::content_hash;
 use crate::domain::verdict::verdict_schema;
 use crate::domain::verdict::{parse_verdict, ParseOptions};
-use crate::judge::{Judge, JudgeError, JudgeInfo};
+use crate::judge::{Judge, JudgeError, JudgeInfo, Panel};
 use crate::store::{StoredScore, StoredVerdict};
 
 mod aggregate;
@@ -90,7 +88,7 @@ impl Skeleton {
 /// Everything computed before the cache lookups.
 pub(super) struct Plan<'a> {
     pub rubric: &'a Rubric,
-    pub judges: Vec<&'a Arc<dyn Judge>>,
+    pub panel: Panel,
     pub input: JudgeInput,
     pub skeleton: Arc<Skeleton>,
     /// The rendered prompt of each sample (parallel to `skeleton.samples`); for a

@@ -39,11 +39,11 @@ pub(in crate::score) fn check_mode(
 }
 
 impl Scorer {
-    /// Plans the samples for `judges` × `permutations` orders × chunks.
+    /// Plans the samples for each of `panel`'s judges × `permutations` orders × chunks.
     pub(in crate::score) fn plan_judging<'a>(
         &'a self,
         rubric: &'a Rubric,
-        judges: Vec<&'a Arc<dyn Judge>>,
+        panel: Panel,
         permutations: u32,
         req: &ScoreRequest,
     ) -> Result<Plan<'a>, ScoreError> {
@@ -85,7 +85,7 @@ impl Scorer {
         let mut probes = Vec::new();
         let mut template: Option<(&'static str, String)> = None;
         let mut max_chunks = 1;
-        for (j, judge) in judges.iter().enumerate() {
+        for (j, judge) in panel.members().iter().enumerate() {
             let judge: &dyn Judge = judge.as_ref();
             let mode = req.judge_mode.unwrap_or(judge.mode());
             check_mode(judge, rubric, mode)?;
@@ -150,7 +150,7 @@ impl Scorer {
         });
         Ok(Plan {
             rubric,
-            judges,
+            panel,
             input,
             skeleton,
             rendered: prompts,
@@ -218,8 +218,8 @@ impl Scorer {
     /// Renders the judge prompt for a request without calling a judge.
     pub fn render(&self, req: &ScoreRequest) -> Result<RenderResponse, ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
-        let names = self.judge_names(req)?;
-        let judge = self.judge(Some(&names[0]))?;
+        // The first judge's prompt, as a panel of one.
+        let panel = Panel::of_one(self.panel(req)?.lead().clone());
         // The judge's own answer is only asked for when scoring: a placeholder stands in.
         let with_placeholder;
         let req = if reference::wants_judge_reference(&rubric, req) {
@@ -232,7 +232,7 @@ impl Scorer {
         } else {
             req
         };
-        let plan = self.plan_judging(&rubric, vec![judge], 1, req)?;
+        let plan = self.plan_judging(&rubric, panel, 1, req)?;
         let s = &plan.skeleton.samples[0];
         // A probability mode asks several prompts: show the first (the first trajectory alone,
         // or the first pair) under its own template, and say how many there are.
@@ -302,7 +302,7 @@ impl Scorer {
             GroupExtras {
                 tools: req.tools.as_ref(),
                 reference: req.reference.as_deref(),
-                reply_schema: plan.judges[0].follows_reply_schema(),
+                reply_schema: plan.panel.lead().follows_reply_schema(),
             },
         )?;
         Ok(count_tokens(&naive.messages) as u64)

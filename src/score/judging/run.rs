@@ -10,7 +10,6 @@ impl Scorer {
     pub(in crate::score) async fn judge_group(
         &self,
         plan: &Plan<'_>,
-        aggregate: Aggregate,
     ) -> Result<Result<JudgeOutcome, JudgeError>, ScoreError> {
         let results = futures::future::join_all(
             (0..plan.skeleton.samples.len()).map(|i| self.run_sample(plan, i)),
@@ -26,9 +25,8 @@ impl Scorer {
         Ok(Ok(aggregate_samples(
             &plan.skeleton,
             plan.rubric,
-            &plan.judges,
+            &plan.panel,
             per_sample,
-            aggregate,
         )))
     }
 
@@ -38,8 +36,7 @@ impl Scorer {
         &self,
         skeleton: &Skeleton,
         rubric: &Rubric,
-        judges: &[&Arc<dyn Judge>],
-        aggregate: Aggregate,
+        panel: &Panel,
     ) -> Result<Option<JudgeOutcome>, ScoreError> {
         let mut per_sample = Vec::with_capacity(skeleton.samples.len());
         for s in &skeleton.samples {
@@ -55,9 +52,7 @@ impl Scorer {
             metrics::counter!("gavel_verdicts_total", "source" => "cache").increment(1);
             per_sample.push(sample_result(rubric, &s.ids, &verdict, usage));
         }
-        Ok(Some(aggregate_samples(
-            skeleton, rubric, judges, per_sample, aggregate,
-        )))
+        Ok(Some(aggregate_samples(skeleton, rubric, panel, per_sample)))
     }
 
     /// One sample's verdict: from the store, or from the judge under the key's lock.
@@ -67,7 +62,7 @@ impl Scorer {
         i: usize,
     ) -> Result<Result<SampleResult, JudgeError>, ScoreError> {
         let s = &plan.skeleton.samples[i];
-        let judge = plan.judges[s.judge];
+        let judge = &plan.panel.members()[s.judge];
         let mut usage = Usage::default();
         // A stored verdict that does not cover this sample (a corrupted or foreign entry) is a
         // miss: judged again and overwritten, never indexed blindly.

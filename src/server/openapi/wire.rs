@@ -19,7 +19,7 @@ use utoipa::{PartialSchema, ToSchema};
 use crate::domain::prompt::JudgeMode;
 use crate::domain::reward::{Policy, ScaleRewards};
 use crate::domain::rubric::RubricSpec;
-use crate::score::samples::Aggregate;
+use crate::judge::Aggregate;
 use crate::score::OnJudgeError;
 
 /// A message role; `developer` is read as `system` and `function` as `tool`.
