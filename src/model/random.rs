@@ -115,7 +115,8 @@ pub enum Init {
     FanIn,
 }
 
-/// Deterministic values in [-scale, scale] (xorshift).
+/// Deterministic values in [-scale, scale] (xorshift). Not `domain::rng`: these streams are the
+/// test models' weights, which tests and device figures pin.
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)

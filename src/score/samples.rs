@@ -15,7 +15,8 @@ pub fn permutation_orders(m: usize, k: u32, seed: &str) -> Vec<Vec<usize>> {
         let digest = Sha256::digest(format!("{seed}/{attempt}").as_bytes());
         let mut state = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
         let mut order: Vec<usize> = (0..m).collect();
-        // Fisher–Yates with a xorshift stream from the seed.
+        // Fisher–Yates with a xorshift stream from the seed. Not `domain::rng`: the orders are in
+        // every stored verdict's key, and another stream would orphan them all.
         for i in (1..m).rev() {
             state ^= state << 13;
             state ^= state >> 7;

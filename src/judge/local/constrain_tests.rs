@@ -2,23 +2,11 @@
 //! the automaton alone.
 
 use super::*;
+use crate::domain::rng::Rng;
 use crate::domain::verdict::{parse_verdict, ParseOptions};
 
 fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// Multi-byte tokens, `|`-separated.
@@ -50,7 +38,7 @@ fn sorted(mut v: Vec<u32>) -> Vec<u32> {
 
 /// A random walk over allowed tokens; returns the output bytes.
 fn walk(g: &VerdictGrammar, m: &TokenMask, vocab: &[Vec<u8>], eos: u32, seed: u64) -> Vec<u8> {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(seed);
     let (mut cur, mut out) = (g.start(), Vec::new());
     for _ in 0..10_000 {
         let allowed = m.allowed(g, &cur);
@@ -248,7 +236,7 @@ fn apply_masks_exactly() {
 
 #[test]
 fn large_vocab_matches_brute_force() {
-    let mut rng = Rng(0x1234_5678);
+    let mut rng = Rng::new(0x1234_5678);
     let alphabet = b"abcdefghijklmnopqrstuvwxyz eost.,:\"{}[]0123456789\\\n_-\xc3\xa9";
     let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     vocab.extend(MULTI.split('|').map(|s| s.as_bytes().to_vec()));

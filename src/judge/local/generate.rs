@@ -13,6 +13,7 @@ use super::constrain::{Cursor, TokenMask, VerdictGrammar};
 use super::model::LoadedModel;
 use super::prefix_cache::{self, PrefixCache};
 use super::request::{EngineError, EngineSettings, Generated, Request};
+use crate::domain::rng::Rng;
 use crate::model::infer::KvState;
 use crate::model::LocalError;
 
@@ -126,7 +127,7 @@ impl Worker {
             kv: KvState::default(),
             logits: Vec::new(),
             pending: Vec::new(),
-            rng: Rng::new(self.settings.seed, &prompt),
+            rng: prompt_rng(self.settings.seed, &prompt),
             forward_passes: 0,
             prefill: Duration::ZERO,
             decode_started: t0,
@@ -176,7 +177,7 @@ impl Worker {
             }
             self.mask.apply(g, c, &mut gen.logits);
         }
-        let id = gen.rng.pick(&gen.logits, self.settings.temperature);
+        let id = pick(&mut gen.rng, &gen.logits, self.settings.temperature);
         if gen.grammar.is_none() && self.model.eos_ids().contains(&id) {
             return Ok(false);
         }
@@ -418,51 +419,40 @@ fn format_score(s: f64) -> String {
     }
 }
 
-/// xorshift64*, seeded by the settings' seed and the prompt: sampling is reproducible per
-/// prompt, whatever ran before it.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, prompt: &[u32]) -> Rng {
-        let mut h = seed ^ 0x9E37_79B9_7F4A_7C15;
-        for &t in prompt {
-            h = (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01B3);
-        }
-        Rng(h | 1)
+/// The sampling generator of one prompt: the shared seeded generator, seeded by the settings'
+/// seed and the prompt's tokens, so sampling is reproducible per prompt, whatever ran before it.
+fn prompt_rng(seed: u64, prompt: &[u32]) -> Rng {
+    let mut h = seed ^ 0x9E37_79B9_7F4A_7C15;
+    for &t in prompt {
+        h = (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01B3);
     }
+    Rng::new(h)
+}
 
-    fn next_f64(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+/// The argmax at temperature 0, else a draw from softmax(logits / temperature). Masked (-inf)
+/// entries are never picked.
+fn pick(rng: &mut Rng, logits: &[f32], temperature: f64) -> u32 {
+    let best = logits
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i);
+    if temperature <= 0.0 {
+        return best as u32;
     }
-
-    /// The argmax at temperature 0, else a draw from softmax(logits / temperature). Masked
-    /// (-inf) entries are never picked.
-    fn pick(&mut self, logits: &[f32], temperature: f64) -> u32 {
-        let best = logits
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map_or(0, |(i, _)| i);
-        if temperature <= 0.0 {
-            return best as u32;
+    let top = f64::from(logits[best]);
+    let weights: Vec<f64> = logits
+        .iter()
+        .map(|&l| ((f64::from(l) - top) / temperature).exp())
+        .collect();
+    let mut r = rng.uniform() * weights.iter().sum::<f64>();
+    for (i, w) in weights.iter().enumerate() {
+        if *w > 0.0 && r < *w {
+            return i as u32;
         }
-        let top = f64::from(logits[best]);
-        let weights: Vec<f64> = logits
-            .iter()
-            .map(|&l| ((f64::from(l) - top) / temperature).exp())
-            .collect();
-        let mut r = self.next_f64() * weights.iter().sum::<f64>();
-        for (i, w) in weights.iter().enumerate() {
-            if *w > 0.0 && r < *w {
-                return i as u32;
-            }
-            r -= w;
-        }
-        best as u32
+        r -= w;
     }
+    best as u32
 }
 
 #[cfg(test)]
@@ -494,19 +484,21 @@ mod tests {
     #[test]
     fn picking_is_greedy_at_zero_and_never_takes_masked_tokens() {
         let ninf = f32::NEG_INFINITY;
-        let mut rng = Rng::new(1, &[1, 2]);
-        assert_eq!(rng.pick(&[0.1, 3.0, ninf, 2.9], 0.0), 1);
+        let mut rng = prompt_rng(1, &[1, 2]);
+        assert_eq!(pick(&mut rng, &[0.1, 3.0, ninf, 2.9], 0.0), 1);
         let logits = [1.0, ninf, 1.0, ninf, 0.5];
         let mut seen = [0usize; 5];
         for _ in 0..2000 {
-            seen[rng.pick(&logits, 1.0) as usize] += 1;
+            seen[pick(&mut rng, &logits, 1.0) as usize] += 1;
         }
         assert_eq!((seen[1], seen[3]), (0, 0));
         assert!(seen[0] > 500 && seen[2] > 500 && seen[4] > 200, "{seen:?}");
         // The same prompt and seed draw the same tokens.
         let draw = |seed| {
-            let mut r = Rng::new(seed, &[5, 6]);
-            (0..20).map(|_| r.pick(&logits, 1.0)).collect::<Vec<_>>()
+            let mut r = prompt_rng(seed, &[5, 6]);
+            (0..20)
+                .map(|_| pick(&mut r, &logits, 1.0))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3));
         assert_ne!(draw(3), draw(4));
