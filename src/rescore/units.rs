@@ -75,10 +75,12 @@ pub(super) async fn read_input(args: &RescoreOptions) -> Result<(String, String)
                 .into(),
         ));
     }
-    let path = args
-        .input
-        .as_deref()
-        .expect("clap requires INPUT without --from-log");
+    // The CLI requires INPUT without --from-log; a caller of the library may not.
+    let Some(path) = args.input.as_deref() else {
+        return Err(CliError::Other(
+            "nothing to rescore: give INPUT (a file, or - for standard input) or --from-log".into(),
+        ));
+    };
     if is_stdin(path) {
         return Ok((read_stdin().map_err(CliError::Io)?, STDIN_NAME.to_string()));
     }
@@ -277,6 +279,28 @@ pub(super) async fn score_unit(scorer: &Scorer, u: &Unit, file: &str) -> Outcome
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn options_without_input_or_log_are_refused_not_a_panic() {
+        let opts = RescoreOptions {
+            input: None,
+            from_log: None,
+            log_rubric: None,
+            log_since: None,
+            log_until: None,
+            log_limit: None,
+            output: "out.jsonl".into(),
+            rubric: None,
+            judge: None,
+            concurrency: 1,
+            shard: None,
+            rejects: None,
+            retry_rejects: false,
+            progress: super::super::ProgressMode::None,
+        };
+        let err = read_input(&opts).await.unwrap_err().to_string();
+        assert!(err.contains("give INPUT"), "{err}");
+    }
 
     #[test]
     fn shards_parse_and_partition_the_input() {
