@@ -4,6 +4,8 @@
 #![cfg(feature = "train")]
 
 mod common;
+#[path = "train/dynamic.rs"]
+mod dynamic;
 #[path = "train/filter.rs"]
 mod filter;
 #[path = "train/sample.rs"]

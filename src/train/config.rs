@@ -11,6 +11,9 @@ use super::optim::{AdamWConfig, Schedule};
 use super::rollout::SamplingConfig;
 use super::TrainError;
 
+/// Most extra draws of a step under dynamic sampling.
+pub const MAX_DYNAMIC_SAMPLING_ROUNDS: u32 = 16;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainConfig {
@@ -65,6 +68,12 @@ pub struct TrainConfig {
     /// within the group before the loss, a reward that carries no information about which
     /// completion earned it (seeded by `seed`, the step and the group).
     pub shuffle_rewards: bool,
+    /// Dynamic sampling (DAPO): when groups of an online step tie (every completion the same
+    /// reward, so GRPO learns nothing from them), draw prompts again for the missing groups, up
+    /// to this many extra rounds a step (0 = off, at most 16). A step then trains on
+    /// `prompts_per_step` groups with spread where the rounds find them; tied groups fill what
+    /// is still missing.
+    pub dynamic_sampling_rounds: u32,
 }
 
 impl Default for TrainConfig {
@@ -96,6 +105,7 @@ impl Default for TrainConfig {
             adamw: AdamWConfig::default(),
             filter: None,
             shuffle_rewards: false,
+            dynamic_sampling_rounds: 0,
         }
     }
 }
@@ -179,6 +189,13 @@ impl TrainConfig {
                 "prompts_per_step and micro_batch_groups must be >= 1, group_size >= {min_group}"
             ));
         }
+        if self.dynamic_sampling_rounds > MAX_DYNAMIC_SAMPLING_ROUNDS {
+            return err(format!(
+                "dynamic_sampling_rounds must be at most {MAX_DYNAMIC_SAMPLING_ROUNDS} (each round \
+                 samples and scores up to prompts_per_step more groups), got {}",
+                self.dynamic_sampling_rounds
+            ));
+        }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
             return err(format!(
                 "learning_rate must be > 0, got {}",
@@ -203,6 +220,23 @@ impl TrainConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dynamic_sampling_rounds_are_bounded() {
+        let mut c = TrainConfig {
+            model: "m.gguf".into(),
+            tasks: Some("t.jsonl".into()),
+            dynamic_sampling_rounds: MAX_DYNAMIC_SAMPLING_ROUNDS,
+            ..TrainConfig::default()
+        };
+        c.validate().unwrap();
+        c.dynamic_sampling_rounds += 1;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("dynamic_sampling_rounds must be at most 16"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn example_config_parses_and_bad_keys_name_the_line() {

@@ -64,6 +64,8 @@ pub struct StepMetrics {
     pub reward_std: f64,
     pub frac_reward_zero_std: f64,
     pub skipped_groups: usize,
+    /// Groups sampled and scored for the step: `prompts_per_step`, more under dynamic sampling.
+    pub groups_drawn: usize,
     pub loss: f64,
     pub kl: f64,
     pub clip_ratio_low: f64,
@@ -193,6 +195,7 @@ impl Trainer {
             }
             Source::Offline(groups) => {
                 let start = (self.step as usize * n) % groups.len();
+                m.groups_drawn = n;
                 return Ok((0..n)
                     .map(|i| groups[(start + i) % groups.len()].clone())
                     .collect());
@@ -203,61 +206,83 @@ impl Trainer {
                 rt,
             } => (tasks, rewarder, rt),
         };
-        let t0 = Instant::now();
-        let picked: Vec<&Task> = (0..n)
-            .map(|_| &tasks[self.filter.pick(tasks.len(), &mut self.rng)])
-            .collect();
-        let prompts = picked
-            .iter()
-            .map(|t| self.policy.prompt_ids(&t.messages))
-            .collect::<Result<Vec<_>, _>>()?;
-        let sampled = sample_groups(
-            &self.policy,
-            &prompts,
-            self.cfg.group_size,
-            &self.cfg.sampling,
-            &mut self.rng,
-        )?;
-        let t1 = Instant::now();
-        m.sample_seconds += (t1 - t0).as_secs_f64();
-        let requests: Vec<_> = picked
-            .iter()
-            .zip(&sampled)
-            .map(|(task, cs)| {
-                let texts: Vec<String> = cs.iter().map(|c| c.text.clone()).collect();
-                task.request(&texts)
-            })
-            .collect();
-        // Every group of the step is scored at once (judges apply their own limits).
-        let scored = rt.block_on(futures::future::join_all(
-            requests.iter().map(|r| rewarder.score(r)),
-        ));
-        m.score_seconds += t1.elapsed().as_secs_f64();
-        let mut out = Vec::with_capacity(n);
-        for ((task, prompt), (completions, scored)) in picked
-            .iter()
-            .zip(prompts)
-            .zip(sampled.into_iter().zip(scored))
-        {
-            let mut scored = scored.map_err(|e| e.at(Some(&task.at)))?;
-            if self.cfg.shuffle_rewards {
-                // Its own generator per step and group, not the sampler's: the control's first
-                // step samples exactly what the run unshuffled samples, and a resumed run
-                // shuffles alike.
-                let k = out.len() as u64;
-                let mut rng =
-                    Rng::new(self.cfg.seed ^ 0x5348_5546_464C_4521 ^ (self.step << 20) ^ k);
-                scored = scored.shuffled(&mut rng);
+        // With dynamic sampling, groups whose rewards tie are set aside and their places drawn
+        // again, for at most `dynamic_sampling_rounds` more rounds; otherwise one round keeps all.
+        let dynamic = self.cfg.dynamic_sampling_rounds > 0;
+        let mut out: Vec<GroupData> = Vec::with_capacity(n);
+        let mut tied: Vec<GroupData> = Vec::new();
+        let mut round = 0;
+        loop {
+            let draw = n - out.len();
+            let t0 = Instant::now();
+            let picked: Vec<&Task> = (0..draw)
+                .map(|_| &tasks[self.filter.pick(tasks.len(), &mut self.rng)])
+                .collect();
+            let prompts = picked
+                .iter()
+                .map(|t| self.policy.prompt_ids(&t.messages))
+                .collect::<Result<Vec<_>, _>>()?;
+            let sampled = sample_groups(
+                &self.policy,
+                &prompts,
+                self.cfg.group_size,
+                &self.cfg.sampling,
+                &mut self.rng,
+            )?;
+            let t1 = Instant::now();
+            m.sample_seconds += (t1 - t0).as_secs_f64();
+            let requests: Vec<_> = picked
+                .iter()
+                .zip(&sampled)
+                .map(|(task, cs)| {
+                    let texts: Vec<String> = cs.iter().map(|c| c.text.clone()).collect();
+                    task.request(&texts)
+                })
+                .collect();
+            // Every group of the step is scored at once (judges apply their own limits).
+            let scored = rt.block_on(futures::future::join_all(
+                requests.iter().map(|r| rewarder.score(r)),
+            ));
+            m.score_seconds += t1.elapsed().as_secs_f64();
+            for ((task, prompt), (completions, scored)) in picked
+                .iter()
+                .zip(prompts)
+                .zip(sampled.into_iter().zip(scored))
+            {
+                let mut scored = scored.map_err(|e| e.at(Some(&task.at)))?;
+                if self.cfg.shuffle_rewards {
+                    // Its own generator per step and group, not the sampler's: the control's first
+                    // step samples exactly what the run unshuffled samples, and a resumed run
+                    // shuffles alike.
+                    let k = m.groups_drawn as u64;
+                    let mut rng =
+                        Rng::new(self.cfg.seed ^ 0x5348_5546_464C_4521 ^ (self.step << 20) ^ k);
+                    scored = scored.shuffled(&mut rng);
+                }
+                let group = GroupData {
+                    prompts: vec![prompt; completions.len()],
+                    completions,
+                    masks: Vec::new(),
+                    rewards: scored.rewards,
+                    advantages: scored.advantages,
+                    has_sampler_logp: true,
+                };
+                m.groups_drawn += 1;
+                if dynamic && group.ties() {
+                    tied.push(group);
+                } else {
+                    out.push(group);
+                }
             }
-            out.push(GroupData {
-                prompts: vec![prompt; completions.len()],
-                completions,
-                masks: Vec::new(),
-                rewards: scored.rewards,
-                advantages: scored.advantages,
-                has_sampler_logp: true,
-            });
+            if out.len() == n || round == self.cfg.dynamic_sampling_rounds {
+                break;
+            }
+            round += 1;
         }
+        // What the rounds did not fill, the first tied groups do (they teach nothing, but the
+        // step's reward figures stay over `prompts_per_step` groups).
+        let missing = n - out.len();
+        out.extend(tied.into_iter().take(missing));
         Ok(out)
     }
 

@@ -323,6 +323,10 @@ flag_group! {
         shuffle_rewards: bool => shuffle_rewards, "GAVEL_TRAIN_SHUFFLE_REWARDS",
             "A control run: permute each group's rewards at random within the group (seeded) \
              before the loss, so they say nothing about which completion earned them.";
+        dynamic_sampling_rounds: u32 => dynamic_sampling_rounds,
+            "GAVEL_TRAIN_DYNAMIC_SAMPLING_ROUNDS",
+            "Dynamic sampling (DAPO): draw prompts again for a step's groups whose rewards all \
+             tie, up to N extra rounds a step (0 = off, at most 16).";
         #[arg(value_parser = choice::<LossType>(LOSS_TYPES))]
         loss_type: LossType => grpo.loss_type, "GAVEL_TRAIN_LOSS_TYPE",
             "How per-token losses are normalised (TRL's loss_type).", name(d().grpo.loss_type);
