@@ -128,6 +128,17 @@ fn toy_run_with_shuffled_rewards_does_not_learn() {
     );
 }
 
+/// One task in `dir` whose reward half the random toy model's first tokens earn (a first digit
+/// in 0..=4): its path.
+fn half_rewarded_task(dir: &std::path::Path) -> std::path::PathBuf {
+    let tasks = dir.join("low.jsonl");
+    let line = serde_json::json!({"messages": [{"role": "user", "content": "12"}],
+        "verifiers": [{"type": "regex", "name": "low", "pattern": "^[0-4]"}],
+        "policy": {"type": "weighted", "weights": {"low": 1.0}}});
+    std::fs::write(&tasks, format!("{line}\n")).unwrap();
+    tasks
+}
+
 /// N+M steps straight give the same adapters, bit for bit, as N steps, a checkpoint, a new
 /// process-like trainer resumed from it, and M more; the checkpoint is in PEFT's layout.
 #[test]
@@ -136,11 +147,7 @@ fn resume_is_bit_identical_and_checkpoints_are_peft() {
     let tmp = tempfile::tempdir().unwrap();
     let (model, _) = write_toy(tmp.path()).unwrap();
     // A reward that half the random model's first tokens earn, so every step has signal.
-    let tasks = tmp.path().join("low.jsonl");
-    let line = serde_json::json!({"messages": [{"role": "user", "content": "12"}],
-        "verifiers": [{"type": "regex", "name": "low", "pattern": "^[0-4]"}],
-        "policy": {"type": "weighted", "weights": {"low": 1.0}}});
-    std::fs::write(&tasks, format!("{line}\n")).unwrap();
+    let tasks = half_rewarded_task(tmp.path());
     let trainer = |out: &str, steps: u64| {
         let mut cfg = toy_config(model.clone(), tasks.clone(), tmp.path().join(out));
         cfg.steps = steps;

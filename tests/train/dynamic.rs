@@ -5,7 +5,7 @@ use gavel::train::tasks::read_tasks;
 use gavel::train::toy::{toy_config, write_toy};
 use gavel::train::trainer::{Source, StepMetrics, Trainer};
 
-use super::in_process;
+use super::{half_rewarded_task, in_process};
 
 /// Groups of two on a reward the random model earns about half the time (a first digit in
 /// 0..=4): about half the groups tie.
@@ -13,11 +13,7 @@ fn run(rounds: u32) -> Vec<StepMetrics> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let (model, _) = write_toy(tmp.path()).unwrap();
-    let tasks = tmp.path().join("half.jsonl");
-    let line = serde_json::json!({"messages": [{"role": "user", "content": "12"}],
-        "verifiers": [{"type": "regex", "name": "low", "pattern": "^[0-4]"}],
-        "policy": {"type": "weighted", "weights": {"low": 1.0}}});
-    std::fs::write(&tasks, format!("{line}\n")).unwrap();
+    let tasks = half_rewarded_task(tmp.path());
     let mut cfg = toy_config(model, tasks.clone(), tmp.path().join("out"));
     cfg.steps = 4;
     cfg.prompts_per_step = 4;
