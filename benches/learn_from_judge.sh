@@ -41,6 +41,10 @@
 #   REFERENCE_F1=1   with REFERENCE=judge: also merges a `reference_f1` verifier (token F1 of the
 #                    answer against the judge's own answer) into the reward, at this weight beside
 #                    the judge (1) and the length verifier; the judge's answer, never the gold one
+#   REFERENCE_RECALL=2
+#                    with REFERENCE=judge: the same with a `reference_recall` verifier (the share
+#                    of the judge's answer's words the answer says: a sentence around the judge's
+#                    answer scores as the bare answer does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -62,13 +66,14 @@ LENGTH_WEIGHT="${LENGTH_WEIGHT:-1}"
 RUBRIC_FILE="${RUBRIC_FILE:-}"
 REFERENCE="${REFERENCE:-}"
 REFERENCE_F1="${REFERENCE_F1:-}"
+REFERENCE_RECALL="${REFERENCE_RECALL:-}"
 REFERENCE_INSTRUCTION="${REFERENCE_INSTRUCTION:-}"
 if [[ -n "$REFERENCE_INSTRUCTION" && "$REFERENCE" != judge ]]; then
     echo "learn_from_judge.sh: REFERENCE_INSTRUCTION is what the judge answers under: set REFERENCE=judge" >&2
     exit 2
 fi
-if [[ -n "$REFERENCE_F1" && "$REFERENCE" != judge ]]; then
-    echo "learn_from_judge.sh: REFERENCE_F1 compares with the judge's own answer: set REFERENCE=judge" >&2
+if [[ -n "$REFERENCE_F1$REFERENCE_RECALL" && "$REFERENCE" != judge ]]; then
+    echo "learn_from_judge.sh: REFERENCE_F1 and REFERENCE_RECALL compare with the judge's own answer: set REFERENCE=judge" >&2
     exit 2
 fi
 if [[ -n "$REFERENCE" && "$REFERENCE" != judge ]]; then
@@ -96,9 +101,11 @@ judge_config judge.toml "$JUDGE_MODE" "$JUDGE_ADAPTER"
 # The training tasks: the prompts and rubric as built (or RUBRIC_FILE's rubric), plus the length
 # verifier when asked for.
 python3 - "$ROOT/evals/policy_qa/train.jsonl" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
-    "$RUBRIC_FILE" "$REFERENCE" "$REFERENCE_F1" "$REFERENCE_INSTRUCTION" > train_tasks.jsonl <<'PY'
+    "$RUBRIC_FILE" "$REFERENCE" "$REFERENCE_F1" "$REFERENCE_RECALL" "$REFERENCE_INSTRUCTION" \
+    > train_tasks.jsonl <<'PY'
 import json, os, sys
-path, target, limit, weight, rubric_file, reference, reference_f1, instruction = sys.argv[1:]
+(path, target, limit, weight, rubric_file, reference, reference_f1, reference_recall,
+ instruction) = sys.argv[1:]
 rubric = None
 if rubric_file:
     name = "policy_qa_" + os.path.splitext(os.path.basename(rubric_file))[0].removeprefix("policy_qa_")
@@ -121,6 +128,9 @@ for line in open(path):
     if reference_f1:
         verifiers.append({"type": "reference_f1"})
         weights["reference_f1"] = float(reference_f1)
+    if reference_recall:
+        verifiers.append({"type": "reference_recall"})
+        weights["reference_recall"] = float(reference_recall)
     if verifiers:
         task["verifiers"] = verifiers
         task["policy"] = {"type": "weighted", "weights": weights}

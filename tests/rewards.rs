@@ -603,9 +603,9 @@ async fn a_judge_reference_that_fails_is_a_judge_error_never_a_score() {
     assert_eq!(mock.calls(), calls);
 }
 
-/// `reference_f1` compares each final answer with the group's reference: the request's, or
-/// under `reference = "judge"` the judge's own answer, asked even when the policy needs no
-/// verdict.
+/// `reference_f1` (and `reference_recall`) compares each final answer with the group's
+/// reference: the request's, or under `reference = "judge"` the judge's own answer, asked even
+/// when the policy needs no verdict.
 #[tokio::test]
 async fn reference_f1_scores_answers_against_the_request_or_the_judges_reference() {
     let (mock, gavel, _dir) = setup().await;
@@ -649,5 +649,20 @@ async fn reference_f1_scores_answers_against_the_request_or_the_judges_reference
     assert!(close(&floats(&r["rewards"]), &[1.0, 0.4, 0.0]), "{r}");
     assert_eq!(r["judge_reference"], "Paris");
     assert_eq!(r["usage"]["judge_calls"], 1, "{r}");
+    assert_eq!(mock.calls(), 1);
+
+    // `reference_recall` over the same stored answer: the sentence that says all of it scores 1
+    // (F1 gave it 0.4), and nothing asks the judge again.
+    let mut recall = judged.clone();
+    recall["verifiers"] = json!([{"type": "reference_recall"}]);
+    recall["policy"] = json!({"type": "weighted", "weights": {"reference_recall": 1.0}});
+    let (status, r) = gavel.post("/v1/score_group", &recall).await;
+    assert_eq!(status, 200, "{r}");
+    assert!(close(&floats(&r["rewards"]), &[1.0, 1.0, 0.0]), "{r}");
+    assert_eq!(
+        r["scores"][1]["reasons"]["reference_recall"],
+        "token recall 1.000 against the reference"
+    );
+    assert_eq!(r["judge_reference"], "Paris");
     assert_eq!(mock.calls(), 1);
 }

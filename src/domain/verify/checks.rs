@@ -1,5 +1,6 @@
 //! The verifier types other than `answer_line`: regex, contains / not_contains, json_schema,
-//! turn_budget, tool_call_budget, length and reference_f1 (its measure in `overlap`).
+//! turn_budget, tool_call_budget, length, reference_f1 and reference_recall (their measures in
+//! `overlap`).
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use regex::{Regex, RegexBuilder};
 use serde_json::Value;
 
 use super::answer::AnswerLine;
+use super::overlap::Measure;
 use super::{type_name, Outcome, Spec};
 use crate::domain::trajectory::{InputError, Role, Trajectory};
 
@@ -21,6 +23,7 @@ pub(super) const TYPES: &[(&str, &[&str])] = &[
     ("tool_call_budget", &["budget", "limit"]),
     ("length", &["unit", "target", "limit"]),
     ("reference_f1", &[]),
+    ("reference_recall", &[]),
 ];
 
 const NO_FINAL_ANSWER: &str = "no final answer";
@@ -48,8 +51,8 @@ pub(super) enum Check {
         target: u64,
         limit: u64,
     },
-    /// Token F1 against the group's reference (`super::overlap`).
-    ReferenceF1,
+    /// Token F1 or recall against the group's reference (`super::overlap`).
+    Reference(Measure),
 }
 
 impl Check {
@@ -122,7 +125,8 @@ impl Check {
                     limit,
                 }
             }
-            "reference_f1" => Check::ReferenceF1,
+            "reference_f1" => Check::Reference(Measure::F1),
+            "reference_recall" => Check::Reference(Measure::Recall),
             other => unreachable!("verifier type {other:?} is listed in TYPES but not built"),
         })
     }
@@ -131,9 +135,9 @@ impl Check {
     pub(super) fn run(&self, t: &Trajectory, reference: Option<&str>) -> Outcome {
         match self {
             Check::Answer(a) => a.check(t.final_answer()),
-            Check::ReferenceF1 => match t.final_answer() {
+            Check::Reference(measure) => match t.final_answer() {
                 None => Outcome::score(0.0, NO_FINAL_ANSWER),
-                Some(answer) => super::overlap::check(answer, reference),
+                Some(answer) => super::overlap::check(*measure, answer, reference),
             },
             Check::Budget {
                 tool_calls,
@@ -216,7 +220,7 @@ impl Check {
                     format!("{n} {unit} (target {target}, limit {limit})"),
                 )
             }
-            Check::Answer(_) | Check::Budget { .. } | Check::ReferenceF1 => {
+            Check::Answer(_) | Check::Budget { .. } | Check::Reference(_) => {
                 unreachable!("handled in run")
             }
         }

@@ -6,7 +6,8 @@
 //!
 //! `answer_line` (in `answer`) extracts and compares a typed `ANSWER:` line; the other types
 //! (in `checks`) are regex, substring, JSON-schema, turn/tool-call budget and length shaping, and
-//! token F1 against the group's reference (`reference_f1`, in `overlap`).
+//! token F1 or recall against the group's reference (`reference_f1`, `reference_recall`, in
+//! `overlap`).
 
 mod answer;
 mod checks;
@@ -121,7 +122,7 @@ impl Verifier {
     }
 
     /// Checks one trajectory of a group whose reference answer is `reference` (what
-    /// `reference_f1` compares with; the other types do not read it).
+    /// `reference_f1` and `reference_recall` compare with; the other types do not read it).
     pub fn check_in_group(&self, t: &Trajectory, reference: Option<&str>) -> Outcome {
         self.check.run(t, reference)
     }
@@ -275,7 +276,8 @@ pub(crate) mod tests {
         assert_eq!(
             build_err(json!({"type": "magic"})),
             "verifiers[2].type: unknown verifier type \"magic\" (expected one of answer_line, \
-             regex, contains, not_contains, json_schema, turn_budget, tool_call_budget, length, reference_f1)"
+             regex, contains, not_contains, json_schema, turn_budget, tool_call_budget, length, reference_f1, \
+             reference_recall)"
         );
         assert_eq!(
             build_err(json!({"name": "x"})),
