@@ -41,6 +41,10 @@
 #   REFERENCE_F1=1   with REFERENCE=judge: also merges a `reference_f1` verifier (token F1 of the
 #                    answer against the judge's own answer) into the reward, at this weight beside
 #                    the judge (1) and the length verifier; the judge's answer, never the gold one
+#   TRAIN_SETS="train train_more"
+#                    the training prompts: these files of evals/policy_qa/, one after another
+#                    (default: train, its 400 prompts; train_more has 1,600 more, drawn after
+#                    every other file)
 #   REFERENCE_RECALL=2
 #                    with REFERENCE=judge: the same with a `reference_recall` verifier (the share
 #                    of the judge's answer's words the answer says: a sentence around the judge's
@@ -67,6 +71,13 @@ RUBRIC_FILE="${RUBRIC_FILE:-}"
 REFERENCE="${REFERENCE:-}"
 REFERENCE_F1="${REFERENCE_F1:-}"
 REFERENCE_RECALL="${REFERENCE_RECALL:-}"
+TRAIN_SETS="${TRAIN_SETS:-train}"
+for set_name in $TRAIN_SETS; do
+    case "$set_name" in
+        train | train_more) ;;
+        *) echo "learn_from_judge.sh: TRAIN_SETS names train and train_more, not $set_name" >&2; exit 2 ;;
+    esac
+done
 REFERENCE_INSTRUCTION="${REFERENCE_INSTRUCTION:-}"
 if [[ -n "$REFERENCE_INSTRUCTION" && "$REFERENCE" != judge ]]; then
     echo "learn_from_judge.sh: REFERENCE_INSTRUCTION is what the judge answers under: set REFERENCE=judge" >&2
@@ -100,17 +111,18 @@ judge_config judge.toml "$JUDGE_MODE" "$JUDGE_ADAPTER"
 
 # The training tasks: the prompts and rubric as built (or RUBRIC_FILE's rubric), plus the length
 # verifier when asked for.
-python3 - "$ROOT/evals/policy_qa/train.jsonl" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
+python3 - "$ROOT" "$TRAIN_SETS" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
     "$RUBRIC_FILE" "$REFERENCE" "$REFERENCE_F1" "$REFERENCE_RECALL" "$REFERENCE_INSTRUCTION" \
     > train_tasks.jsonl <<'PY'
 import json, os, sys
-(path, target, limit, weight, rubric_file, reference, reference_f1, reference_recall,
+(root, sets, target, limit, weight, rubric_file, reference, reference_f1, reference_recall,
  instruction) = sys.argv[1:]
 rubric = None
 if rubric_file:
     name = "policy_qa_" + os.path.splitext(os.path.basename(rubric_file))[0].removeprefix("policy_qa_")
     rubric = {"name": name, "text": open(rubric_file).read()}
-for line in open(path):
+lines = [l for name in sets.split() for l in open(f"{root}/evals/policy_qa/{name}.jsonl")]
+for line in lines:
     if not line.strip():
         continue
     task = json.loads(line)

@@ -24,6 +24,9 @@ Writes, under evals/policy_qa/ (or --out):
                  policy's own answers to questions no other file holds (labelled by the same
                  containment check; benches/judge_on_policy.sh). Never a policy's task, dev or
                  test question.
+  train_more.jsonl
+                 1,600 more training tasks in train.jsonl's form, drawn after judge: for a run that
+                 sees more distinct questions than train.jsonl has (one pass over both is 2,000).
   row_ids.json   seed, source, filters, excluded rows and why, the row ids of every line, sha256s.
 
 Rows are disjoint from every HaluEval QA row any other file of the repository uses (the eval set,
@@ -56,6 +59,8 @@ N_DEV = 100
 DEV_SEED = SEED + 1
 N_JUDGE = 400
 JUDGE_SEED = SEED + 2
+N_TRAIN_MORE = 1600
+TRAIN_MORE_SEED = SEED + 3
 MAX_ANSWER_WORDS = 8  # right_answer, split on whitespace
 MAX_KNOWLEDGE_CHARS = 1500  # knowledge, stripped
 
@@ -226,7 +231,13 @@ def main():
     if len(left) < N_JUDGE:
         sys.exit(f"policy_qa: {len(left)} rows left for judge, fewer than {N_JUDGE}")
     judge_ids = random.Random(JUDGE_SEED).sample(left, N_JUDGE)
-    splits = (("train", train_ids), ("test", test_ids), ("dev", dev_ids), ("judge", judge_ids))
+    # Then more training tasks, from the rows still left: every file before stays as it was.
+    left = sorted(set(left) - set(judge_ids))
+    if len(left) < N_TRAIN_MORE:
+        sys.exit(f"policy_qa: {len(left)} rows left for train_more, fewer than {N_TRAIN_MORE}")
+    train_more_ids = random.Random(TRAIN_MORE_SEED).sample(left, N_TRAIN_MORE)
+    splits = (("train", train_ids), ("test", test_ids), ("dev", dev_ids), ("judge", judge_ids),
+              ("train_more", train_more_ids))
 
     # Disjointness: from every other file's QA rows, and train from test.
     problems = []
@@ -241,7 +252,7 @@ def main():
         if len(set(split_ids)) != len(split_ids):
             problems.append(f"{split}: a row appears twice")
     questions = {}
-    for i in train_ids + test_ids + dev_ids + judge_ids:
+    for i in train_ids + test_ids + dev_ids + judge_ids + train_more_ids:
         q = normalize(rows[i]["question"])
         if q in questions:
             problems.append(f"rows {questions[q]} and {i}: the same question")
@@ -249,11 +260,16 @@ def main():
     if problems:
         sys.exit("policy_qa: not disjoint:\n  " + "\n  ".join(problems))
 
-    train = []
-    for i in train_ids:
-        line = {"messages": task_messages(rows[i]), "rubric": RUBRIC}
-        check_train_line(line, rows[i])
-        train.append(line)
+    def training_tasks(ids):
+        lines = []
+        for i in ids:
+            line = {"messages": task_messages(rows[i]), "rubric": RUBRIC}
+            check_train_line(line, rows[i])
+            lines.append(line)
+        return lines
+
+    train = training_tasks(train_ids)
+    train_more = training_tasks(train_more_ids)
     def questions_with_answers(ids):
         return [
             {"id": f"policy_qa-{i}", "row_id": i, "messages": task_messages(rows[i]),
@@ -268,7 +284,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     files = {}
     for name, lines in (("train.jsonl", train), ("test.jsonl", test), ("dev.jsonl", dev),
-                        ("judge.jsonl", judge)):
+                        ("judge.jsonl", judge), ("train_more.jsonl", train_more)):
         path = os.path.join(a.out, name)
         build_sets.write_jsonl(path, lines)
         with open(path, "rb") as f:
@@ -329,8 +345,10 @@ def main():
                     f"drawn order; then dev: random.Random({DEV_SEED}).sample(the pool rows not "
                     f"drawn, in row order, {N_DEV}), in drawn order; then judge: "
                     f"random.Random({JUDGE_SEED}).sample(the pool rows still not drawn, in row "
-                    f"order, {N_JUDGE}), in drawn order",
-        "disjoint": "train, test, dev and judge share no row and no (normalised) question, and none "
+                    f"order, {N_JUDGE}), in drawn order; then train_more: "
+                    f"random.Random({TRAIN_MORE_SEED}).sample(the pool rows still not drawn, in "
+                    f"row order, {N_TRAIN_MORE}), in drawn order",
+        "disjoint": "train, test, dev, judge and train_more share no row and no (normalised) question, and none "
                     "shares a row with " + ", ".join(f"evals/{n}.jsonl" for n in USED_QA_FILES)
                     + " (asserted by the script)",
         "train": {"tasks": len(train_ids), "answer_words": words(train_ids)},
@@ -343,6 +361,9 @@ def main():
                   "use": "training a judge on the policy's answers (labels: the containment "
                          "check); never a policy's task, dev or test question"},
         "judge_row_ids": judge_ids,
+        "train_more": {"tasks": len(train_more_ids), "answer_words": words(train_more_ids),
+                       "use": "more training tasks in train.jsonl's form, drawn after judge"},
+        "train_more_row_ids": train_more_ids,
         "excluded_rows": excluded,
         "files": files,
     }

@@ -158,7 +158,8 @@ mod tests {
 
     /// The policy QA experiment's training prompts (evals/build_policy_tasks.py) read as tasks,
     /// and none carries an answer, a reference or a verifier: the reward is the judge's alone.
-    /// Their source rows are none of the held-out test questions' rows, nor of the dev ones.
+    /// Their source rows are none of the held-out test questions' rows, nor of the dev ones; the
+    /// same holds for the further prompts of train_more.jsonl.
     #[test]
     fn the_policy_qa_tasks_read_without_their_answers() {
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/evals/policy_qa"));
@@ -194,14 +195,26 @@ mod tests {
             })
             .collect();
         assert_eq!(on_lines, dev);
-        let text = std::fs::read_to_string(dir.join("train.jsonl")).unwrap();
-        for line in text.lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            assert!(
-                v.get("answer").is_none() && v.get("reference").is_none(),
-                "{line}"
-            );
-            assert!(v.get("verifiers").is_none(), "{line}");
+        // The further training prompts: tasks too, none of the held-out, dev or train rows.
+        let more = rows("train_more_row_ids");
+        assert_eq!(more.len(), 1600);
+        assert!(more
+            .iter()
+            .all(|r| !test.contains(r) && !dev.contains(r) && !train.contains(r)));
+        assert_eq!(
+            read_tasks(&dir.join("train_more.jsonl")).unwrap().len(),
+            1600
+        );
+        for file in ["train.jsonl", "train_more.jsonl"] {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert!(
+                    v.get("answer").is_none() && v.get("reference").is_none(),
+                    "{file}: {line}"
+                );
+                assert!(v.get("verifiers").is_none(), "{file}: {line}");
+            }
         }
     }
 }
