@@ -41,14 +41,14 @@
 #   REFERENCE_F1=1   with REFERENCE=judge: also merges a `reference_f1` verifier (token F1 of the
 #                    answer against the judge's own answer) into the reward, at this weight beside
 #                    the judge (1) and the length verifier; the judge's answer, never the gold one
-#   TRAIN_SETS="train train_more"
-#                    the training prompts: these files of evals/policy_qa/, one after another
-#                    (default: train, its 400 prompts; train_more has 1,600 more, drawn after
-#                    every other file)
 #   REFERENCE_RECALL=2
 #                    with REFERENCE=judge: the same with a `reference_recall` verifier (the share
 #                    of the judge's answer's words the answer says: a sentence around the judge's
 #                    answer scores as the bare answer does)
+#   TRAIN_SETS="train train_more"
+#                    the training prompts: these files of evals/policy_qa/, one after another
+#                    (default: train, its 400 prompts; train_more has 1,600 more, drawn after
+#                    every other file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
