@@ -22,6 +22,9 @@
 #
 # Choosing a reward (README: choose on dev, report test once per shipped configuration):
 #   SPLIT=dev        answers and scores evals/policy_qa/dev.jsonl instead of test.jsonl
+#   SPLIT=dev_more TEST_N=400
+#                    the larger dev set (400 questions, about +-0.05 on a difference, where dev's
+#                    100 give about +-0.10): what to choose on
 #   CONTROL=0        skips the control run (a dev run compares trained with base only)
 #   LENGTH_TARGET=80 LENGTH_LIMIT=200 [LENGTH_WEIGHT=1]
 #                    merges a length verifier (characters; 1.0 up to the target, falling to 0.0 at

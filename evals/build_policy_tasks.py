@@ -27,6 +27,9 @@ Writes, under evals/policy_qa/ (or --out):
   train_more.jsonl
                  1,600 more training tasks in train.jsonl's form, drawn after judge: for a run that
                  sees more distinct questions than train.jsonl has (one pass over both is 2,000).
+  dev_more.jsonl 400 more questions in dev.jsonl's form, drawn after train_more: a dev set large
+                 enough to choose on (a difference on 100 questions is uncertain by about +-0.10,
+                 on 400 by about +-0.05). Every file before it stays as it was.
   row_ids.json   seed, source, filters, excluded rows and why, the row ids of every line, sha256s.
 
 Rows are disjoint from every HaluEval QA row any other file of the repository uses (the eval set,
@@ -61,6 +64,8 @@ N_JUDGE = 400
 JUDGE_SEED = SEED + 2
 N_TRAIN_MORE = 1600
 TRAIN_MORE_SEED = SEED + 3
+N_DEV_MORE = 400
+DEV_MORE_SEED = SEED + 4
 MAX_ANSWER_WORDS = 8  # right_answer, split on whitespace
 MAX_KNOWLEDGE_CHARS = 1500  # knowledge, stripped
 
@@ -236,8 +241,13 @@ def main():
     if len(left) < N_TRAIN_MORE:
         sys.exit(f"policy_qa: {len(left)} rows left for train_more, fewer than {N_TRAIN_MORE}")
     train_more_ids = random.Random(TRAIN_MORE_SEED).sample(left, N_TRAIN_MORE)
+    # Then a larger dev set, from the rows still left: every file before stays as it was.
+    left = sorted(set(left) - set(train_more_ids))
+    if len(left) < N_DEV_MORE:
+        sys.exit(f"policy_qa: {len(left)} rows left for dev_more, fewer than {N_DEV_MORE}")
+    dev_more_ids = random.Random(DEV_MORE_SEED).sample(left, N_DEV_MORE)
     splits = (("train", train_ids), ("test", test_ids), ("dev", dev_ids), ("judge", judge_ids),
-              ("train_more", train_more_ids))
+              ("train_more", train_more_ids), ("dev_more", dev_more_ids))
 
     # Disjointness: from every other file's QA rows, and train from test.
     problems = []
@@ -252,7 +262,7 @@ def main():
         if len(set(split_ids)) != len(split_ids):
             problems.append(f"{split}: a row appears twice")
     questions = {}
-    for i in train_ids + test_ids + dev_ids + judge_ids + train_more_ids:
+    for i in train_ids + test_ids + dev_ids + judge_ids + train_more_ids + dev_more_ids:
         q = normalize(rows[i]["question"])
         if q in questions:
             problems.append(f"rows {questions[q]} and {i}: the same question")
@@ -280,11 +290,13 @@ def main():
     test = questions_with_answers(test_ids)
     dev = questions_with_answers(dev_ids)
     judge = questions_with_answers(judge_ids)
+    dev_more = questions_with_answers(dev_more_ids)
 
     os.makedirs(a.out, exist_ok=True)
     files = {}
     for name, lines in (("train.jsonl", train), ("test.jsonl", test), ("dev.jsonl", dev),
-                        ("judge.jsonl", judge), ("train_more.jsonl", train_more)):
+                        ("judge.jsonl", judge), ("train_more.jsonl", train_more),
+                        ("dev_more.jsonl", dev_more)):
         path = os.path.join(a.out, name)
         build_sets.write_jsonl(path, lines)
         with open(path, "rb") as f:
@@ -347,8 +359,10 @@ def main():
                     f"random.Random({JUDGE_SEED}).sample(the pool rows still not drawn, in row "
                     f"order, {N_JUDGE}), in drawn order; then train_more: "
                     f"random.Random({TRAIN_MORE_SEED}).sample(the pool rows still not drawn, in "
-                    f"row order, {N_TRAIN_MORE}), in drawn order",
-        "disjoint": "train, test, dev, judge and train_more share no row and no (normalised) question, and none "
+                    f"row order, {N_TRAIN_MORE}), in drawn order; then dev_more: "
+                    f"random.Random({DEV_MORE_SEED}).sample(the pool rows still not drawn, in "
+                    f"row order, {N_DEV_MORE}), in drawn order",
+        "disjoint": "train, test, dev, judge, train_more and dev_more share no row and no (normalised) question, and none "
                     "shares a row with " + ", ".join(f"evals/{n}.jsonl" for n in USED_QA_FILES)
                     + " (asserted by the script)",
         "train": {"tasks": len(train_ids), "answer_words": words(train_ids)},
@@ -364,6 +378,10 @@ def main():
         "train_more": {"tasks": len(train_more_ids), "answer_words": words(train_more_ids),
                        "use": "more training tasks in train.jsonl's form, drawn after judge"},
         "train_more_row_ids": train_more_ids,
+        "dev_more": {"questions": len(dev_more_ids), "answer_words": words(dev_more_ids),
+                     "use": "a larger dev set in dev.jsonl's form, drawn after train_more: "
+                            "what a run's settings are chosen on"},
+        "dev_more_row_ids": dev_more_ids,
         "excluded_rows": excluded,
         "files": files,
     }

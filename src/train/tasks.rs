@@ -159,7 +159,8 @@ mod tests {
     /// The policy QA experiment's training prompts (evals/build_policy_tasks.py) read as tasks,
     /// and none carries an answer, a reference or a verifier: the reward is the judge's alone.
     /// Their source rows are none of the held-out test questions' rows, nor of the dev ones; the
-    /// same holds for the further prompts of train_more.jsonl.
+    /// same holds for the further prompts of train_more.jsonl, and the larger dev set,
+    /// dev_more.jsonl, shares a row with none of them.
     #[test]
     fn the_policy_qa_tasks_read_without_their_answers() {
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/evals/policy_qa"));
@@ -205,6 +206,23 @@ mod tests {
             read_tasks(&dir.join("train_more.jsonl")).unwrap().len(),
             1600
         );
+        // The larger dev set: none of the rows above, and dev_more.jsonl holds exactly its rows.
+        let dev_more = rows("dev_more_row_ids");
+        assert_eq!(dev_more.len(), 400);
+        assert!(dev_more.iter().all(|r| !test.contains(r)
+            && !dev.contains(r)
+            && !train.contains(r)
+            && !more.contains(r)));
+        let on_lines: Vec<u64> = std::fs::read_to_string(dir.join("dev_more.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["row_id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(on_lines, dev_more);
         for file in ["train.jsonl", "train_more.jsonl"] {
             let text = std::fs::read_to_string(dir.join(file)).unwrap();
             for line in text.lines() {
