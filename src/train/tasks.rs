@@ -186,16 +186,19 @@ mod tests {
         let dev = rows("dev_row_ids");
         assert_eq!(dev.len(), 100);
         assert!(dev.iter().all(|r| !test.contains(r) && !train.contains(r)));
-        let dev_file = std::fs::read_to_string(dir.join("dev.jsonl")).unwrap();
-        let on_lines: Vec<u64> = dev_file
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<serde_json::Value>(l).unwrap()["row_id"]
-                    .as_u64()
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(on_lines, dev);
+        // The row ids a held-out file's lines carry, in order.
+        let on_lines = |file: &str| -> Vec<u64> {
+            std::fs::read_to_string(dir.join(file))
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["row_id"]
+                        .as_u64()
+                        .unwrap()
+                })
+                .collect()
+        };
+        assert_eq!(on_lines("dev.jsonl"), dev);
         // The further training prompts: tasks too, none of the held-out, dev or train rows.
         let more = rows("train_more_row_ids");
         assert_eq!(more.len(), 1600);
@@ -213,16 +216,7 @@ mod tests {
             && !dev.contains(r)
             && !train.contains(r)
             && !more.contains(r)));
-        let on_lines: Vec<u64> = std::fs::read_to_string(dir.join("dev_more.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<serde_json::Value>(l).unwrap()["row_id"]
-                    .as_u64()
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(on_lines, dev_more);
+        assert_eq!(on_lines("dev_more.jsonl"), dev_more);
         for file in ["train.jsonl", "train_more.jsonl"] {
             let text = std::fs::read_to_string(dir.join(file)).unwrap();
             for line in text.lines() {
