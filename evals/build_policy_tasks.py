@@ -226,26 +226,22 @@ def main():
     rng = random.Random(SEED)
     picked = rng.sample(pool, N_TEST + N_TRAIN)  # file order: as drawn
     test_ids, train_ids = picked[:N_TEST], picked[N_TEST:]
-    # Drawn after the first draw, from the rows it left: train and test stay what they were.
+    # Each later file is drawn with its own seed from the pool rows every earlier draw left, so
+    # adding a file never changes the ones before it.
     left = sorted(set(pool) - set(picked))
-    if len(left) < N_DEV:
-        sys.exit(f"policy_qa: {len(left)} rows left for dev, fewer than {N_DEV}")
-    dev_ids = random.Random(DEV_SEED).sample(left, N_DEV)
-    # Then the judge's questions, from the rows still left: train, test and dev stay as they were.
-    left = sorted(set(left) - set(dev_ids))
-    if len(left) < N_JUDGE:
-        sys.exit(f"policy_qa: {len(left)} rows left for judge, fewer than {N_JUDGE}")
-    judge_ids = random.Random(JUDGE_SEED).sample(left, N_JUDGE)
-    # Then more training tasks, from the rows still left: every file before stays as it was.
-    left = sorted(set(left) - set(judge_ids))
-    if len(left) < N_TRAIN_MORE:
-        sys.exit(f"policy_qa: {len(left)} rows left for train_more, fewer than {N_TRAIN_MORE}")
-    train_more_ids = random.Random(TRAIN_MORE_SEED).sample(left, N_TRAIN_MORE)
-    # Then a larger dev set, from the rows still left: every file before stays as it was.
-    left = sorted(set(left) - set(train_more_ids))
-    if len(left) < N_DEV_MORE:
-        sys.exit(f"policy_qa: {len(left)} rows left for dev_more, fewer than {N_DEV_MORE}")
-    dev_more_ids = random.Random(DEV_MORE_SEED).sample(left, N_DEV_MORE)
+
+    def draw_next(name, n, seed):
+        nonlocal left
+        if len(left) < n:
+            sys.exit(f"policy_qa: {len(left)} rows left for {name}, fewer than {n}")
+        ids = random.Random(seed).sample(left, n)
+        left = sorted(set(left) - set(ids))
+        return ids
+
+    dev_ids = draw_next("dev", N_DEV, DEV_SEED)
+    judge_ids = draw_next("judge", N_JUDGE, JUDGE_SEED)
+    train_more_ids = draw_next("train_more", N_TRAIN_MORE, TRAIN_MORE_SEED)
+    dev_more_ids = draw_next("dev_more", N_DEV_MORE, DEV_MORE_SEED)
     splits = (("train", train_ids), ("test", test_ids), ("dev", dev_ids), ("judge", judge_ids),
               ("train_more", train_more_ids), ("dev_more", dev_more_ids))
 
