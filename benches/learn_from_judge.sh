@@ -28,7 +28,7 @@
 #   CONTROL=0        skips the control run (a dev run compares trained with base only)
 #   LENGTH_TARGET=80 LENGTH_LIMIT=200 [LENGTH_WEIGHT=1]
 #                    merges a length verifier (characters; 1.0 up to the target, falling to 0.0 at
-#                    the limit) into the training reward beside the judge (weights judge 1,
+#                    the limit) into the training reward beside the judge (weights judge JUDGE_WEIGHT,
 #                    length LENGTH_WEIGHT): the rubric's "one short sentence" made verifiable.
 #                    Still no gold answer in the reward.
 #   RUBRIC_FILE=benches/rubrics/policy_qa_correct.md
@@ -48,6 +48,12 @@
 #                    with REFERENCE=judge: the same with a `reference_recall` verifier (the share
 #                    of the judge's answer's words the answer says: a sentence around the judge's
 #                    answer scores as the bare answer does)
+#   JUDGE_WEIGHT=0   the judge's verdict's weight in the training reward (default 1). At 0 the
+#                    judge gives no verdict at all (it is not asked): with REFERENCE=judge and
+#                    REFERENCE_RECALL or REFERENCE_F1 the reward is then the length verifier plus the
+#                    answer's agreement with the judge's own answer, which the judge still writes
+#                    once per question. This drops RULER's relative verdict; the judge's answer is
+#                    still the only knowledge in the reward (no gold answer)
 #   TRAIN_SETS="train train_more"
 #                    the training prompts: these files of evals/policy_qa/, one after another
 #                    (default: train, its 400 prompts; train_more has 1,600 more, drawn after
@@ -74,6 +80,7 @@ RUBRIC_FILE="${RUBRIC_FILE:-}"
 REFERENCE="${REFERENCE:-}"
 REFERENCE_F1="${REFERENCE_F1:-}"
 REFERENCE_RECALL="${REFERENCE_RECALL:-}"
+JUDGE_WEIGHT="${JUDGE_WEIGHT:-1}"
 TRAIN_SETS="${TRAIN_SETS:-train}"
 for set_name in $TRAIN_SETS; do
     case "$set_name" in
@@ -88,6 +95,15 @@ if [[ -n "$REFERENCE_INSTRUCTION" && "$REFERENCE" != judge ]]; then
 fi
 if [[ -n "$REFERENCE_F1$REFERENCE_RECALL" && "$REFERENCE" != judge ]]; then
     echo "learn_from_judge.sh: REFERENCE_F1 and REFERENCE_RECALL compare with the judge's own answer: set REFERENCE=judge" >&2
+    exit 2
+fi
+if ! python3 -c 'import sys; assert float(sys.argv[1]) >= 0' "$JUDGE_WEIGHT" 2> /dev/null; then
+    echo "learn_from_judge.sh: JUDGE_WEIGHT is a number >= 0, not $JUDGE_WEIGHT" >&2
+    exit 2
+fi
+if [[ "$(python3 -c 'import sys; print(float(sys.argv[1]) == 0)' "$JUDGE_WEIGHT")" == True \
+      && -z "$REFERENCE_F1$REFERENCE_RECALL" ]]; then
+    echo "learn_from_judge.sh: JUDGE_WEIGHT=0 leaves only the length in the reward: set REFERENCE=judge and REFERENCE_RECALL or REFERENCE_F1" >&2
     exit 2
 fi
 if [[ -n "$REFERENCE" && "$REFERENCE" != judge ]]; then
@@ -116,10 +132,10 @@ judge_config judge.toml "$JUDGE_MODE" "$JUDGE_ADAPTER"
 # verifier when asked for.
 python3 - "$ROOT" "$TRAIN_SETS" "$LENGTH_TARGET" "$LENGTH_LIMIT" "$LENGTH_WEIGHT" \
     "$RUBRIC_FILE" "$REFERENCE" "$REFERENCE_F1" "$REFERENCE_RECALL" "$REFERENCE_INSTRUCTION" \
-    > train_tasks.jsonl <<'PY'
+    "$JUDGE_WEIGHT" > train_tasks.jsonl <<'PY'
 import json, os, sys
 (root, sets, target, limit, weight, rubric_file, reference, reference_f1, reference_recall,
- instruction) = sys.argv[1:]
+ instruction, judge_weight) = sys.argv[1:]
 rubric = None
 if rubric_file:
     name = "policy_qa_" + os.path.splitext(os.path.basename(rubric_file))[0].removeprefix("policy_qa_")
@@ -135,7 +151,8 @@ for line in lines:
         task["rubric"] = dict(task["rubric"], reference=reference)
     if instruction:
         task["rubric"]["reference_instruction"] = instruction
-    verifiers, weights = [], {"judge": 1.0}
+    # A judge weight of 0 leaves the judge out of the policy, so it is not asked for a verdict.
+    verifiers, weights = [], {"judge": float(judge_weight)} if float(judge_weight) > 0 else {}
     if target:
         verifiers.append({"type": "length", "unit": "chars",
                           "target": int(target), "limit": int(limit)})
