@@ -28,9 +28,9 @@
 #   CONTROL=0        skips the control run (a dev run compares trained with base only)
 #   LENGTH_TARGET=80 LENGTH_LIMIT=200 [LENGTH_WEIGHT=1]
 #                    merges a length verifier (characters; 1.0 up to the target, falling to 0.0 at
-#                    the limit) into the training reward beside the judge (weights judge JUDGE_WEIGHT,
-#                    length LENGTH_WEIGHT): the rubric's "one short sentence" made verifiable.
-#                    Still no gold answer in the reward.
+#                    the limit) into the training reward beside the judge (weights: judge
+#                    JUDGE_WEIGHT, length LENGTH_WEIGHT): the rubric's "one short sentence" made
+#                    verifiable. Still no gold answer in the reward.
 #   RUBRIC_FILE=benches/rubrics/policy_qa_correct.md
 #                    the training tasks' rubric text from this file instead of the one
 #                    evals/policy_qa/train.jsonl carries (the rubric is the reward function's
@@ -50,10 +50,10 @@
 #                    answer scores as the bare answer does)
 #   JUDGE_WEIGHT=0   the judge's verdict's weight in the training reward (default 1). At 0 the
 #                    judge gives no verdict at all (it is not asked): with REFERENCE=judge and
-#                    REFERENCE_RECALL or REFERENCE_F1 the reward is then the length verifier plus the
-#                    answer's agreement with the judge's own answer, which the judge still writes
-#                    once per question. This drops RULER's relative verdict; the judge's answer is
-#                    still the only knowledge in the reward (no gold answer)
+#                    REFERENCE_RECALL or REFERENCE_F1 the reward is then the length verifier plus
+#                    the answer's agreement with the judge's own answer, which the judge still
+#                    writes once per question. This drops RULER's relative verdict; the judge's
+#                    answer is still the only knowledge in the reward (no gold answer)
 #   TRAIN_SETS="train train_more"
 #                    the training prompts: these files of evals/policy_qa/, one after another
 #                    (default: train, its 400 prompts; train_more has 1,600 more, drawn after
