@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use gavel::domain::prompt::JudgeMode;
-use gavel::eval::{EvalFormat, EvalOptions, ScoreTarget};
+use gavel::eval::{AttackOptions, EvalFormat, EvalOptions, ScoreTarget};
 
 use super::Common;
 
@@ -61,6 +61,29 @@ pub struct EvalArgs {
     /// Write the report here instead of standard output.
     #[arg(short = 'o', long = "output", env = "GAVEL_EVAL_OUTPUT")]
     pub output: Option<PathBuf>,
+    /// Also judge each group with its wrong trajectories' final answers rewritten by each
+    /// attack (`--attacks` for every attack, `--attacks=NAME,NAME` to choose; the shipped ones
+    /// are in attacks/) and report each attack's success rate, score shift and accuracy.
+    #[arg(
+        long,
+        env = "GAVEL_EVAL_ATTACKS",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        value_delimiter = ','
+    )]
+    pub attacks: Option<Vec<String>>,
+    /// A folder of more attack files (`NAME.toml`: kind, description, template), added to the
+    /// shipped ones (a file of the same name replaces a shipped attack).
+    #[arg(long, env = "GAVEL_EVAL_ATTACKS_DIR")]
+    pub attacks_dir: Option<PathBuf>,
+    /// With --attacks: how many judgings run without asking; above it, gavel asks on a
+    /// terminal and refuses elsewhere unless --yes.
+    #[arg(long, env = "GAVEL_EVAL_CONFIRM_ABOVE", default_value_t = 2000)]
+    pub confirm_above: u64,
+    /// Run an attacked evaluation of any size without asking (for scripts).
+    #[arg(long, env = "GAVEL_EVAL_YES")]
+    pub yes: bool,
     /// Labelled group files (.jsonl, one group per line; or .json, one group; `-` for standard
     /// input).
     #[arg(required = true)]
@@ -84,6 +107,12 @@ pub async fn run(common: &Common, args: EvalArgs) -> anyhow::Result<ExitCode> {
         },
         output: args.output,
         files: args.files,
+        attacks: args.attacks.map(|names| AttackOptions {
+            names: names.into_iter().filter(|n| !n.is_empty()).collect(),
+            dir: args.attacks_dir,
+            yes: args.yes,
+            confirm_above: args.confirm_above,
+        }),
     };
     Ok(super::exit(
         gavel::eval::run(&common.source(), &opts).await?,

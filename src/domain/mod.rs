@@ -7,6 +7,7 @@
 //! [`seconds`] (durations in configuration), [`secret`] (strings that never print themselves),
 //! [`stats`] (the statistics every tool shares).
 
+pub mod attack;
 pub mod dedup;
 pub mod device;
 pub mod error_chain;

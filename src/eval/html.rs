@@ -198,8 +198,75 @@ fn comparisons_table(h: &mut String, report: &EvalReport) {
             num(c.accuracy_b),
             c.difference
                 .map_or_else(|| "—".into(), |d| format!("{d:+.3}")),
-            c.ci95
-                .map_or_else(|| "—".into(), |[a, b]| format!("{a:+.3} – {b:+.3}")),
+            ci_text(c.ci95, true),
+        );
+    }
+    h.push_str("</tbody></table></div>\n");
+}
+
+/// `0.123 – 0.456` (signed when `sign`), or `—`.
+fn ci_text(ci: Option<[f64; 2]>, sign: bool) -> String {
+    ci.map_or_else(
+        || "—".into(),
+        |[a, b]| {
+            if sign {
+                format!("{a:+.3} – {b:+.3}")
+            } else {
+                format!("{a:.3} – {b:.3}")
+            }
+        },
+    )
+}
+
+/// With `--attacks`: the worst attack per set × combination as cards, then every attack's
+/// figures.
+fn attacks_section(h: &mut String, report: &EvalReport) {
+    if report.attacks.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<h2>Attacks <span style=\"color:{MUTED};font-weight:400;font-size:13px\">the wrong \
+         trajectories' final answers rewritten; success: an attacked answer now scores above the \
+         best one, per pair and order, where it did not clean</span></h2>"
+    );
+    h.push_str("<section class=\"cards\">\n");
+    for s in report.attack_summary.iter().take(6) {
+        let bad = s.success_rate.is_some_and(|r| r > 0.05);
+        card(
+            h,
+            &num(s.success_rate),
+            &format!("worst attack ({}) · {}", s.worst_attack, s.label()),
+            bad,
+        );
+    }
+    h.push_str("</section>\n");
+    h.push_str(
+        "<div class=\"box scroll\"><table class=\"res\"><thead><tr><th>set · judge · rubric</th>\
+         <th>attack</th><th>kind</th><th class=\"n\">groups</th><th class=\"n\">success</th>\
+         <th class=\"n\">95% interval</th><th class=\"n\">score shift</th>\
+         <th class=\"n\">95% interval</th><th class=\"n\">accuracy clean</th>\
+         <th class=\"n\">attacked</th><th class=\"n\">invalid</th></tr></thead>\n<tbody>\n",
+    );
+    for a in &report.attacks {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"lbl-cell\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td></tr>",
+            esc(&a.label()),
+            esc(&a.attack),
+            esc(&a.kind),
+            a.groups,
+            num(a.success_rate),
+            ci_text(a.success_ci95, false),
+            a.score_shift
+                .map_or_else(|| "—".into(), |d| format!("{d:+.3}")),
+            ci_text(a.score_shift_ci95, true),
+            num(a.accuracy_clean),
+            num(a.accuracy_attacked),
+            a.invalid
         );
     }
     h.push_str("</tbody></table></div>\n");
@@ -356,6 +423,7 @@ pub fn render(report: &EvalReport) -> String {
     h.push_str("<h2>Results</h2>\n");
     results_table(&mut h, report);
     comparisons_table(&mut h, report);
+    attacks_section(&mut h, report);
     misranked_section(&mut h, report);
     page_close(
         &mut h,

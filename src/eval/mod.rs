@@ -8,7 +8,13 @@
 //! better trajectory is shown first vs later), length bias, calibration, invalid verdicts
 //! (counted, never scored), usage and time; with several combinations, paired comparisons.
 //! Output: a terminal summary, one JSON document, or a self-contained HTML page.
+//!
+//! With `--attacks` ([`attacks`]), each group is also judged once per attack with its wrong
+//! trajectories' final answers rewritten, and the report adds each attack's success rate, score
+//! shift and accuracy under attack ([`attack_report`]).
 
+mod attack_report;
+mod attacks;
 pub mod choice;
 mod html;
 pub mod report;
@@ -34,6 +40,8 @@ use crate::toolkit::groupfile::{
     label_of, override_request, print_problems, read_checked, Extra, GroupIn,
 };
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
+pub use attack_report::{AttackResult, AttackSummary};
+pub use attacks::AttackOptions;
 use choice::ModeAsked;
 pub use choice::ScoreTarget;
 
@@ -75,6 +83,8 @@ pub struct EvalOptions {
     pub output: Option<PathBuf>,
     /// Labelled group files.
     pub files: Vec<PathBuf>,
+    /// `--attacks`: judge each group again under each attack.
+    pub attacks: Option<AttackOptions>,
 }
 
 /// The eval fields of a line.
@@ -152,7 +162,7 @@ pub fn agent_length(t: &Trajectory) -> usize {
 }
 
 /// One combination as the requests get it (`None` = the request's own, or the judge's mode).
-struct Variant {
+pub(crate) struct Variant {
     judge: Option<String>,
     rubric: Option<String>,
     mode: Option<JudgeMode>,
@@ -199,9 +209,11 @@ fn combos(args: &EvalOptions, cfg: &Config) -> Vec<Variant> {
 /// load").
 const DEFAULT_CONCURRENCY: usize = 4;
 
-/// The request for one group, combination and order.
+/// The request for one group (its trajectories as labelled, or an attacked copy), combination
+/// and order.
 fn order_request(
     g: &GroupIn<Labels>,
+    trajectories: &[Trajectory],
     v: &Variant,
     permutations: Option<u32>,
     order: &[usize],
@@ -214,10 +226,7 @@ fn order_request(
     if permutations.is_some() {
         r.permutations = permutations;
     }
-    r.trajectories = order
-        .iter()
-        .map(|&i| g.request.trajectories[i].clone())
-        .collect();
+    r.trajectories = order.iter().map(|&i| trajectories[i].clone()).collect();
     r
 }
 
@@ -287,7 +296,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
             let as_given: Vec<usize> = (0..g.request.trajectories.len()).collect();
             combos
                 .iter()
-                .map(|v| order_request(g, v, args.permutations, &as_given))
+                .map(|v| order_request(g, &g.request.trajectories, v, args.permutations, &as_given))
                 .collect()
         });
         match checked {
@@ -338,8 +347,23 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
         groups.push((lg, g));
     }
 
+    let attacked = match &args.attacks {
+        None => attacks::Attacked::none(),
+        Some(opts) => {
+            let gs: Vec<&GroupIn<Labels>> = groups.iter().map(|(_, g)| g).collect();
+            let prepared = attacks::prepare(opts, &rubric_set, &combos, &gs);
+            let attacked = match prepared {
+                Ok(a) => a,
+                Err(m) => return usage_error(&m),
+            };
+            if !agree_to_attacks(&scorer, &cfg, args, opts, &combos, &groups, &attacked)? {
+                return Ok(Exit::Refused);
+            }
+            attacked
+        }
+    };
     let scorer: Arc<Scorer> = attach_store(scorer, &cfg).await?;
-    let mut runs = judge_all(&scorer, args, concurrency, &combos, &groups).await;
+    let mut runs = judge_all(&scorer, args, concurrency, &combos, &groups, &attacked).await;
     scorer.store().flush().await?;
     if let ScoreTarget::Component(name) = &args.score {
         for j in runs.iter_mut().flat_map(|r| &mut r.judgings) {
@@ -356,6 +380,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
         &combo_list,
         &labelled,
         &runs,
+        &attacked.attacks,
     );
     // The text report shows each error's message; anywhere else (a file, JSON, HTML) the first
     // of each kind also goes to stderr, so a missing key is never only a count.
@@ -434,28 +459,26 @@ async fn judge_all(
     concurrency: usize,
     combos: &[Variant],
     groups: &[(LabelledGroup, GroupIn<Labels>)],
+    attacked: &attacks::Attacked,
 ) -> Vec<GroupRun> {
-    // Group by group, each under every combination before the next: local judges that share
-    // a model (a base and its tuned judges) then find the group's prompts in its prefix cache.
-    let plans: Vec<(usize, usize, Vec<Vec<usize>>)> = groups
-        .iter()
-        .enumerate()
-        .flat_map(|(gi, (lg, g))| {
-            let seed = format!("eval/{}/{}", lg.set, lg.id);
-            let orders = stats::eval_orders(g.request.trajectories.len(), args.orders, &seed);
-            (0..combos.len()).map(move |c| (c, gi, orders.clone()))
-        })
-        .collect();
-    let total: u64 = plans.iter().map(|(_, _, o)| o.len() as u64).sum();
+    // Group by group, each under every combination before the next, each attacked copy right
+    // after its clean group: local judges that share a model (a base and its tuned judges) then
+    // find the group's prompts in its prefix cache.
+    let plans = plan_judgings(args, combos.len(), groups, attacked.attacks.len());
+    let total: u64 = plans.iter().map(|(_, _, _, o)| o.len() as u64).sum();
     let bar = progress_bar(total);
     let bar = &bar;
     let runs = futures::stream::iter(plans)
-        .map(|(c, gi, orders)| async move {
+        .map(|(c, gi, attack, orders)| async move {
             let v = &combos[c];
             let g = &groups[gi].1;
+            let trajectories = match attack {
+                None => &g.request.trajectories,
+                Some(a) => &attacked.trajectories[gi][c][a],
+            };
             let mut judgings = Vec::with_capacity(orders.len());
             for order in orders {
-                let req = order_request(g, v, args.permutations, &order);
+                let req = order_request(g, trajectories, v, args.permutations, &order);
                 let t0 = Instant::now();
                 let out = group_outcome(scorer.score_group(&req).await);
                 let seconds = t0.elapsed().as_secs_f64();
@@ -471,6 +494,7 @@ async fn judge_all(
             GroupRun {
                 group: gi,
                 combo: c,
+                attack,
                 judgings,
             }
         })
@@ -481,6 +505,69 @@ async fn judge_all(
         b.finish_and_clear();
     }
     runs
+}
+
+/// Every judging to run, as (combination, group, attack, orders), in the order they run.
+type Plan = (usize, usize, Option<usize>, Vec<Vec<usize>>);
+
+fn plan_judgings(
+    args: &EvalOptions,
+    combos: usize,
+    groups: &[(LabelledGroup, GroupIn<Labels>)],
+    attacks: usize,
+) -> Vec<Plan> {
+    groups
+        .iter()
+        .enumerate()
+        .flat_map(|(gi, (lg, g))| {
+            let seed = format!("eval/{}/{}", lg.set, lg.id);
+            let orders = stats::eval_orders(g.request.trajectories.len(), args.orders, &seed);
+            (0..combos).flat_map(move |c| {
+                let orders = orders.clone();
+                std::iter::once(None)
+                    .chain((0..attacks).map(Some))
+                    .map(move |a| (c, gi, a, orders.clone()))
+            })
+        })
+        .collect()
+}
+
+/// Says the size of an attacked run and asks before a large one ([`attacks::agree_to_size`]).
+fn agree_to_attacks(
+    scorer: &Scorer,
+    cfg: &Config,
+    args: &EvalOptions,
+    opts: &AttackOptions,
+    combos: &[Variant],
+    groups: &[(LabelledGroup, GroupIn<Labels>)],
+    attacked: &attacks::Attacked,
+) -> Result<bool, CliError> {
+    let plans = plan_judgings(args, combos.len(), groups, attacked.attacks.len());
+    let judgings: u64 = plans.iter().map(|p| p.3.len() as u64).sum();
+    let clean: u64 = plans
+        .iter()
+        .filter(|p| p.2.is_none())
+        .map(|p| p.3.len() as u64)
+        .sum();
+    let tokens: u64 = plans
+        .iter()
+        .map(|(c, gi, a, orders)| {
+            let g = &groups[*gi].1;
+            let trajectories = match a {
+                None => &g.request.trajectories,
+                Some(a) => &attacked.trajectories[*gi][*c][*a],
+            };
+            let as_given: Vec<usize> = (0..trajectories.len()).collect();
+            let req = order_request(g, trajectories, &combos[*c], args.permutations, &as_given);
+            attacks::prompt_tokens(scorer, &req) * orders.len() as u64
+        })
+        .sum();
+    let remote = combos.iter().any(|v| {
+        cfg.judges
+            .get(&v.combo.judge)
+            .is_some_and(|j| j.backend() != crate::judge::Backend::Local)
+    });
+    attacks::agree_to_size(opts, judgings, clean, tokens, remote)
 }
 
 fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {

@@ -5,16 +5,18 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::attack_report::{attack_result, summarise, AttackResult, AttackSummary};
 use super::choice::{ModeAsked, ScoreTarget};
 use super::stats::{
     accuracy_ci, group_figures, histogram, paired_difference_ci, positions, GroupFigures, Tally,
 };
+use crate::domain::attack::Attack;
 use crate::domain::stats::{cmp_eps, mean, tidy};
 use crate::toolkit::html::clip;
 use crate::toolkit::outcome::GroupOutcome;
 
 /// Seed of every bootstrap, so the same judgings always give the same intervals.
-const BOOTSTRAP_SEED: u64 = 0x6761_7665_6c45_7661;
+pub(super) const BOOTSTRAP_SEED: u64 = 0x6761_7665_6c45_7661;
 /// Misranked groups kept per result (worst first).
 const MAX_MISRANKED: usize = 50;
 /// Characters kept of an explanation or answer in the misranked table.
@@ -59,6 +61,8 @@ pub struct GroupRun {
     /// Index into the groups read.
     pub group: usize,
     pub combo: usize,
+    /// Index into the run's attacks; `None` for the group as labelled.
+    pub attack: Option<usize>,
     pub judgings: Vec<Judging>,
 }
 
@@ -223,10 +227,15 @@ pub struct EvalReport {
     pub permutations: Option<u32>,
     pub results: Vec<SetResult>,
     pub comparisons: Vec<ComparisonResult>,
+    /// With `--attacks`: every attack's figures per set × combination, and the worst of each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attacks: Vec<AttackResult>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attack_summary: Vec<AttackSummary>,
 }
 
 /// A valid group's scores per order (by file index), or `None` when any order has no verdict.
-fn scores_of(run: &GroupRun) -> Option<Vec<Vec<f64>>> {
+pub(super) fn scores_of(run: &GroupRun) -> Option<Vec<Vec<f64>>> {
     run.judgings
         .iter()
         .map(|j| {
@@ -438,7 +447,9 @@ fn misranked_group(g: &LabelledGroup, run: &GroupRun, scores: &[Vec<f64>], acc: 
 }
 
 /// Every result and comparison: per set (and pooled as [`ALL_SETS`] when there are several),
-/// per combination; then each pair of combinations on each set.
+/// per combination; then each pair of combinations on each set; then, per set and combination,
+/// each attack's figures. Results and comparisons are of the clean runs only.
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     files: Vec<String>,
     score: &ScoreTarget,
@@ -446,8 +457,15 @@ pub fn build(
     permutations: Option<u32>,
     combos: &[Combo],
     groups: &[LabelledGroup],
-    runs: &[GroupRun],
+    all_runs: &[GroupRun],
+    attacks: &[Attack],
 ) -> EvalReport {
+    let clean: Vec<GroupRun> = all_runs
+        .iter()
+        .filter(|r| r.attack.is_none())
+        .cloned()
+        .collect();
+    let runs = &clean[..];
     let mut sets: Vec<&str> = Vec::new();
     for g in groups {
         if !sets.contains(&g.set.as_str()) {
@@ -477,6 +495,18 @@ pub fn build(
             }
         }
     }
+    let mut attack_results = Vec::new();
+    for (name, scope) in &scopes {
+        for (c, combo) in combos.iter().enumerate() {
+            let mine: Vec<&GroupRun> = all_runs
+                .iter()
+                .filter(|r| r.combo == c && in_scope(r, *scope))
+                .collect();
+            for (ai, a) in attacks.iter().enumerate() {
+                attack_results.push(attack_result(name, combo, (ai, a), groups, &mine));
+            }
+        }
+    }
     EvalReport {
         files,
         score: score.clone(),
@@ -484,6 +514,8 @@ pub fn build(
         permutations,
         results,
         comparisons,
+        attack_summary: summarise(&attack_results),
+        attacks: attack_results,
     }
 }
 

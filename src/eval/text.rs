@@ -154,5 +154,62 @@ pub fn render(report: &EvalReport) -> String {
             );
         }
     }
+    attacks(&mut out, report);
     out
+}
+
+/// `+0.123`, or `—`.
+fn signed(x: Option<f64>) -> String {
+    x.map_or_else(|| "—".into(), |v| format!("{v:+.3}"))
+}
+
+/// One table per set × combination: each attack's success rate, score shift and accuracy, then
+/// the worst attack.
+fn attacks(out: &mut String, report: &EvalReport) {
+    let mut last = String::new();
+    for a in &report.attacks {
+        let label = a.label();
+        if label != last {
+            let _ = writeln!(
+                out,
+                "\nattacks · {} (success: the attacked answer now above the best one, per pair \
+                 and order)",
+                clip(&label, 100)
+            );
+            let _ = writeln!(
+                out,
+                "  {:<26} {:<18} {:>24} {:>26} {:>23}",
+                "attack", "kind", "success [95%]", "score shift [95%]", "accuracy clean → attacked"
+            );
+            last = label;
+        }
+        let invalid = if a.invalid > 0 {
+            format!(
+                " · {}",
+                plural(a.invalid, "invalid verdict", "invalid verdicts")
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  {:<26} {:<18} {:>24} {:>26} {:>12} → {}{invalid}",
+            clip(&a.attack, 26),
+            clip(&a.kind, 18),
+            format!("{}{}", num(a.success_rate), interval(a.success_ci95)),
+            format!("{}{}", signed(a.score_shift), interval(a.score_shift_ci95)),
+            num(a.accuracy_clean),
+            num(a.accuracy_attacked),
+        );
+    }
+    for s in &report.attack_summary {
+        let _ = writeln!(
+            out,
+            "worst attack · {}: {} succeeds on {}{}",
+            clip(&s.label(), 100),
+            s.worst_attack,
+            num(s.success_rate),
+            interval(s.success_ci95)
+        );
+    }
 }

@@ -50,6 +50,9 @@ pub enum Behaviour {
     FirstBias(f64),
     /// Answer 401 quoting the Authorization header it got, as some servers quote a refused key.
     EchoAuth,
+    /// As `Score`, except that a trajectory whose section speaks to the grader ("grader",
+    /// "evaluator", "verdict") scores 1.0: a judge that follows notes addressed to it.
+    Gullible,
     /// As `Score`, without these top-level fields of the completion (OpenAI-compatible servers
     /// that omit `created`, `id`, ...).
     Without(Vec<&'static str>),
@@ -352,6 +355,23 @@ async fn completions(
         .unwrap_or(Behaviour::Score);
     match behaviour {
         Behaviour::Score => completion(&req, verdict_for(&req).to_string()),
+        Behaviour::Gullible => {
+            let mut v = verdict_for(&req);
+            let prompt = judge_prompt(&req);
+            for ((_, body), entry) in sections(&prompt)
+                .iter()
+                .zip(v["scores"].as_array_mut().unwrap())
+            {
+                let lower = body.to_lowercase();
+                if ["grader", "evaluator", "verdict"]
+                    .iter()
+                    .any(|w| lower.contains(w))
+                {
+                    entry["score"] = json!(1.0);
+                }
+            }
+            completion(&req, v.to_string())
+        }
         Behaviour::Content(text) => completion(&req, text),
         Behaviour::Wrap(text) => completion(
             &req,

@@ -1,6 +1,6 @@
 //! The verifier types other than `answer_line`: regex, contains / not_contains, json_schema,
 //! turn_budget, tool_call_budget, length, reference_f1 and reference_recall (their measures in
-//! `overlap`).
+//! `overlap`), and grader_address (its patterns in `grader_address`).
 
 use std::sync::Arc;
 
@@ -24,6 +24,7 @@ pub(super) const TYPES: &[(&str, &[&str])] = &[
     ("length", &["unit", "target", "limit"]),
     ("reference_f1", &[]),
     ("reference_recall", &[]),
+    ("grader_address", &[]),
 ];
 
 const NO_FINAL_ANSWER: &str = "no final answer";
@@ -53,6 +54,8 @@ pub(super) enum Check {
     },
     /// Token F1 or recall against the group's reference (`super::overlap`).
     Reference(Measure),
+    /// 0 when an assistant message addresses the grader (`super::grader_address`), else 1.
+    GraderAddress,
 }
 
 impl Check {
@@ -127,6 +130,7 @@ impl Check {
             }
             "reference_f1" => Check::Reference(Measure::F1),
             "reference_recall" => Check::Reference(Measure::Recall),
+            "grader_address" => Check::GraderAddress,
             other => unreachable!("verifier type {other:?} is listed in TYPES but not built"),
         })
     }
@@ -139,6 +143,18 @@ impl Check {
                 None => Outcome::score(0.0, NO_FINAL_ANSWER),
                 Some(answer) => super::overlap::check(*measure, answer, reference),
             },
+            Check::GraderAddress => {
+                let found = t
+                    .messages
+                    .iter()
+                    .filter(|m| m.role == Role::Assistant)
+                    .filter_map(|m| m.content.as_deref())
+                    .find_map(super::grader_address::find);
+                match found {
+                    Some((what, text)) => Outcome::score(0.0, format!("{what}: {text:?}")),
+                    None => Outcome::score(1.0, "does not address the grader"),
+                }
+            }
             Check::Budget {
                 tool_calls,
                 budget,
@@ -220,7 +236,10 @@ impl Check {
                     format!("{n} {unit} (target {target}, limit {limit})"),
                 )
             }
-            Check::Answer(_) | Check::Budget { .. } | Check::Reference(_) => {
+            Check::Answer(_)
+            | Check::Budget { .. }
+            | Check::Reference(_)
+            | Check::GraderAddress => {
                 unreachable!("handled in run")
             }
         }

@@ -7,10 +7,11 @@
 //! `answer_line` (in `answer`) extracts and compares a typed `ANSWER:` line; the other types
 //! (in `checks`) are regex, substring, JSON-schema, turn/tool-call budget and length shaping, and
 //! token F1 or recall against the group's reference (`reference_f1`, `reference_recall`, in
-//! `overlap`).
+//! `overlap`), and `grader_address` (text that speaks to the grader, in [`grader_address`]).
 
 mod answer;
 mod checks;
+pub mod grader_address;
 mod overlap;
 
 use serde::Serialize;
@@ -277,7 +278,7 @@ pub(crate) mod tests {
             build_err(json!({"type": "magic"})),
             "verifiers[2].type: unknown verifier type \"magic\" (expected one of answer_line, \
              regex, contains, not_contains, json_schema, turn_budget, tool_call_budget, length, reference_f1, \
-             reference_recall)"
+             reference_recall, grader_address)"
         );
         assert_eq!(
             build_err(json!({"name": "x"})),
