@@ -317,7 +317,7 @@ fn question_and_context(messages: &[Message]) -> (&str, String) {
 
 /// The group with `attack` applied to the final answer of every trajectory `targets` marks; the
 /// others are returned untouched. A trajectory with no assistant message is left as it is.
-pub fn attack_trajectories(
+fn attack_trajectories(
     set: &AttackSet,
     attack: &str,
     trajectories: &[Trajectory],
@@ -343,6 +343,34 @@ pub fn attack_trajectories(
         t.messages[last].content = Some(new);
     }
     Ok(out)
+}
+
+/// A group's copy with `attack` applied to the trajectories labelled below its best. The
+/// `reference` an attack may quote is the group's own, else the best-labelled trajectory's final
+/// answer; the `standards` are `rubric`'s. `at` names the group in errors.
+pub fn attack_group(
+    set: &AttackSet,
+    attack: &str,
+    trajectories: &[Trajectory],
+    labels: &[f64],
+    reference: Option<&str>,
+    rubric: &Rubric,
+    at: &str,
+) -> Result<Vec<Trajectory>, AttackError> {
+    let hit = targets(labels);
+    let best = hit.iter().position(|h| !h).unwrap_or(0);
+    let reference = reference
+        .or_else(|| trajectories.get(best).and_then(Trajectory::final_answer))
+        .unwrap_or("");
+    attack_trajectories(
+        set,
+        attack,
+        trajectories,
+        &hit,
+        reference,
+        &standards(rubric),
+        at,
+    )
 }
 
 #[cfg(test)]

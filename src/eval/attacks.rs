@@ -10,12 +10,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 use crate::cli::CliError;
-use crate::domain::attack::{attack_trajectories, standards, targets, Attack, AttackSet};
-use crate::domain::rubric::RubricSet;
+use crate::domain::attack::{attack_group, Attack, AttackSet};
 use crate::domain::trajectory::Trajectory;
-use crate::score::request::RubricRef;
 use crate::score::Scorer;
-use crate::toolkit::groupfile::GroupIn;
+use crate::toolkit::groupfile::{override_request, GroupIn};
 
 use super::{Labels, Variant};
 
@@ -49,57 +47,31 @@ impl Attacked {
 
 /// Loads the attacks asked for and applies each to every group under every combination (whose
 /// rubric gives the standards an attack may quote). A usage or file problem is `Err(message)`.
-pub fn prepare(
+pub(crate) fn prepare(
     opts: &AttackOptions,
-    rubrics: &RubricSet,
+    scorer: &Scorer,
     combos: &[Variant],
     groups: &[&GroupIn<Labels>],
 ) -> Result<Attacked, String> {
     let set = AttackSet::load(opts.dir.as_deref()).map_err(|e| e.to_string())?;
-    let attacks: Vec<Attack> = if opts.names.is_empty() {
-        set.all().cloned().collect()
-    } else {
-        let mut chosen = Vec::new();
-        for n in &opts.names {
-            let a = set.get(n).map_err(|e| format!("--attacks: {e}"))?;
-            if !chosen.iter().any(|c: &Attack| c.name == a.name) {
-                chosen.push(a.clone());
-            }
-        }
-        chosen
-    };
+    let attacks = chosen(&set, &opts.names)?;
     let mut all = Vec::with_capacity(groups.len());
     for g in groups {
-        let hit = targets(&g.extra.labels);
-        let best = hit.iter().position(|h| !h).unwrap_or(0);
-        let reference = g.request.reference.clone().unwrap_or_else(|| {
-            g.request.trajectories[best]
-                .final_answer()
-                .unwrap_or("")
-                .to_string()
-        });
         let mut per_combo = Vec::with_capacity(combos.len());
         for v in combos {
-            let rubric = match (&v.rubric, &g.request.rubric) {
-                (Some(name), _) | (None, RubricRef::Named(name)) => {
-                    rubrics.get(name).map_err(|e| e.to_string())?.clone()
-                }
-                (None, RubricRef::Inline(spec)) => {
-                    crate::domain::rubric::Rubric::from_spec((**spec).clone(), "inline", &g.at)
-                        .map_err(|e| e.to_string())?
-                }
-            };
-            let standards = standards(&rubric);
+            let mut req = g.request.clone();
+            override_request(&mut req, v.rubric.as_deref(), None);
+            let rubric = scorer.rubric(&req.rubric).map_err(|e| e.to_string())?;
             let copies = attacks
                 .iter()
                 .map(|a| {
-                    attack_trajectories(
+                    attack_group(
                         &set,
                         &a.name,
                         &g.request.trajectories,
-                        &hit,
-                        &reference,
-                        &standards,
+                        &g.extra.labels,
+                        g.request.reference.as_deref(),
+                        &rubric,
                         &g.at,
                     )
                     .map_err(|e| e.to_string())
@@ -113,6 +85,21 @@ pub fn prepare(
         attacks,
         trajectories: all,
     })
+}
+
+/// The attacks named (each once, in the order given), or every one when none is.
+pub fn chosen(set: &AttackSet, names: &[String]) -> Result<Vec<Attack>, String> {
+    if names.is_empty() {
+        return Ok(set.all().cloned().collect());
+    }
+    let mut out: Vec<Attack> = Vec::new();
+    for n in names {
+        let a = set.get(n).map_err(|e| format!("--attacks: {e}"))?;
+        if !out.iter().any(|c| c.name == a.name) {
+            out.push(a.clone());
+        }
+    }
+    Ok(out)
 }
 
 /// Says how many judgings the run asks for and about how many prompt tokens, and asks before a

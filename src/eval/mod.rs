@@ -351,7 +351,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
         None => attacks::Attacked::none(),
         Some(opts) => {
             let gs: Vec<&GroupIn<Labels>> = groups.iter().map(|(_, g)| g).collect();
-            let prepared = attacks::prepare(opts, &rubric_set, &combos, &gs);
+            let prepared = attacks::prepare(opts, &scorer, &combos, &gs);
             let attacked = match prepared {
                 Ok(a) => a,
                 Err(m) => return usage_error(&m),

@@ -150,7 +150,8 @@ impl Scorer {
 
     /// The request's rubric. An unknown name or an invalid inline rubric is a refusal of the
     /// request's `rubric` field.
-    fn rubric<'a>(&'a self, r: &RubricRef) -> Result<Cow<'a, Rubric>, ScoreError> {
+    /// The rubric a request names or carries.
+    pub fn rubric<'a>(&'a self, r: &RubricRef) -> Result<Cow<'a, Rubric>, ScoreError> {
         let field = |e: RubricError| -> ScoreError {
             match e {
                 RubricError::Unknown { .. } => InputError::new("rubric", e.to_string()).into(),

@@ -519,3 +519,86 @@ async fn balanced_lengths_keep_length_from_being_learnt() {
     .unwrap();
     assert_eq!(record["training"]["balance_length"], true, "{record}");
 }
+
+/// `--augment attacks` adds one attacked copy of each training group (the attacks in turn),
+/// never of a dev group, and a misspelt attack is refused before anything is computed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attacked_copies_join_the_training_groups_only() {
+    let r = Run::new("");
+    let train = r.s.path("train.jsonl");
+    let dev = r.s.path("dev.jsonl");
+    let base = ["--train", &train, "--dev", &dev, "--epochs", "1"];
+    let plain = r.train("plain", &base).await;
+    let augmented = r
+        .train(
+            "augmented",
+            &[
+                &base[..],
+                &[
+                    "--augment",
+                    "attacks",
+                    "--augment-attacks",
+                    "grader_note_polite,padding_question",
+                ],
+            ]
+            .concat(),
+        )
+        .await;
+    assert!(
+        augmented
+            .stderr
+            .contains("train judge: 48 attacked copies added to 48 training groups"),
+        "{}",
+        augmented.stderr
+    );
+    // Pointwise: one example per trajectory. Training examples double, dev examples do not.
+    let counts = |out: &Out| -> (usize, usize) {
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.contains(" training and "))
+            .unwrap_or_else(|| panic!("{}", out.stderr));
+        let n: Vec<usize> = line
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .take(2)
+            .collect();
+        (n[0], n[1])
+    };
+    let (t0, d0) = counts(&plain);
+    assert_eq!(counts(&augmented), (2 * t0, d0));
+
+    let args = [
+        &base[..],
+        &[
+            "--augment",
+            "attacks",
+            "--augment-attacks",
+            "grader_note_politeness",
+            "-o",
+            "x",
+        ],
+    ]
+    .concat();
+    let model = r.model.display().to_string();
+    let cfg = r.s.cfg.display().to_string();
+    let out = run_within(
+        r.s.plain_command(
+            "train",
+            &[
+                &["judge", "--model", &model, "--scorer-config", &cfg][..],
+                &args,
+            ]
+            .concat(),
+        ),
+        LIMIT,
+    )
+    .await;
+    assert_ne!(out.code, Some(0));
+    assert!(
+        out.stderr
+            .contains("unknown attack \"grader_note_politeness\""),
+        "{}",
+        out.stderr
+    );
+}

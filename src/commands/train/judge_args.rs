@@ -164,6 +164,32 @@ pub struct JudgeArgs {
     /// No progress bar.
     #[arg(long, env = "GAVEL_TRAIN_JUDGE_QUIET", default_value_t = false)]
     pub quiet: bool,
+    /// `attacks`: add attacked copies of the training groups (their wrong answers rewritten by
+    /// `gavel eval --attacks`'s attacks; labels kept), never of the dev groups. [default: none]
+    #[arg(long, env = "GAVEL_TRAIN_JUDGE_AUGMENT", value_enum)]
+    pub augment: Option<AugmentKind>,
+    /// With --augment attacks: the attacks used (default every one), taken in turn.
+    #[arg(long, env = "GAVEL_TRAIN_JUDGE_AUGMENT_ATTACKS", value_delimiter = ',')]
+    pub augment_attacks: Vec<String>,
+    /// With --augment attacks: a folder of more attack files (as `gavel eval --attacks-dir`).
+    #[arg(long, env = "GAVEL_TRAIN_JUDGE_ATTACKS_DIR")]
+    pub attacks_dir: Option<PathBuf>,
+    /// With --augment attacks: attacked copies per training group. [default: 1]
+    #[arg(
+        hide_default_value = true,
+        long,
+        env = "GAVEL_TRAIN_JUDGE_AUGMENT_COPIES",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u64).range(1..=64)
+    )]
+    pub augment_copies: u64,
+}
+
+/// What `--augment` adds to the training groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AugmentKind {
+    /// Attacked copies (attacks/*.toml).
+    Attacks,
 }
 
 fn parse_mode(s: &str) -> Result<JudgeMode, String> {
@@ -214,6 +240,13 @@ impl From<JudgeArgs> for JudgeTrainOptions {
             features: a.features,
             resume: a.resume,
             quiet: a.quiet,
+            augment: a
+                .augment
+                .map(|AugmentKind::Attacks| gavel::train::judge::Augment {
+                    attacks: a.augment_attacks,
+                    dir: a.attacks_dir,
+                    copies: a.augment_copies as usize,
+                }),
         }
     }
 }

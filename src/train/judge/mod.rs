@@ -8,6 +8,7 @@
 //!   ([`feature_file`]) for later runs on the same data.
 //! - [`head`]: the adapted top K layers and the answers' rows of the output head.
 //! - [`fit`]: the loop, the dev figures, the best checkpoint.
+//! - `augment`: with `--augment attacks`, attacked copies of the training groups.
 //!
 //! Two reaches (`--reach`, recorded as `gavel_judge.json`'s `reach`):
 //! - `verdict` (the default): the adapter changes the verdict position only. The context's keys
@@ -19,6 +20,7 @@
 //!   adapted layer at every position, and an epoch runs K layers forward and backward over
 //!   every token of every example.
 
+mod augment;
 pub mod examples;
 pub mod feature_file;
 pub mod features;
@@ -27,5 +29,6 @@ pub mod head;
 mod options;
 mod run;
 
+pub use augment::Augment;
 pub use options::JudgeTrainOptions;
 pub use run::run;

@@ -55,4 +55,6 @@ pub struct JudgeTrainOptions {
     pub resume: bool,
     /// No progress bar.
     pub quiet: bool,
+    /// `--augment attacks`: attacked copies of the training groups.
+    pub augment: Option<super::Augment>,
 }

@@ -85,6 +85,14 @@ pub fn run(args: &JudgeTrainOptions, rt: &tokio::runtime::Handle) -> Result<(), 
     if let Some(max) = args.max_groups {
         train_src.truncate(max);
     }
+    if let Some(augment) = &args.augment {
+        let before = train_src.len();
+        train_src = super::augment::with_attacks(train_src, augment, &scorer)?;
+        eprintln!(
+            "train judge: {} attacked copies added to {before} training groups",
+            train_src.len() - before
+        );
+    }
     let modes = args.modes.clone();
     let (train_ex, train_truth) =
         examples::build(&scorer, &train_src, &modes, args.pairwise_opponents)?;
