@@ -168,10 +168,12 @@ pub struct JudgeArgs {
     /// `gavel eval --attacks`'s attacks; labels kept), never of the dev groups. [default: none]
     #[arg(long, env = "GAVEL_TRAIN_JUDGE_AUGMENT", value_enum)]
     pub augment: Option<AugmentKind>,
-    /// With --augment attacks: the attacks used (default every one), taken in turn.
+    /// With --augment attacks: the attacks used, taken in turn across the groups. [default: every
+    /// attack]
     #[arg(long, env = "GAVEL_TRAIN_JUDGE_AUGMENT_ATTACKS", value_delimiter = ',')]
     pub augment_attacks: Vec<String>,
     /// With --augment attacks: a folder of more attack files (as `gavel eval --attacks-dir`).
+    /// [default: none]
     #[arg(long, env = "GAVEL_TRAIN_JUDGE_ATTACKS_DIR")]
     pub attacks_dir: Option<PathBuf>,
     /// With --augment attacks: attacked copies per training group. [default: 1]
