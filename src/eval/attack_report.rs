@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 use serde::Serialize;
 
 use super::choice::ModeAsked;
-use super::report::{scores_of, Combo, GroupRun, LabelledGroup, BOOTSTRAP_SEED};
+use super::judged::{scores_of, Combo, GroupRun, LabelledGroup, BOOTSTRAP_SEED};
 use super::stats::{accuracy_ci, group_figures, paired_difference_ci, positions, Tally};
 use crate::domain::attack::{targets, Attack};
 use crate::domain::stats::{cmp_eps, tidy};

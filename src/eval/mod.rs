@@ -17,6 +17,7 @@ mod attack_report;
 mod attacks;
 pub mod choice;
 mod html;
+mod judged;
 pub mod report;
 pub mod stats;
 mod text;
@@ -45,7 +46,8 @@ pub use attacks::AttackOptions;
 use choice::ModeAsked;
 pub use choice::ScoreTarget;
 
-pub use report::{Combo, EvalReport, GroupRun, Judging, LabelledGroup, SetResult};
+pub use judged::{Combo, GroupRun, Judging, LabelledGroup};
+pub use report::{EvalReport, SetResult};
 
 /// Most orders a group may be judged in.
 pub const MAX_ORDERS: usize = 16;

@@ -7,64 +7,20 @@ use serde::Serialize;
 
 use super::attack_report::{attack_result, summarise, AttackResult, AttackSummary};
 use super::choice::{ModeAsked, ScoreTarget};
+use super::judged::{scores_of, Combo, GroupRun, LabelledGroup, BOOTSTRAP_SEED};
 use super::stats::{
     accuracy_ci, group_figures, histogram, paired_difference_ci, positions, GroupFigures, Tally,
 };
 use crate::domain::attack::Attack;
 use crate::domain::stats::{cmp_eps, mean, tidy};
 use crate::toolkit::html::clip;
-use crate::toolkit::outcome::GroupOutcome;
 
-/// Seed of every bootstrap, so the same judgings always give the same intervals.
-pub(super) const BOOTSTRAP_SEED: u64 = 0x6761_7665_6c45_7661;
 /// Misranked groups kept per result (worst first).
 const MAX_MISRANKED: usize = 50;
 /// Characters kept of an explanation or answer in the misranked table.
 const MAX_TEXT: usize = 400;
 /// The name of the pooled set when there is more than one.
 pub const ALL_SETS: &str = "all";
-
-/// One judge × rubric combination (`None` = as the file's requests say).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Combo {
-    pub judge: String,
-    pub rubric: String,
-    pub judge_mode: ModeAsked,
-}
-
-/// One labelled group as read.
-#[derive(Debug, Clone)]
-pub struct LabelledGroup {
-    /// `FILE:LINE` (or `FILE`).
-    pub at: String,
-    pub id: String,
-    pub set: String,
-    pub labels: Vec<f64>,
-    /// Characters each trajectory's agent wrote (assistant text and tool-call arguments).
-    pub lengths: Vec<usize>,
-    /// Each trajectory's final answer (for the misranked table).
-    pub answers: Vec<String>,
-}
-
-/// One group judged in one order.
-#[derive(Debug, Clone)]
-pub struct Judging {
-    /// `order[p]`: the file index of the trajectory shown at position p.
-    pub order: Vec<usize>,
-    pub outcome: GroupOutcome,
-    pub seconds: f64,
-}
-
-/// One group judged in every order under one combination.
-#[derive(Debug, Clone)]
-pub struct GroupRun {
-    /// Index into the groups read.
-    pub group: usize,
-    pub combo: usize,
-    /// Index into the run's attacks; `None` for the group as labelled.
-    pub attack: Option<usize>,
-    pub judgings: Vec<Judging>,
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Position {
@@ -184,16 +140,6 @@ pub struct ComparisonResult {
     pub verdict: &'static str,
 }
 
-impl Combo {
-    /// `judge · rubric`, and the mode when one was asked for.
-    pub fn label(&self) -> String {
-        match self.judge_mode {
-            ModeAsked::AsConfigured => format!("{} · {}", self.judge, self.rubric),
-            m => format!("{} · {} · {m}", self.judge, self.rubric),
-        }
-    }
-}
-
 impl SetResult {
     /// `set · judge · rubric`, and the mode when one was asked for.
     pub fn label(&self) -> String {
@@ -232,21 +178,6 @@ pub struct EvalReport {
     pub attacks: Vec<AttackResult>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attack_summary: Vec<AttackSummary>,
-}
-
-/// A valid group's scores per order (by file index), or `None` when any order has no verdict.
-pub(super) fn scores_of(run: &GroupRun) -> Option<Vec<Vec<f64>>> {
-    run.judgings
-        .iter()
-        .map(|j| {
-            let resp = j.outcome.as_ref().ok()?;
-            let mut s = vec![0.0; j.order.len()];
-            for (p, &i) in j.order.iter().enumerate() {
-                s[i] = (*resp.rewards.get(p)?)?;
-            }
-            Some(s)
-        })
-        .collect()
 }
 
 /// The component values per order (by file index), for components present everywhere.
