@@ -7,6 +7,8 @@
 #   SETS="dev/halueval_qa dev/halueval_summarization" LIMIT=50 benches/attacks.sh
 #   CONFIGS=examples/local.toml DEFENSES="none gate" benches/attacks.sh
 #   PROMPTS_DIR=benches/prompt-variants/attack-evidence DEFENSES=prompt OUT=target/attacks-p ...
+#   CONFIGS=examples/local-tuned.toml EXTRA="--judge local-base --judge-mode pairwise" \
+#     TAG=base-pairwise DEFENSES=none benches/attacks.sh   # another judge or mode of a config
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
 #
 # Defenses (DEFENSES, default "none gate"):
@@ -61,11 +63,11 @@ for cfg in $configs; do
     run_cfg=$out/$name-$defense.toml
     { echo "rubrics_dir = \"$(realpath "$out/rubrics")\""; echo "$pd"; cat "$cfg"; } > "$run_cfg"
     for s in $sets; do
-      tag=$name-$(echo "$s" | tr / -)-$defense
+      tag=$name${TAG:+-$TAG}-$(echo "$s" | tr / -)-$defense
       echo "== $tag" >&2
       start=$(date +%s)
       args=(--config "$run_cfg" --store "$out/store" "${limit[@]}" --orders "${ORDERS:-1}"
-            --concurrency 1 --attacks --yes "${rubric[@]}")
+            --concurrency 1 --attacks --yes "${rubric[@]}" ${EXTRA:-})
       "$bin" eval "${args[@]}" --format json -o "$out/$tag.json" "evals/$s.jsonl" || true
       "$bin" eval "${args[@]}" "evals/$s.jsonl" > "$out/$tag.txt" || true
       echo "   $(( $(date +%s) - start )) s" >&2
