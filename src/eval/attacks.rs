@@ -43,6 +43,21 @@ impl Attacked {
             trajectories: Vec::new(),
         }
     }
+
+    /// The trajectories of group `gi` (`g`) under combination `combo`: as labelled, or `attack`'s
+    /// copy.
+    pub fn of<'a>(
+        &'a self,
+        g: &'a GroupIn<Labels>,
+        gi: usize,
+        combo: usize,
+        attack: Option<usize>,
+    ) -> &'a [Trajectory] {
+        match attack {
+            None => &g.request.trajectories,
+            Some(a) => &self.trajectories[gi][combo][a],
+        }
+    }
 }
 
 /// Loads the attacks asked for and applies each to every group under every combination (whose

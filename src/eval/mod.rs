@@ -474,10 +474,7 @@ async fn judge_all(
         .map(|(c, gi, attack, orders)| async move {
             let v = &combos[c];
             let g = &groups[gi].1;
-            let trajectories = match attack {
-                None => &g.request.trajectories,
-                Some(a) => &attacked.trajectories[gi][c][a],
-            };
+            let trajectories = attacked.of(g, gi, c, attack);
             let mut judgings = Vec::with_capacity(orders.len());
             for order in orders {
                 let req = order_request(g, trajectories, v, args.permutations, &order);
@@ -555,10 +552,7 @@ fn agree_to_attacks(
         .iter()
         .map(|(c, gi, a, orders)| {
             let g = &groups[*gi].1;
-            let trajectories = match a {
-                None => &g.request.trajectories,
-                Some(a) => &attacked.trajectories[*gi][*c][*a],
-            };
+            let trajectories = attacked.of(g, *gi, *c, *a);
             let as_given: Vec<usize> = (0..trajectories.len()).collect();
             let req = order_request(g, trajectories, &combos[*c], args.permutations, &as_given);
             attacks::prompt_tokens(scorer, &req) * orders.len() as u64
