@@ -197,7 +197,12 @@ fn attacks(out: &mut String, report: &EvalReport) {
             clip(&a.attack, 26),
             clip(&a.kind, 18),
             format!("{}{}", num(a.success_rate), interval(a.success_ci95)),
-            format!("{}{}", signed(a.score_shift), interval(a.score_shift_ci95)),
+            format!(
+                "{}{}",
+                signed(a.score_shift),
+                a.score_shift_ci95
+                    .map_or_else(String::new, |[lo, hi]| format!(" [{lo:+.3}, {hi:+.3}]"))
+            ),
             num(a.accuracy_clean),
             num(a.accuracy_attacked),
         );
