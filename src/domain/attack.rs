@@ -242,6 +242,21 @@ impl AttackSet {
         })
     }
 
+    /// The attacks named (each once, in the order given), or every one when none is named.
+    pub fn chosen(&self, names: &[String]) -> Result<Vec<Attack>, AttackError> {
+        if names.is_empty() {
+            return Ok(self.all().cloned().collect());
+        }
+        let mut out: Vec<Attack> = Vec::new();
+        for n in names {
+            let a = self.get(n)?;
+            if !out.iter().any(|c| c.name == a.name) {
+                out.push(a.clone());
+            }
+        }
+        Ok(out)
+    }
+
     /// The new final answer: `attack`'s template over `input`; `at` names the group in errors.
     pub fn apply(
         &self,

@@ -69,7 +69,9 @@ pub(crate) fn prepare(
     groups: &[&GroupIn<Labels>],
 ) -> Result<Attacked, String> {
     let set = AttackSet::load(opts.dir.as_deref()).map_err(|e| e.to_string())?;
-    let attacks = chosen(&set, &opts.names)?;
+    let attacks = set
+        .chosen(&opts.names)
+        .map_err(|e| format!("--attacks: {e}"))?;
     let mut all = Vec::with_capacity(groups.len());
     for g in groups {
         let mut per_combo = Vec::with_capacity(combos.len());
@@ -100,21 +102,6 @@ pub(crate) fn prepare(
         attacks,
         trajectories: all,
     })
-}
-
-/// The attacks named (each once, in the order given), or every one when none is.
-pub fn chosen(set: &AttackSet, names: &[String]) -> Result<Vec<Attack>, String> {
-    if names.is_empty() {
-        return Ok(set.all().cloned().collect());
-    }
-    let mut out: Vec<Attack> = Vec::new();
-    for n in names {
-        let a = set.get(n).map_err(|e| format!("--attacks: {e}"))?;
-        if !out.iter().any(|c| c.name == a.name) {
-            out.push(a.clone());
-        }
-    }
-    Ok(out)
 }
 
 /// Says how many judgings the run asks for and about how many prompt tokens, and asks before a

@@ -32,14 +32,12 @@ pub fn with_attacks(
 ) -> Result<Vec<ExampleSource>, TrainError> {
     let input = |m: String| TrainError::Input(format!("--augment attacks: {m}"));
     let set = AttackSet::load(augment.dir.as_deref()).map_err(|e| input(e.to_string()))?;
-    let names: Vec<String> = if augment.attacks.is_empty() {
-        set.all().map(|a| a.name.clone()).collect()
-    } else {
-        for n in &augment.attacks {
-            set.get(n).map_err(|e| input(e.to_string()))?;
-        }
-        augment.attacks.clone()
-    };
+    let names: Vec<String> = set
+        .chosen(&augment.attacks)
+        .map_err(|e| input(e.to_string()))?
+        .into_iter()
+        .map(|a| a.name)
+        .collect();
     let mut copies = Vec::new();
     for (k, src) in sources.iter().filter(|s| !s.soft).enumerate() {
         let rubric = scorer
