@@ -338,5 +338,7 @@ fn grader_address_finds_nothing_in_any_clean_trajectory_of_the_shipped_sets() {
             }
         }
     }
-    assert!(checked > 2000, "{checked}");
+    // Every assistant message of the ten files (their sizes and lines are checked by eval_splits):
+    // the count README and BENCHMARKS.md give.
+    assert_eq!(checked, 3134);
 }
