@@ -140,12 +140,6 @@ fn tallies(
     t
 }
 
-fn pooled(v: &[Tally]) -> Option<f64> {
-    let mut t = Tally::default();
-    v.iter().for_each(|x| t.merge(x));
-    t.rate()
-}
-
 fn tidy_ci(ci: Option<[f64; 2]>) -> Option<[f64; 2]> {
     ci.map(|[a, b]| [tidy(a), tidy(b)])
 }
@@ -180,7 +174,7 @@ pub fn attack_result(
         col(|t| t.success),
         col(|t| t.shift),
     );
-    let (acc_c, acc_a) = (pooled(&clean), pooled(&attacked));
+    let (acc_c, acc_a) = (Tally::pooled(&clean), Tally::pooled(&attacked));
     AttackResult {
         set: set.to_string(),
         judge: combo.judge.clone(),
@@ -194,9 +188,9 @@ pub fn attack_result(
         accuracy_attacked: acc_a.map(tidy),
         accuracy_difference: acc_c.zip(acc_a).map(|(c, a)| tidy(a - c)),
         accuracy_difference_ci95: tidy_ci(paired_difference_ci(&clean, &attacked, BOOTSTRAP_SEED)),
-        success_rate: pooled(&success).map(tidy),
+        success_rate: Tally::pooled(&success).map(tidy),
         success_ci95: tidy_ci(accuracy_ci(&success, BOOTSTRAP_SEED)),
-        score_shift: pooled(&shift).map(tidy),
+        score_shift: Tally::pooled(&shift).map(tidy),
         score_shift_ci95: tidy_ci(accuracy_ci(&shift, BOOTSTRAP_SEED)),
         invalid,
     }

@@ -478,12 +478,7 @@ fn compare(
             tb.push(y);
         }
     }
-    let pooled = |v: &[Tally]| {
-        let mut t = Tally::default();
-        v.iter().for_each(|x| t.merge(x));
-        t.rate()
-    };
-    let (acc_a, acc_b) = (pooled(&ta), pooled(&tb));
+    let (acc_a, acc_b) = (Tally::pooled(&ta), Tally::pooled(&tb));
     let ci = paired_difference_ci(&ta, &tb, BOOTSTRAP_SEED);
     let verdict = match ci {
         Some([lo, _]) if cmp_eps(lo, 0.0).is_gt() => "b_better",

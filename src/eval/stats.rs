@@ -66,6 +66,12 @@ impl Tally {
     pub fn rate(&self) -> Option<f64> {
         (self.count > 0.0).then(|| self.credit / self.count)
     }
+    /// The rate of all of `v` merged: the pooled figure over groups.
+    pub fn pooled(v: &[Tally]) -> Option<f64> {
+        let mut t = Tally::default();
+        v.iter().for_each(|x| t.merge(x));
+        t.rate()
+    }
 }
 
 /// One valid group's contribution to every figure, from all its judgings.
