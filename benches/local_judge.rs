@@ -56,7 +56,7 @@ fn main() {
     // The listwise verdict is what llama.cpp's decode is compared with; the probability modes
     // are timed below on a store of their own.
     j.common.mode = Some(gavel::domain::prompt::JudgeMode::Listwise);
-    let mut cfg = Config::from_env(&|_| None);
+    let mut cfg = Config::from_env(&|_| None).expect("no variables, no error");
     cfg.judges.clear();
     cfg.judges.insert("local".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("local".into());

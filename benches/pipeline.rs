@@ -53,7 +53,7 @@ fn bench_hits(c: &mut Criterion) {
     use gavel::store::{SledStore, StoredScore, StoredVerdict};
     use std::sync::Arc;
 
-    let mut cfg = Config::from_env(&|_| None);
+    let mut cfg = Config::from_env(&|_| None).expect("no variables, no error");
     cfg.judges.insert(
         "bench".into(),
         JudgeConfig::openai("http://127.0.0.1:9/v1", "bench-judge", None),

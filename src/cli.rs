@@ -43,7 +43,7 @@ impl ConfigSource {
     pub fn load_config(&self) -> Result<Config, CliError> {
         let mut cfg = match &self.config {
             Some(path) => Config::from_file(path)?,
-            None => Config::from_env(&|k| std::env::var(k).ok()),
+            None => Config::from_env(&|k| std::env::var(k).ok())?,
         };
         if let Some(store) = &self.store {
             cfg.store.path = store.clone();

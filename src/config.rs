@@ -19,7 +19,8 @@ use crate::domain::rubric::line_of;
 pub use crate::domain::seconds::{check_seconds, MAX_SECONDS};
 pub use crate::domain::secret::Secret;
 pub use crate::judge::config::{
-    Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig, DEFAULT_MODEL, OPENAI_BASE_URL,
+    is_openai, Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig, StructuredOutput,
+    DEFAULT_MODEL, OPENAI_BASE_URL,
 };
 pub use crate::openrlhf::config::OpenRlhfConfig;
 use crate::score::ScorerParts;
@@ -137,16 +138,29 @@ impl Config {
     }
 
     /// The configuration used with no file: one judge named `default` from `OPENAI_BASE_URL`,
-    /// `OPENAI_API_KEY` and `GAVEL_JUDGE_MODEL`.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Config {
-        let judge = JudgeConfig::openai(
-            env("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_BASE_URL.to_string()),
-            env("GAVEL_JUDGE_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+    /// `OPENAI_API_KEY`, `GAVEL_JUDGE_MODEL` and `GAVEL_JUDGE_STRUCTURED_OUTPUT`. A key is
+    /// required only by OpenAI's own API: a server of one's own may need none.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let base_url = env("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_BASE_URL.to_string());
+        let mut judge = RemoteConfig::new(
+            base_url.clone(),
             env("OPENAI_API_KEY")
                 .filter(|k| !k.is_empty())
                 .map(Secret::new),
         );
-        Config {
+        judge.common.model = env("GAVEL_JUDGE_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_string());
+        judge.key_required = is_openai(&base_url);
+        if let Some(v) = env("GAVEL_JUDGE_STRUCTURED_OUTPUT").filter(|v| !v.trim().is_empty()) {
+            judge.common.structured_output =
+                StructuredOutput::parse(&v).ok_or_else(|| ConfigError::Invalid {
+                    file: "GAVEL_JUDGE_STRUCTURED_OUTPUT".into(),
+                    message: format!(
+                        "{v:?} is not one of auto, json_schema, json_object, json_mode, off"
+                    ),
+                })?;
+        }
+        let judge = JudgeConfig::Remote(judge);
+        Ok(Config {
             default_judge: Some("default".into()),
             prompts_dir: None,
             rubrics_dir: None,
@@ -161,7 +175,7 @@ impl Config {
             store: StoreConfig::default(),
             dedup: DedupSection::default(),
             openrlhf: OpenRlhfConfig::default(),
-        }
+        })
     }
 
     fn validate(&self, file: &str) -> Result<(), ConfigError> {
@@ -237,7 +251,7 @@ mod tests {
         let a = cfg.judges["a"].as_remote().unwrap();
         assert_eq!(a.api_key.as_ref().unwrap().expose(), "sk-secret-123");
         assert!(!format!("{cfg:?}").contains("sk-secret"));
-        assert!(a.common.structured_output);
+        assert_eq!(a.common.structured_output, StructuredOutput::Auto);
         assert_eq!(cfg.server.max_body_bytes, 16 * 1024 * 1024);
     }
 
@@ -297,7 +311,10 @@ mod tests {
         let local = cfg.judges["local"].as_local().unwrap();
         assert_eq!((local.device, local.max_queue), (DeviceSpec::Cpu, 64));
         assert_eq!(local.prefix_cache_bytes, Some(1 << 30));
-        assert!(!local.model_path.as_os_str().is_empty() && local.common.structured_output);
+        assert!(
+            !local.model_path.as_os_str().is_empty()
+                && local.common.structured_output != StructuredOutput::Off
+        );
     }
 
     #[test]
@@ -348,7 +365,7 @@ mod tests {
             !format!("{cfg:?}").contains("key-"),
             "keys are redacted in Debug"
         );
-        let from_env = Config::from_env(&env);
+        let from_env = Config::from_env(&env).unwrap();
         assert_eq!(from_env.server.api_keys.len(), 2);
         // No keys: auth stays off.
         let cfg = Config::from_toml("", "g.toml", &|_| None).unwrap();
@@ -502,13 +519,47 @@ mod tests {
         let cfg = Config::from_env(&|k| match k {
             "OPENAI_BASE_URL" => Some("http://127.0.0.1:1234/v1".into()),
             "GAVEL_JUDGE_MODEL" => Some("qwen".into()),
+            "GAVEL_JUDGE_STRUCTURED_OUTPUT" => Some("json_object".into()),
             _ => None,
-        });
+        })
+        .unwrap();
         let d = cfg.judges["default"].as_remote().unwrap();
         assert_eq!(d.base_url, "http://127.0.0.1:1234/v1");
         assert_eq!(d.common.model, "qwen");
         assert!(d.api_key.is_none());
+        assert!(!d.key_required, "a server of one's own may need no key");
+        assert_eq!(d.common.structured_output, StructuredOutput::JsonObject);
         assert_eq!(cfg.default_judge_name(), Some("default"));
+
+        // OpenAI's API needs its key.
+        let openai = Config::from_env(&|_| None).unwrap();
+        assert!(openai.judges["default"].as_remote().unwrap().key_required);
+        let e = Config::from_env(&|k| {
+            (k == "GAVEL_JUDGE_STRUCTURED_OUTPUT").then(|| "json".to_string())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("GAVEL_JUDGE_STRUCTURED_OUTPUT")
+                && e.contains("\"json\" is not one of auto"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_key_is_required_where_named_or_for_openai() {
+        let read = |table: &str| {
+            let text = format!("[judges.j]\nbackend = \"remote\"\nmodel = \"m\"\n{table}");
+            let cfg = Config::from_toml(&text, "g.toml", &|_| None).unwrap();
+            cfg.judges["j"].as_remote().unwrap().key_required
+        };
+        assert!(read(""), "the default base_url is OpenAI's");
+        assert!(read("base_url = \"https://api.openai.com/v1\""));
+        assert!(!read("base_url = \"http://127.0.0.1:8080/v1\""));
+        assert!(!read("base_url = \"http://vllm.judges:8000/v1\""));
+        assert!(read(
+            "base_url = \"http://127.0.0.1:8080/v1\"\napi_key_env = \"K\""
+        ));
     }
 
     #[test]

@@ -461,8 +461,7 @@ async fn a_judge_without_a_key_is_explained_in_full() {
     .await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let hint = "side A: no_judge_configured: judge \"nokey\" has no API key: set the environment \
-                variable GAVEL_TEST_UNSET_KEY (or, with no config file, OPENAI_API_KEY, \
-                OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)\n";
+                variable GAVEL_TEST_UNSET_KEY (its api_key_env)\n";
     assert!(out.stdout.contains(hint), "{}", out.stdout);
 }
 

@@ -363,9 +363,9 @@ async fn a_judge_without_a_key_is_explained_in_full() {
          base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\napi_key_env = \"GAVEL_TEST_UNSET_KEY\"\n",
     );
     let file = s.write("pairs.jsonl", &pairs_file(true));
+    // With a config file, only the variable it names (not the no-file variables as well).
     let hint = "judge \"nokey\" has no API key: set the environment variable GAVEL_TEST_UNSET_KEY \
-                (or, with no config file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; \
-                see examples/gavel.toml)";
+                (its api_key_env)";
     let out = run(s.command("eval", &[&file])).await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(

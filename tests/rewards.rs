@@ -24,7 +24,7 @@ fn answers_group() -> Value {
 async fn verifier_only_requests_never_call_a_judge_even_without_one() {
     // No judge configured at all: a verifier-only policy still scores.
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = gavel::config::Config::from_env(&|_| None);
+    let mut cfg = gavel::config::Config::from_env(&|_| None).expect("no variables, no error");
     cfg.store.path = dir.path().join("store");
     let gavel = Gavel::start(cfg).await;
     let mut body = answers_group();

@@ -291,7 +291,7 @@ async fn structured_output_can_be_turned_off() {
         .get_mut("mock")
         .unwrap()
         .common_mut()
-        .structured_output = false;
+        .structured_output = gavel::config::StructuredOutput::Off;
     let gavel = Gavel::start(cfg).await;
     let (status, _) = gavel
         .post("/v1/score_group", &marked_group(&[0.5, 0.6]))
@@ -475,7 +475,7 @@ async fn a_judge_that_hangs_gives_judge_timeout() {
 #[tokio::test]
 async fn no_api_key_means_503_with_instructions() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = gavel::config::Config::from_env(&|_| None);
+    let mut cfg = gavel::config::Config::from_env(&|_| None).expect("no variables, no error");
     cfg.store.path = dir.path().join("store");
     let gavel = Gavel::start(cfg).await;
     let (status, body) = gavel

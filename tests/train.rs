@@ -40,7 +40,7 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
 }
 
 fn in_process(rt: &tokio::runtime::Runtime) -> Rewarder {
-    let cfg = Config::from_env(&|_| None);
+    let cfg = Config::from_env(&|_| None).expect("no variables, no error");
     let store: Arc<dyn VerdictStore> = Arc::new(SledStore::temporary().unwrap());
     let _guard = rt.enter();
     Rewarder::InProcess(Arc::new(Scorer::new(cfg.scorer_parts(), store).unwrap()))

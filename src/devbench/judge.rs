@@ -108,7 +108,7 @@ fn scorer(model: &Path, device: &str, prefix_cache: bool) -> Result<Scorer, Benc
         j.prefix_cache_bytes = Some(0);
         j.max_batch_tokens = 0;
     }
-    let mut cfg = Config::from_env(&|_| None);
+    let mut cfg = Config::from_env(&|_| None).expect("no variables, no error");
     cfg.judges.clear();
     cfg.judges.insert("local".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("local".into());

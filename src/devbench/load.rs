@@ -80,7 +80,7 @@ fn config(o: &LoadOptions, setting: Setting) -> Config {
     j.common.deadline_s = 3600.0;
     j.max_batch_tokens = setting.max_batch_tokens;
     j.max_decode_batch = setting.max_decode_batch;
-    let mut cfg = Config::from_env(&|_| None);
+    let mut cfg = Config::from_env(&|_| None).expect("no variables, no error");
     cfg.judges.clear();
     cfg.judges.insert("local".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("local".into());

@@ -294,9 +294,11 @@ fn the_reply_shape_is_spelled_out_only_without_a_schema() {
         sys.contains("Reply with JSON only: one entry for each of the trajectory ids 1, 2,"),
         "{sys}"
     );
+    // Every id of the group: a model that copies the example copies placeholders, which the
+    // parser refuses (a one-entry example was taken for the verdict of a group of one).
     assert!(
         sys.ends_with(
-            r#"{"scores": [{"trajectory_id": "1", "explanation": "...", "score": 0.0}]}"#
+            r#"{"scores": [{"trajectory_id": "1", "explanation": "...", "score": 0.0}, {"trajectory_id": "2", "explanation": "...", "score": 0.0}]}"#
         ),
         "{sys}"
     );

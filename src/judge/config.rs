@@ -11,6 +11,8 @@ use crate::domain::prompt::JudgeMode;
 use crate::domain::seconds::check_seconds;
 use crate::domain::secret::Secret;
 
+pub use super::structured_output::StructuredOutput;
+
 /// Used when neither the config file nor `OPENAI_BASE_URL` names an endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// Used when neither the config file nor `GAVEL_JUDGE_MODEL` names a model.
@@ -58,9 +60,9 @@ pub struct CommonSettings {
     pub max_tokens: u32,
     /// Limit on a whole verdict: every attempt, backoff and re-ask, seconds.
     pub deadline_s: f64,
-    /// Ask for the verdict in its JSON schema (remote: `response_format`; local: constrained
-    /// decoding); turn off for servers without it.
-    pub structured_output: bool,
+    /// How the verdict is held to its JSON schema: remote, the `response_format` dialect
+    /// (`auto` finds the one the server takes); local, constrained decoding unless `off`.
+    pub structured_output: StructuredOutput,
     /// How the judge is asked (`listwise`, or for local judges `pointwise` / `pairwise`); a
     /// request's `judge_mode` overrides it. Default: `pointwise` for local judges (the most
     /// accurate on the labelled sets, README "Judge quality"), `listwise` for remote ones.
@@ -83,6 +85,10 @@ pub struct RemoteConfig {
     pub base_url: String,
     /// Environment variable holding the API key.
     pub api_key_env: String,
+    /// Whether the judge cannot run without a key: `api_key_env` was named, or the server is
+    /// OpenAI's. A server of one's own (llama.cpp, vLLM on 127.0.0.1) may need none: without
+    /// one, no Authorization header is sent.
+    pub key_required: bool,
     /// The key itself, resolved from `api_key_env` at load time (never read from the file).
     pub api_key: Option<Secret>,
     /// Limit on one attempt (request and reply), seconds.
@@ -158,8 +164,8 @@ struct JudgeTable {
     max_tokens: u32,
     #[serde(default = "default_deadline_s")]
     deadline_s: f64,
-    #[serde(default = "yes")]
-    structured_output: bool,
+    #[serde(default)]
+    structured_output: StructuredOutput,
     #[serde(default)]
     mode: Option<JudgeMode>,
     #[serde(default)]
@@ -283,6 +289,7 @@ impl TryFrom<JudgeTable> for JudgeConfig {
                 let d = RemoteConfig::new(t.base_url.unwrap_or_else(default_base_url), None);
                 JudgeConfig::Remote(RemoteConfig {
                     common,
+                    key_required: t.api_key_env.is_some() || is_openai(&d.base_url),
                     api_key_env: t.api_key_env.unwrap_or(d.api_key_env),
                     timeout_s: t.timeout_s.unwrap_or(d.timeout_s),
                     max_retries: t.max_retries.unwrap_or(d.max_retries),
@@ -368,8 +375,16 @@ fn default_max_retries() -> u32 {
 fn default_max_backoff_s() -> f64 {
     30.0
 }
-fn yes() -> bool {
-    true
+/// Whether `base_url` is OpenAI's API, which answers nothing without a key.
+pub fn is_openai(base_url: &str) -> bool {
+    base_url
+        .parse::<reqwest::Url>()
+        .ok()
+        .and_then(|u| {
+            u.host_str()
+                .map(|h| h.eq_ignore_ascii_case("api.openai.com"))
+        })
+        .unwrap_or(false)
 }
 
 impl CommonSettings {
@@ -380,7 +395,7 @@ impl CommonSettings {
             temperature: 0.0,
             max_tokens: default_max_tokens(),
             deadline_s: default_deadline_s(),
-            structured_output: true,
+            structured_output: StructuredOutput::Auto,
             mode: None,
             context_tokens: None,
             max_reference_bytes: default_max_reference_bytes(),
@@ -407,6 +422,7 @@ impl RemoteConfig {
             common: CommonSettings::new(""),
             base_url: base_url.into(),
             api_key_env: default_api_key_env(),
+            key_required: true,
             api_key,
             timeout_s: default_timeout_s(),
             max_retries: default_max_retries(),

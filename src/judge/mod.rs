@@ -8,6 +8,7 @@ pub mod limits;
 pub mod local;
 pub mod panel;
 pub mod remote;
+pub mod structured_output;
 mod unconfigured;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use serde_json::Value;
 use crate::domain::error_type::ErrorType;
 use crate::domain::prompt::{ChatMessage, JudgeMode};
 pub use config::{Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig};
+pub use structured_output::StructuredOutput;
 
 #[cfg(feature = "local")]
 pub use local::LocalJudge;
@@ -141,10 +143,11 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
     /// The verdict deadline: every attempt, wait and re-ask of one verdict together.
     fn deadline(&self) -> Duration;
 
-    /// Whether the judge's reply is held to its JSON schema (`structured_output`: a remote
-    /// judge's `response_format`, a local judge's constrained decoding). The listwise prompt
-    /// then only says what to write; without it the prompt spells the shape out, with an example.
-    fn follows_reply_schema(&self) -> bool;
+    /// How the judge's reply is held to its JSON schema now (`structured_output`: a remote
+    /// judge's `response_format` dialect, a local judge's constrained decoding; never `Auto`).
+    /// Where it [`StructuredOutput::holds_schema`], the listwise prompt only says what to
+    /// write; otherwise the prompt spells the shape out, with an example.
+    fn structured_output(&self) -> StructuredOutput;
 
     /// Whether the judge can serve now (for `/readyz`); `Err` says why not, without secrets.
     /// Costs no tokens.
@@ -255,19 +258,32 @@ pub type Judges = BTreeMap<String, Arc<dyn Judge>>;
 pub fn build(name: &str, cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError> {
     match cfg {
         JudgeConfig::Local(l) => local_judge(name, l),
-        JudgeConfig::Remote(r) => Ok(match &r.api_key {
-            Some(_) => Arc::new(RemoteJudge::new(name, r)),
-            None => Arc::new(UnconfiguredJudge {
+        JudgeConfig::Remote(r) if r.api_key.is_none() && r.key_required => {
+            Ok(Arc::new(UnconfiguredJudge {
                 name: name.to_string(),
                 model: r.common.model.clone(),
-                reason: format!(
-                    "judge {name:?} has no API key: set the environment variable {} (or, with no config \
-                     file, OPENAI_API_KEY, OPENAI_BASE_URL and GAVEL_JUDGE_MODEL; see examples/gavel.toml)",
-                    r.api_key_env
-                ),
+                reason: missing_key(name, r),
                 structured_output: r.common.structured_output,
-            }),
-        }),
+            }))
+        }
+        JudgeConfig::Remote(r) => Ok(Arc::new(RemoteJudge::new(name, r))),
+    }
+}
+
+/// What a remote judge without its key is told: the variable to set, and for the judge the
+/// environment builds (no config file) the variables that choose another server.
+fn missing_key(name: &str, r: &RemoteConfig) -> String {
+    let var = &r.api_key_env;
+    if var == "OPENAI_API_KEY" {
+        format!(
+            "judge {name:?} has no API key: set the environment variable OPENAI_API_KEY, or point \
+             it at a server of your own that needs none (OPENAI_BASE_URL and GAVEL_JUDGE_MODEL \
+             without a config file, base_url in one; see examples/gavel.toml)"
+        )
+    } else {
+        format!(
+            "judge {name:?} has no API key: set the environment variable {var} (its api_key_env)"
+        )
     }
 }
 

@@ -133,7 +133,7 @@ mod tests {
                 name: name.into(),
                 model: "m".into(),
                 reason: "not configured".into(),
-                structured_output: false,
+                structured_output: crate::judge::StructuredOutput::Off,
             })
         };
         let one = Panel::of_one(judge("a"));

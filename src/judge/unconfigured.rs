@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{ChoiceProbabilities, Completion, Judge, JudgeError, JudgeInfo};
+use super::{ChoiceProbabilities, Completion, Judge, JudgeError, JudgeInfo, StructuredOutput};
 use crate::domain::prompt::ChatMessage;
 
 #[derive(Debug)]
@@ -17,7 +17,7 @@ pub struct UnconfiguredJudge {
     /// What is missing, as every call's error says it.
     pub reason: String,
     /// Its config's `structured_output`, so `gavel render` shows the prompt it would send.
-    pub structured_output: bool,
+    pub structured_output: StructuredOutput,
 }
 
 impl UnconfiguredJudge {
@@ -47,8 +47,8 @@ impl Judge for UnconfiguredJudge {
         Duration::from_secs(1)
     }
 
-    fn follows_reply_schema(&self) -> bool {
-        self.structured_output
+    fn structured_output(&self) -> StructuredOutput {
+        self.structured_output.first()
     }
 
     fn unconfigured_reason(&self) -> Option<&str> {

@@ -191,6 +191,10 @@ pub struct JudgeHealth {
     /// Why it cannot run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// How its verdicts are held to their JSON schema now: `json_schema`, `json_object`,
+    /// `json_mode` or `off` (a remote judge set to `auto` steps down the first time its server
+    /// refuses one; a local judge's constrained decoding is `json_schema`).
+    pub structured_output: &'static str,
     /// The LoRA adapter a local judge runs over its model, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(inline)]
@@ -232,6 +236,7 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
                 model: info.model,
                 configured: problem.is_none(),
                 problem,
+                structured_output: j.structured_output().name(),
                 adapter: j.adapter().map(|a| AdapterHealth {
                     path: a.path,
                     sha256: a.sha256,

@@ -76,7 +76,13 @@ struct MockState {
     count_tokens: std::sync::atomic::AtomicBool,
     /// `GET /v1/models` requests (readiness probes).
     model_lists: std::sync::atomic::AtomicUsize,
+    /// The `response_format` types the server takes (`None`: any), as llama-cpp-python takes
+    /// only `text` and `json_object`; any other is answered as that server does.
+    formats: Mutex<Option<Vec<&'static str>>>,
 }
+
+/// llama-cpp-python's answer to a `response_format` it does not take (HTTP 500).
+pub const LLAMA_CPP_PYTHON_FORMAT_REFUSAL: &str = r#"{"error":{"message":"[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "Input should be 'text' or 'json_object'", 'input': 'json_schema', 'ctx': {'expected': "'text' or 'json_object'"}}]","type":"internal_server_error","param":null,"code":null}}"#;
 
 /// A running mock judge.
 #[derive(Clone)]
@@ -159,6 +165,11 @@ impl MockJudge {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Take only these `response_format` types from now on (`text` is always taken).
+    pub fn accept_formats(&self, formats: &[&'static str]) {
+        *self.state.formats.lock().unwrap() = Some(formats.to_vec());
+    }
+
     pub fn auth_headers(&self) -> Vec<Option<String>> {
         self.state.auth.lock().unwrap().clone()
     }
@@ -176,7 +187,7 @@ impl MockJudge {
 
     /// A gavel config with this mock as the default judge `mock`; [`remote`] edits it.
     pub fn config(&self, store: &std::path::Path) -> Config {
-        let mut cfg = Config::from_env(&|_| None);
+        let mut cfg = Config::from_env(&|_| None).expect("no variables, no error");
         cfg.judges.clear();
         cfg.judges.insert("mock".into(), self.judge_config());
         cfg.default_judge = Some("mock".into());
@@ -349,6 +360,16 @@ async fn completions(
         100
     };
     let completion = |req: &Value, content: String| completion(req, content, prompt_tokens);
+    if let Some(formats) = state.formats.lock().unwrap().as_ref() {
+        let asked = req["response_format"]["type"].as_str().unwrap_or("text");
+        if asked != "text" && !formats.contains(&asked) {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                LLAMA_CPP_PYTHON_FORMAT_REFUSAL,
+            )
+                .into_response();
+        }
+    }
     let next = state.queue.lock().unwrap().pop_front();
     let behaviour = next
         .or_else(|| state.fallback.lock().unwrap().clone())

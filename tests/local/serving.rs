@@ -42,7 +42,7 @@ pub(crate) fn local_config(
     j.max_explanation_bytes = EXPLANATION;
     j.common.deadline_s = 300.0;
     edit(&mut j);
-    let mut cfg = Config::from_env(&|_| None);
+    let mut cfg = Config::from_env(&|_| None).expect("no variables, no error");
     cfg.judges.clear();
     cfg.judges.insert("tiny".into(), JudgeConfig::Local(j));
     cfg.default_judge = Some("tiny".into());
@@ -145,7 +145,7 @@ async fn without_constraints_the_tiny_model_gives_no_verdict() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_models(tmp.path()).remove(0);
     let cfg = local_config(&model, &tmp.path().join("store"), |j| {
-        j.common.structured_output = false;
+        j.common.structured_output = gavel::config::StructuredOutput::Off;
         j.common.max_tokens = 48;
     });
     let gavel = Gavel::start(cfg).await;

@@ -148,4 +148,21 @@ async fn keys_never_reach_logs_or_errors_and_json_logs_carry_request_ids() {
             .any(|r| r["level"] == "WARN" || r["level"] == "ERROR"),
         "the judge failure is logged with its request id:\n{logs}"
     );
+    // At debug level the judge's raw reply is logged whole (with the key scrubbed, above).
+    let scored = in_request("ops-req-scored");
+    let reply = scored
+        .iter()
+        .find(|r| r["fields"]["message"] == "judge reply")
+        .unwrap_or_else(|| panic!("no raw reply logged:\n{logs}"));
+    let raw: Value = serde_json::from_str(reply["fields"]["reply"].as_str().unwrap()).unwrap();
+    assert!(
+        raw["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("mock read"),
+        "{reply}"
+    );
+    assert!(scored
+        .iter()
+        .any(|r| r["fields"]["message"] == "judge request"));
 }

@@ -50,6 +50,9 @@ pub enum ParseProblem {
     MissingScore { trajectory_id: String },
     #[error("score for trajectory {trajectory_id} is not a number: {raw}")]
     NotANumber { trajectory_id: String, raw: String },
+    /// Every explanation is the prompt example's placeholder: the reply copied the example.
+    #[error("the reply copies the example's placeholders: write each trajectory's own explanation and score")]
+    CopiedExample,
     /// A problem with the checklist `items` of one trajectory.
     #[error("checklist items for trajectory {trajectory_id}: {problem}")]
     InvalidItems {
@@ -87,6 +90,9 @@ fn id_message(
     }
     parts.join("; ")
 }
+
+/// The explanation the listwise prompt's example shows (`prompts/relative.system.jinja`).
+const EXAMPLE_PLACEHOLDER: &str = "...";
 
 /// What a verdict must cover: exactly `expected_ids`, each with a score unless `allow_missing_score`.
 pub struct ParseOptions<'a> {
@@ -167,6 +173,12 @@ pub fn parse_verdict(text: &str, opts: &ParseOptions) -> Result<Vec<ParsedScore>
         });
     }
 
+    if out
+        .iter()
+        .all(|p| p.explanation.trim() == EXAMPLE_PLACEHOLDER)
+    {
+        return Err(ParseProblem::CopiedExample);
+    }
     let plain: Vec<f64> = raw_scores
         .iter()
         .filter_map(|s| match s {

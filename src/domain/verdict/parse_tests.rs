@@ -186,6 +186,9 @@ fn reports_problems() {
         (&items(r#"[{"id":"a"}]"#), 1, r#"checklist items for trajectory 1: item a has no "met" value (expected true or false)"#),
         (&items(r#"[{"met":true}]"#), 1, r#"checklist items for trajectory 1: item 1 has no string or integer "id": {"met":true}"#),
         (&items(r#""a""#), 1, r#"checklist items for trajectory 1: "items" is not an array: "a""#),
+        // The prompt's example, copied (as a 0.5B copied the one-entry example).
+        (r#"{"scores": [{"trajectory_id": "1", "explanation": "...", "score": 0.0}, {"trajectory_id": "2", "explanation": "...", "score": 0.0}]}"#,
+         2, "the reply copies the example's placeholders: write each trajectory's own explanation and score"),
     ];
     for (text, n, msg) in cases {
         let got = parse(text, *n, false).unwrap_err().to_string();

@@ -13,6 +13,7 @@ use crate::domain::prompt::{ChatMessage, JudgeMode};
 use crate::judge::config::LocalConfig;
 use crate::judge::{
     cut_text, ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeInfo,
+    StructuredOutput,
 };
 use crate::model::adapter::{AdapterInfo, Reach};
 use crate::model::{LocalError, ModelInfo};
@@ -239,8 +240,13 @@ impl Judge for LocalJudge {
         self.explain
     }
 
-    fn follows_reply_schema(&self) -> bool {
-        self.constrained()
+    fn structured_output(&self) -> StructuredOutput {
+        // Constrained decoding holds the reply to the schema itself, as `json_schema` does.
+        if self.constrained() {
+            StructuredOutput::JsonSchema
+        } else {
+            StructuredOutput::Off
+        }
     }
 
     fn reads_probabilities(&self) -> bool {
@@ -356,7 +362,7 @@ impl Judge for LocalJudge {
 pub(super) fn engine_settings(cfg: &LocalConfig) -> EngineSettings {
     EngineSettings {
         max_queue: cfg.max_queue,
-        constrained: cfg.common.structured_output,
+        constrained: cfg.common.structured_output != StructuredOutput::Off,
         max_explanation_bytes: cfg.max_explanation_bytes,
         max_tokens: cfg.common.max_tokens as usize,
         expected_score: cfg.expected_score,

@@ -4,29 +4,35 @@
 //! caller). gavel owns the retry policy instead, so the client is given a bare transport
 //! ([`transport::StatusTransport`]) that turns every non-2xx reply into an error carrying the status and
 //! `Retry-After`, and [`RemoteJudge::complete`] decides what to retry and how long to wait.
+//!
+//! Structured output is negotiated, not assumed: with `structured_output = "auto"` the judge
+//! asks in `json_schema` until its server refuses the `response_format` (in words that name it:
+//! [`crate::judge::structured_output::refuses_format`]), then resends the same request in the
+//! next dialect down and keeps that one for every later call. This costs no request where the
+//! first dialect is taken (OpenAI, vLLM) and works for a server that is down when gavel starts.
 
 mod transport;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_openai::config::{Config as _, OpenAIConfig};
 use async_openai::error::OpenAIError;
-use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::{
     ChatCompletionRequestAssistantMessageArgs, ChatCompletionRequestMessage,
     ChatCompletionRequestSystemMessageArgs, ChatCompletionRequestUserMessageArgs,
-    CreateChatCompletionRequestArgs, ResponseFormat, ResponseFormatJsonSchema,
+    CreateChatCompletionRequestArgs,
 };
 use async_openai::Client;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use transport::{backoff, classify, Failure, Reply, StatusTransport};
+use transport::{backoff, classify, format_refusal, Failure, Reply, StatusTransport};
 
 use super::config::RemoteConfig;
 use super::limits::JudgeLimits;
-use super::{cut_text, Completion, Judge, JudgeError, JudgeInfo};
+use super::{cut_text, Completion, Judge, JudgeError, JudgeInfo, StructuredOutput};
 use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
 use crate::domain::prompt::{count_tokens, ChatMessage};
@@ -50,7 +56,11 @@ pub struct RemoteJudge {
     context_tokens: Option<usize>,
     prompt_price: Option<f64>,
     completion_price: Option<f64>,
-    structured_output: bool,
+    /// As configured (`auto` or one dialect).
+    structured_output: StructuredOutput,
+    /// The dialect asked in now: an index into [`StructuredOutput::ALL`], stepped down by
+    /// `auto` when the server refuses it.
+    dialect: AtomicUsize,
     max_reference_bytes: usize,
     timeout: Duration,
     deadline: Duration,
@@ -73,22 +83,26 @@ impl RemoteJudge {
             .connect_timeout(Duration::from_secs_f64(cfg.timeout_s.min(10.0)))
             .build()
             .expect("a reqwest client with default TLS builds");
+        let key = cfg.api_key.clone().filter(|k| !k.expose().is_empty());
         let client = Client::with_config(config).with_http_service(StatusTransport {
-            inner: ReqwestService::new(http.clone()),
+            http: http.clone(),
+            keyless: key.is_none(),
         });
+        let first = cfg.common.structured_output.first();
         RemoteJudge {
             name: name.to_string(),
             model: cfg.common.model.clone(),
             base_url: cfg.base_url.clone(),
             client,
             http,
-            key: cfg.api_key.clone().filter(|k| !k.expose().is_empty()),
+            key,
             temperature: cfg.common.temperature,
             max_tokens: cfg.common.max_tokens,
             context_tokens: cfg.common.context_tokens,
             prompt_price: cfg.prompt_price_per_million,
             completion_price: cfg.completion_price_per_million,
             structured_output: cfg.common.structured_output,
+            dialect: AtomicUsize::new(index_of(first)),
             max_reference_bytes: cfg.common.max_reference_bytes,
             timeout: Duration::from_secs_f64(cfg.timeout_s),
             deadline: Duration::from_secs_f64(cfg.common.deadline_s),
@@ -110,13 +124,38 @@ impl RemoteJudge {
         }
     }
 
-    /// The chat request for `messages`; with `schema` (a verdict) and `structured_output`, held
-    /// to it by a `response_format`.
+    /// The dialect asked in now.
+    fn dialect(&self) -> StructuredOutput {
+        StructuredOutput::ALL[self.dialect.load(Ordering::Relaxed)]
+    }
+
+    /// After `refused` was refused: the next dialect down, unless a concurrent call stepped
+    /// down already (then the one it chose). `None` when the judge is not `auto` or nothing is
+    /// left to try.
+    fn step_down(&self, refused: StructuredOutput) -> Option<StructuredOutput> {
+        if self.structured_output != StructuredOutput::Auto {
+            return None;
+        }
+        let next = refused.next()?;
+        match self.dialect.compare_exchange(
+            index_of(refused),
+            index_of(next),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Some(next),
+            Err(now) => Some(StructuredOutput::ALL[now]),
+        }
+    }
+
+    /// The chat request for `messages` as JSON; with `schema` (a verdict), held to it by the
+    /// `response_format` of `dialect`.
     fn request(
         &self,
         messages: &[ChatMessage],
         schema: Option<&Value>,
-    ) -> Result<async_openai::types::chat::CreateChatCompletionRequest, OpenAIError> {
+        dialect: StructuredOutput,
+    ) -> Result<Value, OpenAIError> {
         let msgs = messages
             .iter()
             .map(|m| -> Result<ChatCompletionRequestMessage, OpenAIError> {
@@ -141,17 +180,12 @@ impl RemoteJudge {
             .messages(msgs)
             .temperature(self.temperature)
             .max_completion_tokens(self.max_tokens);
-        if let Some(schema) = schema.filter(|_| self.structured_output) {
-            args.response_format(ResponseFormat::JsonSchema {
-                json_schema: ResponseFormatJsonSchema {
-                    description: Some("Scores for each trajectory".into()),
-                    name: "verdict".into(),
-                    schema: schema.clone(),
-                    strict: Some(true),
-                },
-            });
+        let mut request = serde_json::to_value(args.build()?)
+            .map_err(|e| OpenAIError::InvalidArgument(e.to_string()))?;
+        if let Some(format) = schema.and_then(|s| dialect.response_format(s)) {
+            request["response_format"] = format;
         }
-        args.build()
+        Ok(request)
     }
 }
 
@@ -171,7 +205,7 @@ impl Judge for RemoteJudge {
             "model": self.model,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
-            "structured_output": self.structured_output,
+            "structured_output": self.dialect().identity(),
         })
     }
 
@@ -198,8 +232,8 @@ impl Judge for RemoteJudge {
         self.deadline
     }
 
-    fn follows_reply_schema(&self) -> bool {
-        self.structured_output
+    fn structured_output(&self) -> StructuredOutput {
+        self.dialect()
     }
 
     /// Reachability for `/readyz`: `GET {base_url}/models` with the judge's key. Any answer
@@ -210,7 +244,7 @@ impl Judge for RemoteJudge {
         let resp = self
             .http
             .get(config.url("/models"))
-            .headers(config.headers())
+            .headers(self.headers())
             .timeout(PROBE_TIMEOUT.min(self.timeout))
             .send()
             .await
@@ -223,6 +257,11 @@ impl Judge for RemoteJudge {
                 ))
             })?;
         match resp.status().as_u16() {
+            s @ (401 | 403) if self.key.is_none() => Err(format!(
+                "judge {:?} at {} asks for an API key (HTTP {s}): name the variable that holds \
+                 it in the judge's api_key_env",
+                self.name, self.base_url
+            )),
             s @ (401 | 403) => Err(format!(
                 "judge {:?} at {} refuses its API key (HTTP {s})",
                 self.name, self.base_url
@@ -257,7 +296,65 @@ impl Judge for RemoteJudge {
     }
 }
 
+/// `s`'s index in [`StructuredOutput::ALL`].
+fn index_of(s: StructuredOutput) -> usize {
+    StructuredOutput::ALL
+        .iter()
+        .position(|&x| x == s)
+        .expect("every value is in ALL")
+}
+
 impl RemoteJudge {
+    /// The request's headers: the key's, none without a key.
+    fn headers(&self) -> reqwest::header::HeaderMap {
+        let mut h = self.client.config().headers();
+        if self.key.is_none() {
+            h.remove(reqwest::header::AUTHORIZATION);
+        }
+        h
+    }
+
+    fn build(
+        &self,
+        messages: &[ChatMessage],
+        schema: Option<&Value>,
+        dialect: StructuredOutput,
+    ) -> Result<Value, JudgeError> {
+        let request = self.request(messages, schema, dialect).map_err(|e| {
+            JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name))
+        })?;
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(judge = %self.name, request = %self.scrub(request.to_string()), "judge request");
+        }
+        Ok(request)
+    }
+
+    /// A reply read as a chat completion, logged whole at debug level first.
+    fn read_reply(&self, raw: Value) -> Result<Reply, OpenAIError> {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!(judge = %self.name, reply = %self.scrub(raw.to_string()), "judge reply");
+        }
+        serde_json::from_value::<Reply>(raw.clone())
+            .map_err(|e| OpenAIError::JSONDeserialize(e, raw.to_string()))
+    }
+
+    /// The error when the server refuses the one dialect it may be asked in.
+    fn format_refused(&self, dialect: StructuredOutput, refusal: &str) -> JudgeError {
+        let what = if self.structured_output == StructuredOutput::Auto {
+            "no response_format gavel knows (json_schema, json_object, json_mode, none)".to_string()
+        } else {
+            format!("structured_output = \"{}\"", dialect.name())
+        };
+        metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => "fatal")
+            .increment(1);
+        JudgeError::Unavailable(format!(
+            "judge {:?} at {}: the server refuses {what}: {refusal}; set structured_output = \"auto\" \
+             (GAVEL_JUDGE_STRUCTURED_OUTPUT without a config file) to find the dialect it takes, \
+             or \"off\"",
+            self.name, self.base_url
+        ))
+    }
+
     /// One completion, retried per the judge's policy, bounded by the verdict deadline. Every
     /// attempt passes the judge's rate and concurrency limits first.
     async fn call(
@@ -265,9 +362,8 @@ impl RemoteJudge {
         messages: &[ChatMessage],
         schema: Option<&Value>,
     ) -> Result<Completion, JudgeError> {
-        let request = self.request(messages, schema).map_err(|e| {
-            JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name))
-        })?;
+        let mut dialect = self.dialect();
+        let mut request = self.build(messages, schema, dialect)?;
         // The token estimate only matters with a tokens-per-minute limit; counting is skipped
         // otherwise.
         let estimate = if self.limits.has_token_limit() {
@@ -305,8 +401,9 @@ impl RemoteJudge {
                 metrics::gauge!("gavel_judge_calls_in_flight", "judge" => self.name.clone()),
             );
             let chat = self.client.chat();
-            let call = chat.create_byot::<_, Reply>(request.clone());
+            let call = chat.create_byot::<_, Value>(request.clone());
             let result = tokio::time::timeout(limit, call).await;
+            let result = result.map(|r| r.and_then(|raw| self.read_reply(raw)));
             drop(calling);
             metrics::histogram!("gavel_judge_call_seconds", "judge" => self.name.clone())
                 .record(sent.elapsed().as_secs_f64());
@@ -344,7 +441,26 @@ impl RemoteJudge {
                         retries,
                     });
                 }
-                Ok(Err(e)) => classify(e),
+                Ok(Err(e)) => {
+                    if let Some(refusal) = schema
+                        .filter(|_| dialect != StructuredOutput::Off)
+                        .and(format_refusal(&e))
+                    {
+                        let refusal = self.scrub(refusal);
+                        drop(admission);
+                        let Some(next) = self.step_down(dialect) else {
+                            return Err(self.format_refused(dialect, &refusal));
+                        };
+                        tracing::warn!(judge = %self.name, base_url = %self.base_url, refused = dialect.name(),
+                            now = next.name(), error = %refusal, "judge's server refuses this structured output; asking in the next");
+                        dialect = next;
+                        request = self.build(messages, schema, dialect)?;
+                        // Not a failed attempt: the same request, in words the server takes.
+                        attempt -= 1;
+                        continue;
+                    }
+                    classify(e)
+                }
                 Err(_) => Failure::Retry {
                     message: format!("no reply within {:.1}s", limit.as_secs_f64()),
                     retry_after: None,

@@ -8,14 +8,31 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_openai::error::OpenAIError;
-use async_openai::middleware::{HttpRequestFactory, ReqwestService};
+use async_openai::middleware::HttpRequestFactory;
 
 use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
+use crate::judge::cut_text;
+use crate::judge::structured_output::refuses_format;
 
 /// The longest `Retry-After` read from a reply, seconds (a day); the wait is capped at
 /// `max_backoff_s` and the deadline later in any case.
 const MAX_RETRY_AFTER_S: f64 = 86_400.0;
+
+/// The most of a server's reply an error message quotes, bytes: enough for a whole validation
+/// error (which says what to change), not a whole verdict.
+pub(super) const MAX_QUOTED_BYTES: usize = 4000;
+
+/// `body` trimmed and, past [`MAX_QUOTED_BYTES`], cut with a note of how much was left out.
+pub(super) fn quote(body: &str) -> String {
+    let body = body.trim();
+    let cut = cut_text(body, MAX_QUOTED_BYTES);
+    if cut.len() < body.len() {
+        format!("{cut} … ({} more bytes)", body.len() - cut.len())
+    } else {
+        cut
+    }
+}
 
 /// What gavel reads of a chat completion: the first choice's message and the token usage.
 /// async-openai's own response type also requires `id`, `object`, `created` and `model`, which
@@ -59,17 +76,18 @@ struct HttpStatusError {
 
 impl std::fmt::Display for HttpStatusError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let body: String = self.body.chars().take(300).collect();
-        write!(f, "HTTP {}: {}", self.status, body.trim())
+        write!(f, "HTTP {}: {}", self.status, quote(&self.body))
     }
 }
 
 impl std::error::Error for HttpStatusError {}
 
-/// Plain reqwest transport that reports non-2xx replies as [`HttpStatusError`].
+/// Plain reqwest transport that reports non-2xx replies as [`HttpStatusError`]. A judge without
+/// a key sends no Authorization header (async-openai always writes one, empty or not).
 #[derive(Clone)]
 pub(super) struct StatusTransport {
-    pub(super) inner: ReqwestService,
+    pub(super) http: reqwest::Client,
+    pub(super) keyless: bool,
 }
 
 impl tower::Service<HttpRequestFactory> for StatusTransport {
@@ -77,14 +95,18 @@ impl tower::Service<HttpRequestFactory> for StatusTransport {
     type Error = OpenAIError;
     type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), OpenAIError>> {
-        self.inner.poll_ready(cx)
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), OpenAIError>> {
+        Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: HttpRequestFactory) -> Self::Future {
-        let fut = self.inner.call(req);
+    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
+        let (http, keyless) = (self.http.clone(), self.keyless);
         Box::pin(async move {
-            let resp = fut.await?;
+            let mut req = factory.build().await?;
+            if keyless {
+                req.headers_mut().remove(reqwest::header::AUTHORIZATION);
+            }
+            let resp = http.execute(req).await.map_err(OpenAIError::Reqwest)?;
             if resp.status().is_success() {
                 return Ok(resp);
             }
@@ -139,6 +161,18 @@ fn retryable_status(status: u16) -> bool {
     matches!(status, 408 | 409 | 429) || status >= 500
 }
 
+/// The quoted refusal (`HTTP 500: …`) when `e` is the server refusing the request's
+/// `response_format` ([`refuses_format`]).
+pub(super) fn format_refusal(e: &OpenAIError) -> Option<String> {
+    match e {
+        OpenAIError::Boxed(b) => b
+            .downcast_ref::<HttpStatusError>()
+            .filter(|h| refuses_format(h.status, &h.body))
+            .map(ToString::to_string),
+        _ => None,
+    }
+}
+
 pub(super) fn classify(e: OpenAIError) -> Failure {
     match e {
         OpenAIError::Boxed(b) => match b.downcast::<HttpStatusError>() {
@@ -164,7 +198,7 @@ pub(super) fn classify(e: OpenAIError) -> Failure {
             },
         },
         OpenAIError::JSONDeserialize(err, body) => {
-            let body: String = body.chars().take(200).collect();
+            let body = quote(&body);
             Failure::Retry {
                 message: format!("reply is not a chat completion ({err}): {body}"),
                 retry_after: None,
@@ -212,5 +246,28 @@ mod tests {
         assert_eq!((u.prompt_tokens, u.completion_tokens), (Some(12), None));
         // Not a chat completion at all is still refused.
         assert!(serde_json::from_str::<Reply>(r#"{"error": "overloaded"}"#).is_err());
+    }
+
+    #[test]
+    fn a_refusal_is_quoted_whole_up_to_a_bound() {
+        let e = HttpStatusError {
+            status: 500,
+            retry_after: None,
+            body: format!(
+                "{} Input should be 'text' or 'json_object'",
+                "x".repeat(400)
+            ),
+        };
+        assert!(e
+            .to_string()
+            .ends_with("Input should be 'text' or 'json_object'"));
+        let long = "é".repeat(MAX_QUOTED_BYTES);
+        let q = quote(&long);
+        assert!(q.len() < MAX_QUOTED_BYTES + 40, "{}", q.len());
+        assert!(
+            q.ends_with(&format!("… ({} more bytes)", long.len() - MAX_QUOTED_BYTES)),
+            "{q}"
+        );
+        assert_eq!(quote("  short  "), "short");
     }
 }

@@ -109,11 +109,11 @@ impl Scorer {
                     ids: (1..=m).map(|i| i.to_string()).collect(),
                     key: probe_key(judge, &probe, rubric),
                 });
-                prompts.push(render(&all, judge.follows_reply_schema())?);
+                prompts.push(render(&all, judge.structured_output().holds_schema())?);
                 probes.push(Some(probe));
                 continue;
             }
-            let reply_schema = judge.follows_reply_schema();
+            let reply_schema = judge.structured_output().holds_schema();
             let full = render(&all, reply_schema)?;
             template.get_or_insert((DEFAULT_PROMPT, full.template_version.clone()));
             let chunks = self.chunks_for(judge, &input, &full)?;
@@ -302,7 +302,7 @@ impl Scorer {
             GroupExtras {
                 tools: req.tools.as_ref(),
                 reference: req.reference.as_deref(),
-                reply_schema: plan.panel.lead().follows_reply_schema(),
+                reply_schema: plan.panel.lead().structured_output().holds_schema(),
             },
         )?;
         Ok(count_tokens(&naive.messages) as u64)
