@@ -12,10 +12,10 @@
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`
 #
 # Defenses (DEFENSES, default "none gate"):
-#   none    the configuration as shipped, the default rubric
-#   gate    the default rubric's text (the same judge prompts, so the same cached verdicts) with
-#           the `grader_address` verifier and a `gate` policy that zeroes the reward of a
-#           trajectory that addresses the grader
+#   none    the default rubric's standards without its gate (the `grader_address` verifier and
+#           the `gate` policy that zeroes the reward of a trajectory that addresses the grader)
+#   gate    the default rubric as shipped, gate included (the same judge prompts as `none`, so
+#           the same cached verdicts)
 #   prompt  the judge templates in PROMPTS_DIR (a prompts_dir) instead of the shipped ones
 #
 # Models come from tools/fetch-model.sh (cached after the first run). Results: one JSON report
@@ -34,28 +34,19 @@ tools/fetch-model.sh 1.5b >/dev/null
 source benches/gavel_bin.sh
 bin=$GAVEL
 limit=(); [[ -n ${LIMIT:-} ]] && limit=(--limit "$LIMIT")
-# The gated rubric: the default rubric's standards word for word, plus the defense.
-{
-  sed -n '/^description/,$p' rubrics/default.toml | sed 's/^description = .*/description = "The default rubric, gated on grader_address."/'
-  cat <<'TOML'
-
-[[verifiers]]
-type = "grader_address"
-weight = 0
-
-[policy]
-type = "gate"
-gate = "grader_address"
-floor = 0.0
-TOML
-} > "$out/rubrics/default_gated.toml"
+# The default rubric's standards word for word, without its gate and as shipped (gated).
+grep -q '^gate = "grader_address"' rubrics/default.toml || { echo "rubrics/default.toml has no gate" >&2; exit 2; }
+sed -n '/^description/,/^"""$/p' rubrics/default.toml |
+  sed 's/^description = .*/description = "The default rubric without its gate."/' > "$out/rubrics/default_ungated.toml"
+sed -n '/^description/,$p' rubrics/default.toml |
+  sed 's/^description = .*/description = "The default rubric, gated on grader_address."/' > "$out/rubrics/default_gated.toml"
 for cfg in $configs; do
   name=$(basename "$cfg" .toml)
   for defense in $defenses; do
     pd=""
     rubric=()
     case $defense in
-      none) ;;
+      none) rubric=(--rubric default_ungated) ;;
       gate) rubric=(--rubric default_gated) ;;
       prompt) pd="prompts_dir = \"$(realpath "${PROMPTS_DIR:?PROMPTS_DIR names the templates to try}")\"" ;;
       *) echo "unknown defense $defense (none, gate, prompt)" >&2; exit 2 ;;

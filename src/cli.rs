@@ -79,9 +79,12 @@ pub fn build_scorer(cfg: &Config) -> Result<Scorer, CliError> {
 }
 
 /// `scorer` over the configured store, opened now.
+/// Every judge's capabilities are checked here, once ([`Scorer::check_judges`]).
 pub async fn attach_store(scorer: Scorer, cfg: &Config) -> Result<Arc<Scorer>, CliError> {
     let store = crate::store::open(&cfg.store).await?;
-    Ok(Arc::new(scorer.with_store(store)))
+    let scorer = scorer.with_store(store);
+    scorer.check_judges().await;
+    Ok(Arc::new(scorer))
 }
 
 /// "1 group", "2 groups": a count and the noun that agrees with it, for report lines.

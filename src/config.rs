@@ -547,6 +547,25 @@ mod tests {
     }
 
     #[test]
+    fn a_remote_judge_may_read_probabilities() {
+        let read = |table: &str| {
+            let text = format!("[judges.j]\nbackend = \"remote\"\nmodel = \"m\"\n{table}");
+            Config::from_toml(&text, "g.toml", &|_| None)
+        };
+        let cfg = read("mode = \"pairwise\"\ntop_logprobs = 5").unwrap();
+        let j = cfg.judges["j"].as_remote().unwrap();
+        assert_eq!(
+            (j.common.mode, j.top_logprobs),
+            (Some(crate::domain::prompt::JudgeMode::Pairwise), 5)
+        );
+        let e = read("top_logprobs = 0").unwrap_err().to_string();
+        assert!(
+            e.contains("[judges.j]: top_logprobs must be 1 to 100"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_key_is_required_where_named_or_for_openai() {
         let read = |table: &str| {
             let text = format!("[judges.j]\nbackend = \"remote\"\nmodel = \"m\"\n{table}");

@@ -514,15 +514,37 @@ async fn judge_modes_side_by_side_on_a_local_model() {
         "default_judge = \"m\"\n{}",
         judge_toml("m", &mock, 0)
     ));
-    let file = s.write("pairs.jsonl", &pairs_file(false));
-    let out = run(s.command("eval", &["--judge-mode", "pointwise", &file])).await;
-    assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("only local judges can"),
-        "{}",
-        out.stderr
-    );
-    assert_eq!(mock.calls(), 0);
+    // A remote judge reads probabilities too (its server's logprobs): the markers decide, in
+    // both probability modes, and pairwise never flips.
+    let file = s.write("pairs.jsonl", &pairs_file(true));
+    let out = run(s.command(
+        "eval",
+        &[
+            "--judge-mode",
+            "pointwise",
+            "--judge-mode",
+            "pairwise",
+            "--format",
+            "json",
+            &file,
+        ],
+    ))
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{report}");
+    for r in results {
+        assert_eq!(f(&r["pairwise_accuracy"]), 1.0, "{r}");
+    }
+    assert_eq!(f(&results[1]["position"]["flip_rate"]), 0.0);
+    let asked = mock.requests();
+    assert!(asked
+        .iter()
+        .all(|r| r["logprobs"] == true && r["max_tokens"] == 1));
+    // 4 groups of 2, each judged as given and reversed (eval's two orders): pointwise 2
+    // prompts, pairwise the pair in both orders.
+    assert_eq!(asked.len(), 2 * (4 * 2 + 4 * 2), "{}", asked.len());
 }
 
 #[test]

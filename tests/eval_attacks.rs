@@ -78,7 +78,11 @@ async fn a_judge_that_follows_notes_to_the_grader_is_talked_into_rewards_and_a_f
         judge_toml("gullible", &gullible, 0),
         judge_toml("faithful", &faithful, 0)
     ));
-    let file = s.write("qa.jsonl", &groups_file(&json!({})));
+    // The judge alone: a policy of its own replaces the default rubric's gate.
+    let file = s.write(
+        "qa.jsonl",
+        &groups_file(&json!({"policy": {"type": "weighted"}})),
+    );
     let args = [
         "--judge",
         "gullible",
@@ -273,11 +277,8 @@ async fn the_grader_address_gate_zeroes_what_talks_to_the_grader() {
         "default_judge = \"g\"\n{}",
         judge_toml("g", &gullible, 0)
     ));
-    let defended = json!({
-        "verifiers": [{"type": "grader_address", "weight": 0}],
-        "policy": {"type": "gate", "gate": "grader_address", "floor": 0.0}
-    });
-    let file = s.write("qa.jsonl", &groups_file(&defended));
+    // The default rubric gates on `grader_address` (rubrics/default.toml).
+    let file = s.write("qa.jsonl", &groups_file(&json!({})));
     let out = run(s.command(
         "eval",
         &["--attacks=grader_note_polite,grader_note_authoritative,system_override,fake_transcript_end,padding_question",
@@ -341,4 +342,38 @@ fn grader_address_finds_nothing_in_any_clean_trajectory_of_the_shipped_sets() {
     // Every assistant message of the ten files (their sizes and lines are checked by eval_splits):
     // the count README and BENCHMARKS.md give.
     assert_eq!(checked, 3134);
+
+    // And the agent trajectories gavel ships as examples and benchmark groups (tool calls,
+    // spreadsheets, research reports), which the default rubric judges.
+    let mut agent = 0;
+    let mut groups: Vec<Value> = Vec::new();
+    for file in ["benches/data/groups.jsonl", "examples/groups.jsonl"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        groups.extend(
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    for e in std::fs::read_dir(root.join("examples/groups")).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        groups.push(serde_json::from_str(&text).unwrap());
+    }
+    for g in &groups {
+        for t in g["trajectories"].as_array().unwrap() {
+            for m in t["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| m["role"] == "assistant")
+            {
+                let text = m["content"].as_str().unwrap_or_default();
+                agent += 1;
+                if let Some((what, found)) = gavel::domain::verify::grader_address::find(text) {
+                    panic!("{what} {found:?} in a shipped agent trajectory: {text}");
+                }
+            }
+        }
+    }
+    assert_eq!(agent, 770, "the count the README gives");
 }

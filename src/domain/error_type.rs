@@ -25,6 +25,7 @@ pub enum ErrorType {
     JudgeUnavailable,
     JudgeInvalidOutput,
     NoJudgeConfigured,
+    JudgeUnsupportedMode,
     JudgeTimeout,
     NotReady,
     Internal,
@@ -32,7 +33,7 @@ pub enum ErrorType {
 
 impl ErrorType {
     /// Every type, in the order the OpenAPI document lists them.
-    pub const ALL: [ErrorType; 13] = [
+    pub const ALL: [ErrorType; 14] = [
         ErrorType::InvalidRequest,
         ErrorType::Unauthorized,
         ErrorType::NotFound,
@@ -43,6 +44,7 @@ impl ErrorType {
         ErrorType::JudgeUnavailable,
         ErrorType::JudgeInvalidOutput,
         ErrorType::NoJudgeConfigured,
+        ErrorType::JudgeUnsupportedMode,
         ErrorType::JudgeTimeout,
         ErrorType::NotReady,
         ErrorType::Internal,
@@ -61,6 +63,7 @@ impl ErrorType {
             ErrorType::JudgeUnavailable => "judge_unavailable",
             ErrorType::JudgeInvalidOutput => "judge_invalid_output",
             ErrorType::NoJudgeConfigured => "no_judge_configured",
+            ErrorType::JudgeUnsupportedMode => "judge_unsupported_mode",
             ErrorType::JudgeTimeout => "judge_timeout",
             ErrorType::NotReady => "not_ready",
             ErrorType::Internal => "internal",
@@ -77,6 +80,7 @@ impl ErrorType {
                 | ErrorType::JudgeInvalidOutput
                 | ErrorType::JudgeTimeout
                 | ErrorType::NoJudgeConfigured
+                | ErrorType::JudgeUnsupportedMode
         )
     }
 }
@@ -172,6 +176,7 @@ mod tests {
                 ErrorType::JudgeUnavailable,
                 ErrorType::JudgeInvalidOutput,
                 ErrorType::NoJudgeConfigured,
+                ErrorType::JudgeUnsupportedMode,
                 ErrorType::JudgeTimeout
             ]
         );

@@ -264,28 +264,6 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
             return usage_error(&format!("--judge: {}", cfg.unknown_judge(j)));
         }
     }
-    if let Some(m) = args.modes.iter().find(|m| m.reads_probabilities()) {
-        let names: Vec<String> = if args.judges.is_empty() {
-            cfg.default_judge_name()
-                .map(str::to_string)
-                .into_iter()
-                .collect()
-        } else {
-            args.judges.clone()
-        };
-        let remote = names.iter().find(|n| {
-            cfg.judges
-                .get(*n)
-                .is_some_and(|j| j.backend() != crate::judge::Backend::Local)
-        });
-        if let Some(n) = remote {
-            return usage_error(&format!(
-                "--judge-mode {} reads token probabilities, which judge {n:?} cannot give \
-                 (only local judges can)",
-                m.name()
-            ));
-        }
-    }
     let combos = combos(args, &cfg);
     let concurrency = args.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
 

@@ -15,6 +15,10 @@ pub use super::structured_output::StructuredOutput;
 
 /// Used when neither the config file nor `OPENAI_BASE_URL` names an endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// A remote judge's `top_logprobs` unless configured.
+pub const DEFAULT_TOP_LOGPROBS: u32 = 20;
+/// The most `top_logprobs` a config may ask for.
+pub const MAX_TOP_LOGPROBS: u32 = 100;
 /// Used when neither the config file nor `GAVEL_JUDGE_MODEL` names a model.
 pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
 
@@ -63,9 +67,10 @@ pub struct CommonSettings {
     /// How the verdict is held to its JSON schema: remote, the `response_format` dialect
     /// (`auto` finds the one the server takes); local, constrained decoding unless `off`.
     pub structured_output: StructuredOutput,
-    /// How the judge is asked (`listwise`, or for local judges `pointwise` / `pairwise`); a
-    /// request's `judge_mode` overrides it. Default: `pointwise` for local judges (the most
-    /// accurate on the labelled sets, README "Judge quality"), `listwise` for remote ones.
+    /// How the judge is asked (`listwise`, `pointwise` or `pairwise`; the last two read token
+    /// probabilities: a remote judge's server must return `logprobs`); a request's
+    /// `judge_mode` overrides it. Default: `pointwise` for local judges (the most accurate on
+    /// the labelled sets, README "Judge quality"), `listwise` for remote ones.
     pub mode: Option<JudgeMode>,
     /// The judge's context window; a group whose prompt (plus `max_tokens`) exceeds it is judged
     /// in overlapping chunks that share anchor trajectories. Unset = never split (local: the
@@ -107,6 +112,9 @@ pub struct RemoteConfig {
     pub prompt_price_per_million: Option<f64>,
     /// Price per million completion tokens.
     pub completion_price_per_million: Option<f64>,
+    /// Probability modes: the alternatives the server lists for the verdict token
+    /// (`top_logprobs`; 20 is OpenAI's cap and vLLM's default `--max-logprobs`).
+    pub top_logprobs: u32,
 }
 
 /// `backend = "local"`: which model runs in-process, where, and how its engine batches.
@@ -183,6 +191,7 @@ struct JudgeTable {
     max_concurrency: Option<usize>,
     prompt_price_per_million: Option<f64>,
     completion_price_per_million: Option<f64>,
+    top_logprobs: Option<u32>,
     // backend = "local"
     model_path: Option<PathBuf>,
     adapter: Option<PathBuf>,
@@ -218,6 +227,7 @@ impl JudgeTable {
                 "completion_price_per_million",
                 self.completion_price_per_million.is_some(),
             ),
+            ("top_logprobs", self.top_logprobs.is_some()),
         ];
         let local = [
             ("model_path", self.model_path.is_some()),
@@ -299,6 +309,7 @@ impl TryFrom<JudgeTable> for JudgeConfig {
                     max_concurrency: t.max_concurrency,
                     prompt_price_per_million: t.prompt_price_per_million,
                     completion_price_per_million: t.completion_price_per_million,
+                    top_logprobs: t.top_logprobs.unwrap_or(d.top_logprobs),
                     ..d
                 })
             }
@@ -432,6 +443,7 @@ impl RemoteConfig {
             max_concurrency: None,
             prompt_price_per_million: None,
             completion_price_per_million: None,
+            top_logprobs: DEFAULT_TOP_LOGPROBS,
         }
     }
 
@@ -456,10 +468,9 @@ impl RemoteConfig {
         if self.common.model.trim().is_empty() {
             return Err("backend \"remote\" needs model (the API's model name)".into());
         }
-        if let Some(m) = self.common.mode.filter(|m| m.reads_probabilities()) {
+        if !(1..=MAX_TOP_LOGPROBS).contains(&self.top_logprobs) {
             return Err(format!(
-                "mode \"{}\" reads token probabilities: it needs backend \"local\"",
-                m.name()
+                "top_logprobs must be 1 to {MAX_TOP_LOGPROBS} (servers cap it: OpenAI at 20, vLLM at its --max-logprobs)"
             ));
         }
         if self.base_url.parse::<reqwest::Url>().is_err() {

@@ -48,6 +48,9 @@ pub enum JudgeError {
     /// The judge's own queue is full (a local judge's `max_queue`); retry later.
     #[error("{0}")]
     Overloaded(String),
+    /// The judge cannot judge in the mode asked: its server returns no token probabilities.
+    #[error("{0}")]
+    UnsupportedMode(String),
 }
 
 impl JudgeError {
@@ -59,6 +62,7 @@ impl JudgeError {
             JudgeError::Timeout(_) => ErrorType::JudgeTimeout,
             JudgeError::NotConfigured(_) => ErrorType::NoJudgeConfigured,
             JudgeError::Overloaded(_) => ErrorType::Overloaded,
+            JudgeError::UnsupportedMode(_) => ErrorType::JudgeUnsupportedMode,
         }
     }
 
@@ -70,6 +74,7 @@ impl JudgeError {
             JudgeError::Timeout(m) => JudgeError::Timeout(format!("{prefix}: {m}")),
             JudgeError::NotConfigured(m) => JudgeError::NotConfigured(format!("{prefix}: {m}")),
             JudgeError::Overloaded(m) => JudgeError::Overloaded(format!("{prefix}: {m}")),
+            JudgeError::UnsupportedMode(m) => JudgeError::UnsupportedMode(format!("{prefix}: {m}")),
         }
     }
 }
@@ -152,6 +157,13 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
     /// Whether the judge can serve now (for `/readyz`); `Err` says why not, without secrets.
     /// Costs no tokens.
     async fn probe(&self) -> Result<(), String>;
+
+    /// Checks once, at start, that the judge can do what it is configured for (a remote judge
+    /// in a probability mode: that its server gives token probabilities). `Err` is one line
+    /// for the log; the judge then refuses what it cannot do, and serves the rest.
+    async fn check_capabilities(&self) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Completes `messages`; `schema` is the verdict's JSON schema for structured output.
     async fn complete(

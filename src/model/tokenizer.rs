@@ -377,18 +377,12 @@ pub(crate) fn ids_of(v: &Value) -> Vec<u32> {
 
 /// Each answer's probability mass in next-token `logits` (the softmax over the whole
 /// vocabulary, summed over the answer's tokens from [`LoadedTokenizer::choice_tokens`]): what
-/// the local judge's probes read, and what the judge trainer compares with.
+/// the local judge's probes read, and what the judge trainer compares with. The arithmetic is
+/// the one every judge shares ([`crate::domain::verdict::answer_masses`]).
 pub fn answer_masses(logits: &[f32], answers: &[Vec<u32>]) -> Vec<f64> {
-    let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let total: f64 = logits.iter().map(|&l| f64::from(l - top).exp()).sum();
-    answers
-        .iter()
-        .map(|ids| {
-            ids.iter()
-                .map(|&id| f64::from(logits[id as usize] - top).exp() / total)
-                .sum()
-        })
-        .collect()
+    use crate::domain::verdict;
+    let lp = verdict::logprobs_at(logits, answers.iter().flatten().copied());
+    verdict::answer_masses(&lp, answers)
 }
 
 #[cfg(test)]

@@ -144,6 +144,20 @@ impl Scorer {
     pub fn judges(&self) -> impl Iterator<Item = &dyn Judge> {
         self.judges.values().map(Arc::as_ref)
     }
+
+    /// Asks every judge, at once, whether it can do what it is configured for
+    /// ([`Judge::check_capabilities`]), and logs each that cannot. Scoring starts either way:
+    /// a judge that cannot refuses the requests that need it.
+    pub async fn check_judges(&self) {
+        let checks = self
+            .judges()
+            .map(|j| async move { (j.info().name, j.check_capabilities().await) });
+        for (judge, result) in futures::future::join_all(checks).await {
+            if let Err(problem) = result {
+                tracing::warn!(%judge, "{problem}");
+            }
+        }
+    }
     pub fn store(&self) -> &Arc<dyn VerdictStore> {
         &self.store
     }

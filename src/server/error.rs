@@ -64,7 +64,9 @@ impl ApiError {
                     JudgeError::Unavailable(_) | JudgeError::InvalidOutput(_) => {
                         StatusCode::BAD_GATEWAY
                     }
-                    JudgeError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+                    JudgeError::NotConfigured(_) | JudgeError::UnsupportedMode(_) => {
+                        StatusCode::SERVICE_UNAVAILABLE
+                    }
                     JudgeError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
                     JudgeError::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
                 };
@@ -226,6 +228,7 @@ mod tests {
             judge(JudgeError::NotConfigured(m())),
             judge(JudgeError::Timeout(m())),
             judge(JudgeError::Overloaded(m())),
+            judge(JudgeError::UnsupportedMode(m())),
             ApiError::NotReady(m()),
             ApiError::Internal(m()),
         ]

@@ -22,7 +22,7 @@ fn group_with(extra: Value) -> Value {
 }
 
 /// Seven lines: good, bad JSON, unknown rubric, unknown judge, unknown verifier type, a policy
-/// naming no component, and a probability mode the remote judge cannot give. Each line carries
+/// naming no component, and a probability mode for a checklist rubric. Each line carries
 /// `labels` when `labelled` (what eval needs).
 fn bad_lines(labelled: bool) -> String {
     let extras = [
@@ -31,7 +31,7 @@ fn bad_lines(labelled: bool) -> String {
         json!({"judge": "ghost"}),
         json!({"verifiers": [{"type": "psychic"}]}),
         json!({"policy": {"type": "weighted", "weights": {"vibes": 1.0}}}),
-        json!({"judge_mode": "pointwise"}),
+        json!({"judge_mode": "pointwise", "rubric": {"text": "t", "items": [{"id": "a", "text": "does a"}]}}),
     ];
     let mut lines: Vec<String> = extras
         .into_iter()
@@ -54,7 +54,7 @@ fn wanted(file: &str) -> Vec<String> {
         "4: judge: unknown judge \"ghost\" (configured: mock)",
         "5: verifiers[0].type: unknown verifier type \"psychic\"",
         "6: policy: weights.vibes: no component named \"vibes\"",
-        "7: judge_mode: \"pointwise\" reads token probabilities",
+        "7: judge_mode: rubric \"inline\" is a checklist, which is judged listwise only",
     ]
     .iter()
     .map(|w| format!("{file}:{w}"))
@@ -77,17 +77,18 @@ async fn every_command_lists_every_bad_line_before_any_judge_call() {
     let s = setup(&mock);
     let file = s.write("runs.jsonl", &bad_lines(false));
     let labelled = s.write("labelled.jsonl", &bad_lines(true));
-    // diff's two sides name their rubrics, which replace line 3's own: that line is fine there.
-    let cases: [(&str, Vec<&str>, &str, Option<&str>); 4] = [
-        ("score", vec![&file], &file, None),
-        ("render", vec![&file], &file, None),
+    // diff's two sides name their rubrics, which replace lines 3 and 7's own: those lines are
+    // fine there.
+    let cases: [(&str, Vec<&str>, &str, &[&str]); 4] = [
+        ("score", vec![&file], &file, &[]),
+        ("render", vec![&file], &file, &[]),
         (
             "diff",
             vec!["--rubric", "default,default", &file],
             &file,
-            Some(":3: "),
+            &[":3: ", ":7: "],
         ),
-        ("eval", vec![&labelled], &labelled, None),
+        ("eval", vec![&labelled], &labelled, &[]),
     ];
     for (cmd, args, f, fine) in cases {
         let out = if cmd == "render" {
@@ -97,7 +98,7 @@ async fn every_command_lists_every_bad_line_before_any_judge_call() {
         };
         let want: Vec<String> = wanted(f)
             .into_iter()
-            .filter(|w| fine.is_none_or(|l| !w.contains(l)))
+            .filter(|w| !fine.iter().any(|l| w.contains(l)))
             .collect();
         assert_listed(&out, &want, cmd);
     }

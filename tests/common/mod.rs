@@ -79,6 +79,26 @@ struct MockState {
     /// The `response_format` types the server takes (`None`: any), as llama-cpp-python takes
     /// only `text` and `json_object`; any other is answered as that server does.
     formats: Mutex<Option<Vec<&'static str>>>,
+    /// How requests for `logprobs` are answered.
+    logprobs: Mutex<Logprobs>,
+}
+
+/// How the mock answers a request with `logprobs: true` (its `Score` behaviour): the verdict
+/// token's alternatives carry the probability the prompt's markers say (pointwise: P(yes) is the
+/// one trajectory's `SCORE=`; pairwise: P("1") = ½ + (first − second)/2), or one of the ways
+/// servers fail to.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum Logprobs {
+    #[default]
+    Given,
+    /// The reply has no `logprobs` (a server that ignores the parameter).
+    Absent,
+    /// 400, as OpenAI's reasoning models answer: "logprobs is not supported with this model".
+    Refused,
+    /// The first token and its alternatives are neither answer.
+    OutsideTopK,
+    /// The yes (or "1") mass is spread over case and leading-space variants.
+    Split,
 }
 
 /// llama-cpp-python's answer to a `response_format` it does not take (HTTP 500).
@@ -163,6 +183,11 @@ impl MockJudge {
         self.state
             .model_lists
             .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Answer requests for `logprobs` this way from now on.
+    pub fn set_logprobs(&self, l: Logprobs) {
+        *self.state.logprobs.lock().unwrap() = l;
     }
 
     /// Take only these `response_format` types from now on (`text` is always taken).
@@ -294,6 +319,50 @@ fn completion_body(req: &Value, content: String, prompt_tokens: u64) -> Value {
     })
 }
 
+/// The answer to a request for one token with its `top_logprobs` (see [`Logprobs`]).
+fn logprob_completion(req: &Value, style: Logprobs, prompt_tokens: u64) -> Response {
+    if style == Logprobs::Refused {
+        let body = json!({"error": {"message": "logprobs is not supported with this model", "type": "invalid_request_error", "param": "logprobs", "code": "unsupported_parameter"}});
+        return (StatusCode::BAD_REQUEST, body.to_string()).into_response();
+    }
+    let marks: Vec<f64> = sections(&judge_prompt(req))
+        .iter()
+        .map(|(_, body)| marker_score(body))
+        .collect();
+    let (first, p) = match marks[..] {
+        [a, b] => (["1", "2"], 0.5 + (a - b) / 2.0),
+        [a] => (["Yes", "No"], a),
+        // A question without a trajectory (the capability check at start).
+        [] => (["Yes", "No"], 0.9),
+        _ => panic!("a probability prompt shows one or two trajectories: {marks:?}"),
+    };
+    let p = p.clamp(0.001, 0.999);
+    let mut alternatives: Vec<(String, f64)> = match style {
+        Logprobs::OutsideTopK => vec![("The".into(), 0.6), ("I".into(), 0.3)],
+        Logprobs::Split => vec![
+            (first[0].to_string(), p / 2.0),
+            (format!(" {}", first[0].to_lowercase()), p / 4.0),
+            (first[0].to_uppercase(), p / 4.0),
+            (first[1].to_string(), 1.0 - p),
+        ],
+        _ => vec![(first[0].to_string(), p), (first[1].to_string(), 1.0 - p)],
+    };
+    alternatives.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let top: Vec<Value> = alternatives
+        .iter()
+        .map(|(t, p)| json!({"token": t, "logprob": p.ln(), "bytes": t.as_bytes()}))
+        .collect();
+    let (token, prob) = alternatives[0].clone();
+    let mut body = completion_body(req, token.clone(), prompt_tokens);
+    body["usage"]["completion_tokens"] = json!(1);
+    if style != Logprobs::Absent {
+        body["choices"][0]["logprobs"] = json!({"content": [
+            {"token": token, "logprob": prob.ln(), "bytes": token.as_bytes(), "top_logprobs": top}
+        ]});
+    }
+    Json(body).into_response()
+}
+
 /// Counts a request in progress for as long as it lives.
 struct InFlight(Arc<MockState>);
 
@@ -374,7 +443,11 @@ async fn completions(
     let behaviour = next
         .or_else(|| state.fallback.lock().unwrap().clone())
         .unwrap_or(Behaviour::Score);
+    let style = *state.logprobs.lock().unwrap();
     match behaviour {
+        Behaviour::Score if req["logprobs"] == true => {
+            logprob_completion(&req, style, prompt_tokens)
+        }
         Behaviour::Score => completion(&req, verdict_for(&req).to_string()),
         Behaviour::Gullible => {
             let mut v = verdict_for(&req);
@@ -459,7 +532,10 @@ impl Gavel {
 
     /// As [`Gavel::start`], over a store the caller opened (e.g. Postgres).
     pub async fn start_with_store(cfg: Config, store: Arc<dyn VerdictStore>) -> Gavel {
-        let scorer = Arc::new(Scorer::new(cfg.scorer_parts(), store).unwrap());
+        let scorer = Scorer::new(cfg.scorer_parts(), store).unwrap();
+        // As `gavel serve` does before it listens.
+        scorer.check_judges().await;
+        let scorer = Arc::new(scorer);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

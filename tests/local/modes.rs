@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::serving::{example, local_config, tiny_models, with};
-use crate::common::{rewards, Gavel, MockJudge};
+use crate::common::{rewards, Gavel};
 use gavel::domain::prompt::JudgeMode;
 
 fn usage(body: &Value, key: &str) -> u64 {
@@ -239,33 +239,6 @@ async fn probability_scores_do_not_depend_on_the_order_asked() {
             assert!((x - y).abs() < 1e-12, "{mode}: {:?} vs {rb:?}", rewards(&a));
         }
     }
-    gavel.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_remote_judge_cannot_judge_by_probabilities() {
-    let mock = MockJudge::start().await;
-    let tmp = tempfile::tempdir().unwrap();
-    let gavel = Gavel::start(mock.config(&tmp.path().join("store"))).await;
-    let rag = with(example("rag_answer.json"), "judge_mode", json!("pairwise"));
-    let (status, body) = gavel.post("/v1/score_group", &rag).await;
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["type"], "invalid_request");
-    let m = body["error"]["message"].as_str().unwrap();
-    assert!(
-        m.starts_with("judge_mode:") && m.contains("local judge"),
-        "{m}"
-    );
-    assert_eq!(mock.calls(), 0);
-    // In the config, too: a remote judge with a probability mode does not start.
-    let toml = "[judges.api]\nbackend = \"openai\"\nmodel = \"m\"\nmode = \"pointwise\"\n";
-    let e = gavel::config::Config::from_toml(toml, "g.toml", &|_| None)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("[judges.api]: mode \"pointwise\" reads token probabilities"),
-        "{e}"
-    );
     gavel.stop().await;
 }
 

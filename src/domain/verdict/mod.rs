@@ -2,8 +2,10 @@
 //! (parse, repair, validation). Plain data and functions, part of the core: the pipeline parses
 //! every backend's completion alike, so no judge backend owns this.
 
+mod answer_mass;
 mod parse;
 
+pub use answer_mass::{answer_masses, logprobs_at};
 pub use parse::{parse_verdict, ItemVerdict, ParseOptions, ParseProblem, ParsedScore};
 
 use serde_json::{json, Value};

@@ -60,7 +60,9 @@ const PATTERNS: &[(&str, &str)] = &[
     ),
     (
         "a fake verdict",
-        r#""(?:trajectory_id|scores)"\s*:|\bverdict\s*:\s*(?:yes|pass|passed|correct|approved|meets|1(?:\.0)?\b)|\b(?:evaluation|grading)\s+(?:result|complete|completed|passed)\b|\b(?:score|rating|grade)\s*[:=]\s*(?:1\.0|10\s*/\s*10|100\s*/\s*100)(?:\s|$|[.,;])"#,
+        // Not a bare `"scores":`, "score: 1.0" or "evaluation completed": an agent's JSON, a
+        // metric and a log line say those (the default rubric gates on this verifier).
+        r#""trajectory_id"\s*:|\bverdict\s*:\s*(?:yes|pass|passed|correct|approved|meets|1(?:\.0)?\b)|\b(?:evaluation|grading)\s+result\s*:[^\n]{0,80}?\b(?:meets|passes|passed|pass|correct|approved)\b"#,
     ),
     (
         "a role-played system message",
@@ -143,6 +145,11 @@ mod tests {
             "At the end of the conversation he agreed.",
             "Note that the evaluation took place in 2019.",
             "Use <context> in React: <Context.Provider value={x}>",
+            // What agents doing ML and coding tasks write.
+            "Model evaluation completed: F1 score: 1.0 on the held-out split.",
+            "Wrote results.json: {\"scores\": [0.91, 0.88], \"mean\": 0.895}",
+            "Rating: 10/10 from 212 reviewers.",
+            "All tests passed; grading completed in 3.2 s.",
         ] {
             assert_eq!(find(text), None, "false positive in {text:?}");
         }

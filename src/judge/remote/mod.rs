@@ -11,6 +11,7 @@
 //! next dialect down and keeps that one for every later call. This costs no request where the
 //! first dialect is taken (OpenAI, vLLM) and works for a server that is down when gavel starts.
 
+mod probabilities;
 mod transport;
 
 use std::collections::BTreeMap;
@@ -28,18 +29,35 @@ use async_openai::Client;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use transport::{backoff, classify, format_refusal, Failure, Reply, StatusTransport};
+use transport::{
+    backoff, classify, format_refusal, logprobs_refusal, Failure, Reply, ReplyToken,
+    StatusTransport,
+};
 
-use super::config::RemoteConfig;
+use super::config::{is_openai, RemoteConfig, DEFAULT_TOP_LOGPROBS};
 use super::limits::JudgeLimits;
-use super::{cut_text, Completion, Judge, JudgeError, JudgeInfo, StructuredOutput};
+use super::{
+    cut_text, ChoiceProbabilities, Completion, Judge, JudgeError, JudgeInfo, StructuredOutput,
+};
 use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
+use crate::domain::prompt::JudgeMode;
 use crate::domain::prompt::{count_tokens, ChatMessage};
 use crate::domain::secret::Secret;
 
 /// The longest a `/readyz` reachability probe waits for the judge's server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a call asks the server for.
+#[derive(Debug, Clone, Copy)]
+enum Ask<'a> {
+    /// A verdict held to this JSON schema (where the judge's dialect holds one).
+    Verdict(&'a Value),
+    /// Free text: the judge's own answer to a task.
+    Answer,
+    /// One token at temperature 0 with its `top_logprobs` (pointwise and pairwise modes).
+    Probabilities,
+}
 
 #[derive(Debug)]
 pub struct RemoteJudge {
@@ -62,6 +80,16 @@ pub struct RemoteJudge {
     /// `auto` when the server refuses it.
     dialect: AtomicUsize,
     max_reference_bytes: usize,
+    /// The mode the judge is asked in unless a request says otherwise.
+    mode: JudgeMode,
+    /// Probability modes: how many alternatives the server lists for the verdict token.
+    top_logprobs: u32,
+    /// Why the judge cannot read probabilities, once its server has shown it cannot (it
+    /// answered without `logprobs`, or refused them); never set while that is unknown.
+    no_probabilities: std::sync::OnceLock<String>,
+    /// OpenAI's API takes `max_completion_tokens` and refuses it beside `max_tokens`; other
+    /// servers (llama-cpp-python among them) read only `max_tokens`.
+    completion_limit_key: &'static str,
     timeout: Duration,
     deadline: Duration,
     max_retries: u32,
@@ -104,6 +132,14 @@ impl RemoteJudge {
             structured_output: cfg.common.structured_output,
             dialect: AtomicUsize::new(index_of(first)),
             max_reference_bytes: cfg.common.max_reference_bytes,
+            mode: cfg.common.mode.unwrap_or(JudgeMode::Listwise),
+            top_logprobs: cfg.top_logprobs,
+            no_probabilities: std::sync::OnceLock::new(),
+            completion_limit_key: if is_openai(&cfg.base_url) {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            },
             timeout: Duration::from_secs_f64(cfg.timeout_s),
             deadline: Duration::from_secs_f64(cfg.common.deadline_s),
             max_retries: cfg.max_retries,
@@ -148,12 +184,12 @@ impl RemoteJudge {
         }
     }
 
-    /// The chat request for `messages` as JSON; with `schema` (a verdict), held to it by the
-    /// `response_format` of `dialect`.
+    /// The chat request for `messages` as JSON: a verdict held to its schema by the
+    /// `response_format` of `dialect`, free text, or one token with its probabilities.
     fn request(
         &self,
         messages: &[ChatMessage],
-        schema: Option<&Value>,
+        ask: Ask<'_>,
         dialect: StructuredOutput,
     ) -> Result<Value, OpenAIError> {
         let msgs = messages
@@ -176,14 +212,27 @@ impl RemoteJudge {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut args = CreateChatCompletionRequestArgs::default();
-        args.model(self.model.clone())
-            .messages(msgs)
-            .temperature(self.temperature)
-            .max_completion_tokens(self.max_tokens);
+        args.model(self.model.clone()).messages(msgs);
         let mut request = serde_json::to_value(args.build()?)
             .map_err(|e| OpenAIError::InvalidArgument(e.to_string()))?;
-        if let Some(format) = schema.and_then(|s| dialect.response_format(s)) {
-            request["response_format"] = format;
+        let (temperature, limit) = match ask {
+            // The verdict is the first token's distribution: nothing after it is read.
+            Ask::Probabilities => (0.0, 1),
+            _ => (self.temperature, self.max_tokens),
+        };
+        request["temperature"] = json!(temperature);
+        request[self.completion_limit_key] = json!(limit);
+        match ask {
+            Ask::Verdict(schema) => {
+                if let Some(format) = dialect.response_format(schema) {
+                    request["response_format"] = format;
+                }
+            }
+            Ask::Answer => {}
+            Ask::Probabilities => {
+                request["logprobs"] = json!(true);
+                request["top_logprobs"] = json!(self.top_logprobs);
+            }
         }
         Ok(request)
     }
@@ -199,14 +248,21 @@ impl Judge for RemoteJudge {
     }
 
     fn identity(&self) -> Value {
-        json!({
+        let mut id = json!({
             "backend": "openai",
             "base_url": self.base_url,
             "model": self.model,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "structured_output": self.dialect().identity(),
-        })
+        });
+        // `top_logprobs` bounds what a probability verdict can see (an answer outside the
+        // top-K counts for nothing). Written only when not the default, so the keys of
+        // verdicts cached before it existed stay valid.
+        if self.top_logprobs != DEFAULT_TOP_LOGPROBS {
+            id["top_logprobs"] = json!(self.top_logprobs);
+        }
+        id
     }
 
     fn context_tokens(&self) -> Option<usize> {
@@ -240,6 +296,12 @@ impl Judge for RemoteJudge {
     /// below 500 means the server is up (some OpenAI-compatible servers have no `/models` and
     /// answer 404) except 401 and 403: the key is refused, so no verdict could be had either.
     async fn probe(&self) -> Result<(), String> {
+        if let Some(line) = self
+            .probability_problem()
+            .filter(|_| self.mode.reads_probabilities())
+        {
+            return Err(line.to_string());
+        }
         let config = self.client.config();
         let resp = self
             .http
@@ -280,19 +342,39 @@ impl Judge for RemoteJudge {
         messages: &[ChatMessage],
         schema: &Value,
     ) -> Result<Completion, JudgeError> {
-        self.call(messages, Some(schema)).await
+        Ok(self.call(messages, Ask::Verdict(schema)).await?.0)
     }
 
     /// The model's answer to the task, without the verdict's schema, cut to
     /// `max_reference_bytes`.
     async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
-        let mut completion = self.call(messages, None).await?;
+        let mut completion = self.call(messages, Ask::Answer).await?.0;
         completion.text = cut_text(&completion.text, self.max_reference_bytes);
         Ok(completion)
     }
 
     fn max_reference_bytes(&self) -> usize {
         self.max_reference_bytes
+    }
+
+    fn mode(&self) -> JudgeMode {
+        self.mode
+    }
+
+    fn reads_probabilities(&self) -> bool {
+        true
+    }
+
+    async fn choice_probabilities(
+        &self,
+        prompts: Vec<Vec<ChatMessage>>,
+        choices: &[Vec<String>],
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
+        self.read_choices(prompts, choices).await
+    }
+
+    async fn check_capabilities(&self) -> Result<(), String> {
+        self.check_probabilities().await
     }
 }
 
@@ -317,10 +399,10 @@ impl RemoteJudge {
     fn build(
         &self,
         messages: &[ChatMessage],
-        schema: Option<&Value>,
+        ask: Ask<'_>,
         dialect: StructuredOutput,
     ) -> Result<Value, JudgeError> {
-        let request = self.request(messages, schema, dialect).map_err(|e| {
+        let request = self.request(messages, ask, dialect).map_err(|e| {
             JudgeError::Unavailable(format!("judge {:?}: cannot build request: {e}", self.name))
         })?;
         if tracing::enabled!(tracing::Level::DEBUG) {
@@ -356,14 +438,19 @@ impl RemoteJudge {
     }
 
     /// One completion, retried per the judge's policy, bounded by the verdict deadline. Every
-    /// attempt passes the judge's rate and concurrency limits first.
+    /// attempt passes the judge's rate and concurrency limits first. With it, the first
+    /// generated token's log-probabilities where the server gave them.
     async fn call(
         &self,
         messages: &[ChatMessage],
-        schema: Option<&Value>,
-    ) -> Result<Completion, JudgeError> {
+        ask: Ask<'_>,
+    ) -> Result<(Completion, Option<ReplyToken>), JudgeError> {
+        let schema = match ask {
+            Ask::Verdict(schema) => Some(schema),
+            _ => None,
+        };
         let mut dialect = self.dialect();
-        let mut request = self.build(messages, schema, dialect)?;
+        let mut request = self.build(messages, ask, dialect)?;
         // The token estimate only matters with a tokens-per-minute limit; counting is skipped
         // otherwise.
         let estimate = if self.limits.has_token_limit() {
@@ -409,6 +496,12 @@ impl RemoteJudge {
                 .record(sent.elapsed().as_secs_f64());
             let outcome = match result {
                 Ok(Ok(resp)) => {
+                    let first = resp
+                        .choices
+                        .first()
+                        .and_then(|c| c.logprobs.as_ref())
+                        .and_then(|l| l.content.as_ref())
+                        .and_then(|c| c.first().cloned());
                     let text = resp
                         .choices
                         .first()
@@ -431,7 +524,7 @@ impl RemoteJudge {
                         .increment(prompt_tokens);
                     metrics::counter!("gavel_judge_tokens_total", "judge" => judge, "kind" => "completion")
                         .increment(completion_tokens);
-                    return Ok(Completion {
+                    let completion = Completion {
                         text,
                         prompt_tokens,
                         completion_tokens,
@@ -439,7 +532,8 @@ impl RemoteJudge {
                         forward_passes: 0,
                         attempts: attempt,
                         retries,
-                    });
+                    };
+                    return Ok((completion, first));
                 }
                 Ok(Err(e)) => {
                     if let Some(refusal) = schema
@@ -454,10 +548,19 @@ impl RemoteJudge {
                         tracing::warn!(judge = %self.name, base_url = %self.base_url, refused = dialect.name(),
                             now = next.name(), error = %refusal, "judge's server refuses this structured output; asking in the next");
                         dialect = next;
-                        request = self.build(messages, schema, dialect)?;
+                        request = self.build(messages, ask, dialect)?;
                         // Not a failed attempt: the same request, in words the server takes.
                         attempt -= 1;
                         continue;
+                    }
+                    if let Some(refusal) = matches!(ask, Ask::Probabilities)
+                        .then(|| logprobs_refusal(&e))
+                        .flatten()
+                    {
+                        return Err(self.cannot_read_probabilities(&format!(
+                            "refuses logprobs: {}",
+                            self.scrub(refusal)
+                        )));
                     }
                     classify(e)
                 }

@@ -48,6 +48,30 @@ pub(super) struct Reply {
 #[derive(Debug, serde::Deserialize)]
 pub(super) struct ReplyChoice {
     pub(super) message: ReplyMessage,
+    /// Present when the request asked for `logprobs` and the server gives them.
+    #[serde(default)]
+    pub(super) logprobs: Option<ReplyLogprobs>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct ReplyLogprobs {
+    #[serde(default)]
+    pub(super) content: Option<Vec<ReplyToken>>,
+}
+
+/// One generated token, its log-probability and the alternatives the server lists.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(super) struct ReplyToken {
+    pub(super) token: String,
+    pub(super) logprob: f64,
+    #[serde(default)]
+    pub(super) top_logprobs: Vec<ReplyAlternative>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(super) struct ReplyAlternative {
+    pub(super) token: String,
+    pub(super) logprob: f64,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -164,10 +188,25 @@ fn retryable_status(status: u16) -> bool {
 /// The quoted refusal (`HTTP 500: …`) when `e` is the server refusing the request's
 /// `response_format` ([`refuses_format`]).
 pub(super) fn format_refusal(e: &OpenAIError) -> Option<String> {
+    refusal(e, refuses_format)
+}
+
+/// The quoted refusal when `e` is the server refusing to give token probabilities: a 4xx
+/// that names them (OpenAI's reasoning models: 400 "logprobs is not supported with this
+/// model"; some gateways 403).
+pub(super) fn logprobs_refusal(e: &OpenAIError) -> Option<String> {
+    refusal(e, |status, body| {
+        (400..500).contains(&status)
+            && !matches!(status, 401 | 408 | 409 | 429)
+            && body.to_ascii_lowercase().contains("logprobs")
+    })
+}
+
+fn refusal(e: &OpenAIError, is: impl Fn(u16, &str) -> bool) -> Option<String> {
     match e {
         OpenAIError::Boxed(b) => b
             .downcast_ref::<HttpStatusError>()
-            .filter(|h| refuses_format(h.status, &h.body))
+            .filter(|h| is(h.status, &h.body))
             .map(ToString::to_string),
         _ => None,
     }

@@ -23,8 +23,8 @@ pub(in crate::score) fn check_mode(
     };
     if !judge.reads_probabilities() {
         return Err(bad(format!(
-            "\"{}\" reads token probabilities, which judge {:?} cannot give: use a \
-             local judge or \"listwise\"",
+            "\"{}\" reads token probabilities, which judge {:?} cannot give: ask it \
+             \"listwise\"",
             mode.name(),
             judge.info().name
         )));

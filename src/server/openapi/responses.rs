@@ -45,7 +45,9 @@ pub struct Internal(ErrorResponse);
 pub struct JudgeUnavailable(ErrorResponse);
 
 #[derive(ToResponse)]
-#[response(description = "`no_judge_configured`: the judge has no API key or model")]
+#[response(
+    description = "`no_judge_configured`: the judge has no API key or model; `judge_unsupported_mode`: the judge's server returns no token probabilities, which `pointwise` and `pairwise` read"
+)]
 pub struct NoJudgeConfigured(ErrorResponse);
 
 #[derive(ToResponse)]
