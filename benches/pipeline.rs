@@ -82,6 +82,7 @@ fn bench_hits(c: &mut Criterion) {
                     score: Some(0.5),
                     explanation: "fine".into(),
                     items: Vec::new(),
+                    confidence: None,
                 })
                 .collect(),
             prompt_tokens: r.prompt_tokens,

@@ -15,6 +15,16 @@ async fn daemon(mock: &MockJudge, dir: &std::path::Path, mode: Option<JudgeMode>
     Gavel::start(cfg).await
 }
 
+/// Each trajectory's `field` (`score`, `confidence`) in a response.
+fn each(body: &Value, field: &str) -> Vec<f64> {
+    body["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[field].as_f64().unwrap())
+        .collect()
+}
+
 fn with_mode(group: Value, mode: &str) -> Value {
     let mut g = group;
     g["judge_mode"] = json!(mode);
@@ -32,17 +42,17 @@ async fn pointwise_reads_p_yes_from_the_servers_logprobs() {
         .post("/v1/score_group", &marked_group(&[0.2, 0.9, 0.6]))
         .await;
     assert_eq!(status, 200, "{body}");
-    let scores: Vec<f64> = body["scores"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["score"].as_f64().unwrap())
-        .collect();
+    let scores = each(&body, "score");
     for (got, want) in scores.iter().zip([0.2, 0.9, 0.6]) {
         assert!(
             (got - want).abs() < 1e-9,
             "P(yes) is the marker: {scores:?}"
         );
+    }
+    // How sure: |2·P(yes) − 1|, the answers holding all the listed mass.
+    let conf = each(&body, "confidence");
+    for (got, want) in conf.iter().zip([0.6, 0.8, 0.2]) {
+        assert!((got - want).abs() < 1e-6, "{conf:?}");
     }
     let r = rewards(&body);
     assert!(r[1] > r[2] && r[2] > r[0], "{body}");
@@ -87,19 +97,18 @@ async fn pairwise_asks_both_orders_and_case_variants_add_up() {
     let other = tempfile::tempdir().unwrap();
     let gavel2 = daemon(&plain, other.path(), None).await;
     let (_, body2) = gavel2.post("/v1/score_group", &group).await;
-    let s = |b: &Value| -> Vec<f64> {
-        b["scores"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["score"].as_f64().unwrap())
-            .collect()
-    };
-    let (a, b) = (s(&body), s(&body2));
+    let (a, b) = (each(&body, "score"), each(&body2, "score"));
     assert!(
         a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-9),
         "{a:?} {b:?}"
     );
+    // Pairwise confidence: the mock's two orders agree exactly, so each pair's is how decisive
+    // it is: |0.3 − 0.8| = 0.5 for (0, 1), 0.3 for (1, 2), 0.2 for (0, 2); each trajectory's
+    // is the mean over its pairs.
+    let conf = each(&body, "confidence");
+    for (got, want) in conf.iter().zip([0.35, 0.4, 0.25]) {
+        assert!((got - want).abs() < 1e-6, "{conf:?}");
+    }
 }
 
 /// A server that answers without logprobs: the check at start finds it, `/readyz` and every
@@ -136,6 +145,8 @@ async fn a_server_without_logprobs_is_refused_in_one_line_never_judged_otherwise
         .await;
     assert_eq!(status, 200, "{body}");
     assert!(mock.requests()[1].get("logprobs").is_none());
+    // A listwise verdict says nothing of how sure it is.
+    assert!(body["scores"][0]["confidence"].is_null(), "{body}");
 }
 
 /// OpenAI's reasoning models refuse `logprobs` with a 400: found at the first request that

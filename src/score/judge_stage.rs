@@ -78,6 +78,7 @@ pub(super) fn merge_judge_scores(
                 s.explanation = j.explanation;
                 s.items = j.items;
                 s.disagreement = j.disagreement;
+                s.confidence = j.confidence;
                 s.judges = j.per_judge;
             }
             Ok((outcome.usage, None))

@@ -5,6 +5,7 @@
 //! cache lookup → judge with one structural re-ask → verdict mapped back by id → components →
 //! policy → rewards → advantages.
 
+pub mod confidence;
 mod judge_stage;
 mod judging;
 mod key_locks;

@@ -8,10 +8,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map};
 
-use super::{Scorer, CACHE_SCHEMA};
+use super::{confidence, Scorer, CACHE_SCHEMA};
 use crate::domain::dedup::JudgeInput;
 use crate::domain::prompt::{GroupExtras, JudgeMode, PromptError, Prompts, RenderedPrompt};
 use crate::domain::rubric::Rubric;
+use crate::domain::stats::tidy;
 use crate::domain::trajectory::content_hash;
 use crate::judge::{Judge, JudgeError};
 use crate::store::{StoredScore, StoredVerdict};
@@ -319,11 +320,13 @@ impl Scorer {
             let mut t = Tally::default();
             let prompts: Vec<_> = probe.prompts.iter().map(|p| p.messages.clone()).collect();
             let mut firsts = Vec::with_capacity(prompts.len());
+            let mut coverage = Vec::with_capacity(prompts.len());
             for r in judge.choice_probabilities(prompts, &choices).await? {
                 t.prompt += r.prompt_tokens;
                 t.cached += r.cached_prompt_tokens;
                 t.forwards += r.forward_passes;
                 firsts.push(r.shares[0]);
+                coverage.push(r.coverage);
             }
             // Explanations come after every probability was read: they cannot move a score.
             let mut explanations = vec![String::new(); m];
@@ -342,18 +345,28 @@ impl Scorer {
                     explanations[c] = r.text;
                 }
             }
-            Ok::<_, JudgeError>((firsts, explanations, t))
+            Ok::<_, JudgeError>((firsts, coverage, explanations, t))
         };
-        let (firsts, mut explanations, t) =
+        let (firsts, coverage, mut explanations, t) =
             tokio::time::timeout(deadline, asking).await.map_err(|_| {
                 JudgeError::Timeout(format!(
                     "judge {name:?}: verdict deadline of {:.1}s passed",
                     deadline.as_secs_f64()
                 ))
             })??;
-        let scores = match probe.mode {
-            JudgeMode::Pairwise => bradley_terry(m, &probe.pairs, &firsts),
-            _ => firsts,
+        let (scores, confidence) = match probe.mode {
+            JudgeMode::Pairwise => (
+                bradley_terry(m, &probe.pairs, &firsts),
+                confidence::pairwise(m, &probe.pairs, &firsts, &coverage),
+            ),
+            _ => {
+                let conf = firsts
+                    .iter()
+                    .zip(&coverage)
+                    .map(|(&p, &c)| Some(confidence::pointwise(p, c)))
+                    .collect();
+                (firsts, conf)
+            }
         };
         let calls = probe.prompts.len() as u32 + t.calls;
         Ok(StoredVerdict {
@@ -365,6 +378,7 @@ impl Scorer {
                     score: Some(s),
                     explanation: std::mem::take(&mut explanations[c]),
                     items: Vec::new(),
+                    confidence: confidence[c].map(tidy),
                 })
                 .collect(),
             prompt_tokens: t.prompt,

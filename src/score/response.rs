@@ -55,6 +55,12 @@ pub struct TrajectoryScore {
     /// the group was judged more than once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disagreement: Option<f64>,
+    /// How sure a probability verdict (pointwise, pairwise) is, in [0, 1]: pointwise, how far
+    /// P(yes) lies from ½ (times the share of the judge's distribution on the two answers);
+    /// pairwise, how decisive the trajectory's comparisons were and how far their two orders
+    /// agreed. `null` for a listwise verdict, or when no judge was asked.
+    #[schema(required = true)]
+    pub confidence: Option<f64>,
     /// Each panel judge's score (averaged over orders), when more than one judge scored.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub judges: BTreeMap<String, Option<f64>>,

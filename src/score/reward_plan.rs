@@ -136,6 +136,7 @@ impl RewardPlan {
                     reasons: BTreeMap::new(),
                     items: Vec::new(),
                     disagreement: None,
+                    confidence: None,
                     judges: BTreeMap::new(),
                 };
                 for v in &self.verifiers {

@@ -55,6 +55,10 @@ pub struct StoredScore {
     pub explanation: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<(String, bool)>,
+    /// A probability verdict's confidence in [0, 1] (`score::confidence`); none for a listwise
+    /// one (and for probability verdicts stored before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
 }
 
 /// A verdict as stored: the parsed scores plus what it cost.

@@ -225,6 +225,7 @@ mod tests {
                 score: Some(score),
                 explanation: "ok".into(),
                 items: vec![],
+                confidence: None,
             }],
             prompt_tokens: 10,
             completion_tokens: 5,

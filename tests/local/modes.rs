@@ -42,9 +42,15 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     // Two forward passes for the group: the prefix its prompts share, then every prompt's
     // own tokens packed into one batched forward; no decoding.
     assert_eq!(usage(&body, "forward_passes"), 2, "{}", body["usage"]);
-    // No explanations unless `explain = true`.
+    // No explanations unless `explain = true`. Each score says how sure it is: |2·P(yes) − 1|
+    // times the answers' share of the distribution, so never more than the first factor.
     for s in body["scores"].as_array().unwrap() {
         assert_eq!(s["explanation"].as_str().unwrap_or(""), "", "{body}");
+        let (c, p) = (
+            s["confidence"].as_f64().unwrap(),
+            s["components"]["judge"].as_f64().unwrap(),
+        );
+        assert!(c >= 0.0 && c <= (2.0 * p - 1.0).abs() + 1e-9, "{s}");
     }
     // Every prompt after the first starts from the KV of the shared prefix (system message,
     // rubric, shared context): at least that much of each of the n − 1 later prompts is reused.

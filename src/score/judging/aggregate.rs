@@ -2,6 +2,7 @@
 //! on one scale, orders and judges combined.
 
 use super::*;
+use crate::domain::stats::tidy;
 
 /// Maps every sample's scores back to candidates, merges chunks, averages orders and judges.
 pub(super) fn aggregate_samples(
@@ -23,15 +24,17 @@ pub(super) fn aggregate_samples(
     // (judge, order) → per-candidate scores, merging chunks.
     let mut by_judge_order: BTreeMap<(usize, u32), ChunkScores> = BTreeMap::new();
     let mut first_seen: Vec<Option<(String, Vec<ItemOut>)>> = vec![None; m];
+    let mut confidences: Vec<Vec<f64>> = vec![Vec::new(); m];
     for (s, r) in skeleton.samples.iter().zip(&per_sample) {
         by_judge_order
             .entry((s.judge, s.order_index))
             .or_default()
-            .push((s.order.clone(), r.scores.iter().map(|x| x.0).collect()));
-        for (&c, (_, expl, items)) in s.order.iter().zip(&r.scores) {
+            .push((s.order.clone(), r.scores.iter().map(|x| x.value).collect()));
+        for (&c, x) in s.order.iter().zip(&r.scores) {
             if first_seen[c].is_none() {
-                first_seen[c] = Some((expl.clone(), items.clone()));
+                first_seen[c] = Some((x.explanation.clone(), x.items.clone()));
             }
+            confidences[c].extend(x.confidence);
         }
     }
     let mut per_judge: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); m]; panel.members().len()];
@@ -81,6 +84,7 @@ pub(super) fn aggregate_samples(
                 } else {
                     None
                 },
+                confidence: mean_std(&confidences[c]).map(|(mean, _)| tidy(mean)),
                 per_judge: if panel.reports_members() {
                     names
                         .iter()

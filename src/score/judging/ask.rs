@@ -113,6 +113,7 @@ impl Scorer {
                     score: x.score,
                     explanation: x.explanation,
                     items: x.items.into_iter().map(|i| (i.id, i.met)).collect(),
+                    confidence: None,
                 })
                 .collect(),
             prompt_tokens,

@@ -112,6 +112,8 @@ pub(super) struct JudgeScore {
     pub items: Vec<ItemOut>,
     /// Std of the score across orders and judges; `None` with a single sample.
     pub disagreement: Option<f64>,
+    /// The probability verdicts' confidence, averaged over the judges that gave one.
+    pub confidence: Option<f64>,
     /// Each panel judge's score (only with more than one judge).
     pub per_judge: BTreeMap<String, Option<f64>>,
 }
@@ -126,7 +128,16 @@ type ChunkScores = Vec<(Vec<usize>, Vec<Option<f64>>)>;
 
 /// What one sample's verdict says about its candidates.
 struct SampleResult {
-    /// Per candidate in the sample's order: (judge component, explanation, items).
-    scores: Vec<(Option<f64>, String, Vec<ItemOut>)>,
+    /// Per candidate, in the sample's order.
+    scores: Vec<SampleScore>,
     usage: Usage,
+}
+
+/// What one sample's verdict says of one candidate.
+struct SampleScore {
+    /// The judge component.
+    value: Option<f64>,
+    explanation: String,
+    items: Vec<ItemOut>,
+    confidence: Option<f64>,
 }

@@ -168,7 +168,12 @@ fn sample_result(
                     met: *met,
                 })
                 .collect();
-            (value, x.explanation.clone(), items)
+            SampleScore {
+                value,
+                explanation: x.explanation.clone(),
+                items,
+                confidence: x.confidence,
+            }
         })
         .collect();
     SampleResult { scores, usage }

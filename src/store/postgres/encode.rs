@@ -94,6 +94,7 @@ mod tests {
                 score: Some(0.5),
                 explanation: explanation.into(),
                 items: vec![(item.into(), true)],
+                confidence: None,
             }],
             prompt_tokens: 10,
             completion_tokens: 2,
