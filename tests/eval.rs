@@ -489,6 +489,14 @@ async fn judge_modes_side_by_side_on_a_local_model() {
         .map(|r| r["judge_mode"].as_str().unwrap())
         .collect();
     assert_eq!(modes, ["listwise", "pointwise", "pairwise"]);
+    // Accuracy by confidence for the two probability modes only: listwise verdicts have none.
+    let conf: Vec<&str> = report["confidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["judge_mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(conf, ["pointwise", "pairwise"]);
     // 4 two-trajectory groups × 2 orders: listwise 1 call a judging; pointwise 2 probes (one
     // per trajectory) and pairwise 2 (both orders of the one pair) a judging. The reversed order
     // is a verdict of its own (the key follows the candidates' order), asked again.
@@ -538,6 +546,15 @@ async fn judge_modes_side_by_side_on_a_local_model() {
         assert_eq!(f(&r["pairwise_accuracy"]), 1.0, "{r}");
     }
     assert_eq!(f(&results[1]["position"]["flip_rate"]), 0.0);
+    // Both modes carry a confidence: accuracy by it, over 4 groups × 2 orders × 1 pair.
+    let conf = report["confidence"].as_array().unwrap();
+    assert_eq!(conf.len(), 2, "{report}");
+    for c in conf {
+        assert_eq!(c["pairs"], 8, "{c}");
+        assert_eq!(c["coverage"].as_array().unwrap().len(), 10, "{c}");
+        assert_eq!(f(&c["coverage"][9]["accuracy"]), 1.0, "{c}");
+        assert_eq!(f(&c["area"]), 1.0, "every pair right: {c}");
+    }
     let asked = mock.requests();
     assert!(asked
         .iter()
@@ -545,6 +562,28 @@ async fn judge_modes_side_by_side_on_a_local_model() {
     // 4 groups of 2, each judged as given and reversed (eval's two orders): pointwise 2
     // prompts, pairwise the pair in both orders.
     assert_eq!(asked.len(), 2 * (4 * 2 + 4 * 2), "{}", asked.len());
+    // The HTML report plots accuracy by coverage, a line per mode (from the store: no call).
+    let html = s.dir.path().join("confidence.html");
+    let out = run(s.command(
+        "eval",
+        &[
+            "--judge-mode",
+            "pointwise",
+            "--judge-mode",
+            "pairwise",
+            "--format",
+            "html",
+            "-o",
+            html.to_str().unwrap(),
+            &file,
+        ],
+    ))
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>Confidence"), "{page}");
+    assert_eq!(page.matches("<polyline").count(), 2);
+    assert_eq!(mock.requests().len(), asked.len());
 }
 
 #[test]

@@ -18,6 +18,15 @@ const COLOR_LATER: &str = "#e8590c";
 const COLOR_LONGER: &str = "#7048e8";
 const COLOR_SHORTER: &str = "#f08c00";
 const COLOR_CHANCE: &str = "#c92a2a";
+/// One colour per combination in the confidence plot.
+const PALETTE: [&str; 6] = [
+    COLOR_ACC,
+    COLOR_LATER,
+    COLOR_LONGER,
+    COLOR_FIRST,
+    COLOR_SHORTER,
+    COLOR_CHANCE,
+];
 
 const EXTRA_CSS: &str = r#"
 table.res td, table.res th { white-space: nowrap; }
@@ -216,6 +225,97 @@ fn ci_text(ci: Option<[f64; 2]>, sign: bool) -> String {
             }
         },
     )
+}
+
+/// For combinations with a confidence: the accuracy–coverage curve (accuracy of the most
+/// confident share of the pairs) as a plot, and the figures behind it.
+fn confidence_section(h: &mut String, report: &EvalReport) {
+    if report.confidence.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<h2>Confidence <span style=\"color:{MUTED};font-weight:400;font-size:13px\">accuracy of \
+         the most confident share of the labelled pairs (a pair's confidence: the mean of its two \
+         trajectories'); a judge whose confidence means something is more accurate on the left\
+         </span></h2>"
+    );
+    // One polyline per combination over coverage 10 %–100 %, accuracy 0–1.
+    let (w, ht, pad) = (520.0, 220.0, 32.0);
+    let x = |c: f64| pad + (c - 0.1) / 0.9 * (w - 2.0 * pad);
+    let y = |a: f64| ht - pad - a * (ht - 2.0 * pad);
+    let _ = write!(
+        h,
+        "<figure class=\"wide\"><svg viewBox=\"0 0 {w} {ht}\" width=\"{w}\" height=\"{ht}\" \
+         role=\"img\" aria-label=\"accuracy by coverage\">"
+    );
+    for a in [0.0, 0.5, 1.0] {
+        let y0 = y(a);
+        let _ = write!(
+            h,
+            "<line x1=\"{pad}\" x2=\"{}\" y1=\"{y0:.1}\" y2=\"{y0:.1}\" stroke=\"{MUTED}\" \
+             stroke-width=\"0.5\"/><text x=\"4\" y=\"{:.1}\" font-size=\"10\" fill=\"{MUTED}\">{a:.1}</text>",
+            w - pad,
+            y0 + 3.0,
+        );
+    }
+    for (i, c) in report.confidence.iter().enumerate() {
+        let points: Vec<String> = c
+            .coverage
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", x(p.coverage), y(p.accuracy)))
+            .collect();
+        let color = PALETTE[i % PALETTE.len()];
+        let _ = write!(
+            h,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
+            points.join(" "),
+            esc(&c.label())
+        );
+    }
+    let _ = writeln!(
+        h,
+        "</svg><figcaption>x: the most confident 10 % … 100 % of the pairs; y: their accuracy. \
+         {}</figcaption></figure>",
+        report
+            .confidence
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!(
+                "<span style=\"color:{}\">■</span> {}",
+                PALETTE[i % PALETTE.len()],
+                esc(&c.label())
+            ))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    );
+    h.push_str(
+        "<div class=\"box scroll\"><table class=\"res\"><thead><tr><th>set · judge · rubric</th>\
+         <th class=\"n\">pairs</th><th class=\"n\">area</th><th class=\"n\">most confident 10%</th>\
+         <th class=\"n\">50%</th><th class=\"n\">all</th><th>accuracy by decile, least sure first</th>\
+         </tr></thead>\n<tbody>\n",
+    );
+    for c in &report.confidence {
+        let at = |k: usize| c.coverage.get(k).map(|p| p.accuracy);
+        let deciles: Vec<String> = c
+            .deciles
+            .iter()
+            .map(|b| format!("{:.2}", b.accuracy))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"lbl-cell\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.3}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            esc(&c.label()),
+            c.pairs,
+            c.area,
+            num(at(0)),
+            num(at(4)),
+            num(at(9)),
+            deciles.join(" ")
+        );
+    }
+    h.push_str("</tbody></table></div>\n");
 }
 
 /// With `--attacks`: the worst attack per set × combination as cards, then every attack's
@@ -423,6 +523,7 @@ pub fn render(report: &EvalReport) -> String {
     h.push_str("<h2>Results</h2>\n");
     results_table(&mut h, report);
     comparisons_table(&mut h, report);
+    confidence_section(&mut h, report);
     attacks_section(&mut h, report);
     misranked_section(&mut h, report);
     page_close(

@@ -16,6 +16,7 @@
 mod attack_report;
 mod attacks;
 pub mod choice;
+mod confidence;
 mod html;
 mod judged;
 pub mod report;

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::attack_report::{attack_result, summarise, AttackResult, AttackSummary};
 use super::choice::{ModeAsked, ScoreTarget};
+use super::confidence::{confidence_result, ConfidenceResult};
 use super::judged::{scores_of, Combo, GroupRun, LabelledGroup, BOOTSTRAP_SEED};
 use super::stats::{
     accuracy_ci, group_figures, histogram, paired_difference_ci, positions, GroupFigures, Tally,
@@ -178,6 +179,10 @@ pub struct EvalReport {
     pub attacks: Vec<AttackResult>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attack_summary: Vec<AttackSummary>,
+    /// Per set × combination whose verdicts carry a confidence (probability modes): accuracy
+    /// by confidence and the accuracy–coverage curve.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub confidence: Vec<ConfidenceResult>,
 }
 
 /// The component values per order (by file index), for components present everywhere.
@@ -412,6 +417,7 @@ pub fn build(
         |run: &GroupRun, scope: Option<&str>| scope.is_none_or(|s| groups[run.group].set == s);
     let mut results = Vec::new();
     let mut comparisons = Vec::new();
+    let mut confidence = Vec::new();
     for (name, scope) in &scopes {
         for (c, combo) in combos.iter().enumerate() {
             let mine: Vec<&GroupRun> = runs
@@ -419,6 +425,7 @@ pub fn build(
                 .filter(|r| r.combo == c && in_scope(r, *scope))
                 .collect();
             results.push(set_result(name, combo, groups, &mine));
+            confidence.extend(confidence_result(name, combo, groups, &mine));
         }
         for a in 0..combos.len() {
             for b in a + 1..combos.len() {
@@ -447,6 +454,7 @@ pub fn build(
         comparisons,
         attack_summary: summarise(&attack_results),
         attacks: attack_results,
+        confidence,
     }
 }
 

@@ -154,8 +154,39 @@ pub fn render(report: &EvalReport) -> String {
             );
         }
     }
+    confidence(&mut out, report);
     attacks(&mut out, report);
     out
+}
+
+/// Per set × combination with a confidence: accuracy by decile and of the most confident
+/// shares of the pairs.
+fn confidence(out: &mut String, report: &EvalReport) {
+    for c in &report.confidence {
+        let _ = writeln!(
+            out,
+            "\nconfidence · {} ({} pairs; accuracy-coverage area {:.3})",
+            clip(&c.label(), 100),
+            c.pairs,
+            c.area
+        );
+        let deciles: Vec<String> = c
+            .deciles
+            .iter()
+            .map(|b| format!("{:.2}", b.accuracy))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  accuracy by decile, least sure first: {}",
+            deciles.join(" ")
+        );
+        let kept: Vec<String> = c
+            .coverage
+            .iter()
+            .map(|p| format!("{:.0}% {:.3}", p.coverage * 100.0, p.accuracy))
+            .collect();
+        let _ = writeln!(out, "  most confident: {}", kept.join(" · "));
+    }
 }
 
 /// `+0.123`, or `—`.
