@@ -28,7 +28,8 @@ pub struct EvalArgs {
     #[arg(long = "rubric", env = "GAVEL_EVAL_RUBRICS", value_delimiter = ',')]
     pub rubrics: Vec<String>,
     /// Judging modes to evaluate (give --judge-mode more than once: listwise, pointwise,
-    /// pairwise; the last two need a local judge); default: each judge's configured mode.
+    /// pairwise; the last two read token probabilities: a local judge's, or a remote judge's
+    /// logprobs); default: each judge's configured mode.
     #[arg(
         long = "judge-mode",
         env = "GAVEL_EVAL_JUDGE_MODES",

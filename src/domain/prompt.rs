@@ -26,8 +26,8 @@ use crate::domain::trajectory::content_hash;
 pub const DEFAULT_PROMPT: &str = "relative";
 
 /// How a judge is asked about a group. Listwise is the one verdict for the whole group that
-/// every judge can give; pointwise and pairwise read token probabilities, so only local judges
-/// can run them.
+/// every judge can give; pointwise and pairwise read token probabilities: a local judge's, or a
+/// remote server's `logprobs` where it returns them.
 #[derive(
     Debug,
     Clone,
@@ -88,7 +88,7 @@ impl JudgeMode {
         }
     }
 
-    /// Whether the mode reads token probabilities (local judges only).
+    /// Whether the mode reads token probabilities.
     pub fn reads_probabilities(self) -> bool {
         self != JudgeMode::Listwise
     }

@@ -201,8 +201,8 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// The mode the judge is asked in unless a request says otherwise (a local judge's config
-    /// `mode`; remote judges are always listwise).
+    /// The mode the judge is asked in unless a request says otherwise (its config's `mode`;
+    /// unset: pointwise for a local judge, listwise for a remote one).
     fn mode(&self) -> JudgeMode {
         JudgeMode::Listwise
     }
@@ -243,7 +243,7 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
         _choices: &[Vec<String>],
     ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
         Err(JudgeError::Unavailable(format!(
-            "judge {:?} cannot read token probabilities (a remote judge judges listwise)",
+            "judge {:?} cannot read token probabilities: ask it listwise",
             self.info().name
         )))
     }

@@ -231,8 +231,8 @@ pub struct Group {
     /// A reference answer, shown to the judge as correct.
     #[schema(min_length = 1)]
     reference: Option<String>,
-    /// How the judges are asked; pointwise and pairwise need a local judge (default: each
-    /// judge's configured mode).
+    /// How the judges are asked; pointwise and pairwise read token probabilities (a local
+    /// judge's, or a remote server's `logprobs`) (default: each judge's configured mode).
     judge_mode: Option<JudgeMode>,
     /// Verifiers to run, merged by name with the rubric's.
     #[schema(max_items = 64)]
