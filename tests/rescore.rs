@@ -380,6 +380,27 @@ async fn an_output_file_of_another_job_is_not_overwritten() {
     );
 }
 
+/// `-o out/x.jsonl` where `out/` does not exist yet: made, as `mkdir -p` would.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_in_a_folder_not_made_yet_is_written() {
+    let mock = MockJudge::start().await;
+    let job = Job::new(&mock);
+    let input = job.write_lines("in.jsonl", &groups(2));
+    let output = job.path("runs/today/out.jsonl");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        job.cmd_to(&input, &output, &["--progress", "none"])
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&output).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rejects_file_of_another_job_is_not_overwritten() {
     let mock = MockJudge::start().await;

@@ -48,9 +48,9 @@ pub struct EvalArgs {
     /// Passed through to every request: gavel's own order averaging within one judging.
     #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
     pub permutations: Option<u32>,
-    /// Groups judged at once [default: 4; 1 when every judge evaluated is local: its model
-    /// runs one prompt at a time whatever comes in, and a group's prompts reuse each other's
-    /// prefixes from its cache only while other groups' prompts do not push them out].
+    /// Groups judged at once [default: 4, local judges too: a local judge runs each group's
+    /// prompts as one job on their shared prefix, so groups in flight together do not push
+    /// each other's prompts out of its prefix cache].
     #[arg(long, env = "GAVEL_EVAL_CONCURRENCY")]
     pub concurrency: Option<usize>,
     /// Evaluate only the first N groups of each set.

@@ -272,6 +272,10 @@ fn temp_path(rejects: &Path) -> PathBuf {
 /// Opens `path` for appending, cut back to `len`, the bytes the last checkpoint counts. The cut
 /// is synced before anything is appended after it.
 fn open_at(path: &Path, len: u64) -> Result<File, CliError> {
+    // `-o out/x.jsonl` into a folder that does not exist yet: made, as `mkdir -p` would.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| io_err(dir, "cannot create folder", e))?;
+    }
     let f = OpenOptions::new()
         .create(true)
         .append(true)

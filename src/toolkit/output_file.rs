@@ -21,6 +21,10 @@ where
         }
         return f.flush();
     }
+    // Into a folder that does not exist yet: made, as `mkdir -p` would.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -57,10 +61,18 @@ mod tests {
         std::fs::write(&p, "old\n").unwrap();
         assert!(!in_place(&p), "an existing file");
         assert!(in_place(dir.path()), "a folder is never renamed over");
+        let deep = dir.path().join("new/folder/out.jsonl");
+        write_lines(&deep, ["x"]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&deep).unwrap(),
+            "x\n",
+            "missing folders are made"
+        );
         write_lines(&p, ["a", "b"]).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a\nb\n");
         assert!(!dir.path().join("out.jsonl.tmp").exists());
-        // A failure leaves the old content: the folder cannot be replaced by a file.
-        assert!(write_lines(&dir.path().join("missing/x.jsonl"), ["a"]).is_err());
+        // A path under a file cannot be written: an error, and the file keeps its content.
+        assert!(write_lines(&p.join("x.jsonl"), ["a"]).is_err());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a\nb\n");
     }
 }
