@@ -416,7 +416,8 @@ impl RemoteJudge {
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!(judge = %self.name, reply = %self.scrub(raw.to_string()), "judge reply");
         }
-        serde_json::from_value::<Reply>(raw.clone())
+        // Read in place: a verdict can be long, and only a failure needs the text.
+        <Reply as serde::Deserialize>::deserialize(&raw)
             .map_err(|e| OpenAIError::JSONDeserialize(e, raw.to_string()))
     }
 
