@@ -58,6 +58,16 @@ impl ConfidenceResult {
         };
         format!("{} · {}", self.set, combo.label())
     }
+
+    /// Each decile's accuracy, least confident first: "0.50 0.62 …".
+    pub fn decile_accuracies(&self) -> String {
+        let d: Vec<String> = self
+            .deciles
+            .iter()
+            .map(|b| format!("{:.2}", b.accuracy))
+            .collect();
+        d.join(" ")
+    }
 }
 
 /// (confidence, credit) for every labelled pair of every order of `runs` where both sides have

@@ -297,11 +297,6 @@ fn confidence_section(h: &mut String, report: &EvalReport) {
     );
     for c in &report.confidence {
         let at = |k: usize| c.coverage.get(k).map(|p| p.accuracy);
-        let deciles: Vec<String> = c
-            .deciles
-            .iter()
-            .map(|b| format!("{:.2}", b.accuracy))
-            .collect();
         let _ = writeln!(
             h,
             "<tr><td class=\"lbl-cell\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.3}</td>\
@@ -312,7 +307,7 @@ fn confidence_section(h: &mut String, report: &EvalReport) {
             num(at(0)),
             num(at(4)),
             num(at(9)),
-            deciles.join(" ")
+            c.decile_accuracies()
         );
     }
     h.push_str("</tbody></table></div>\n");

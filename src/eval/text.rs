@@ -170,15 +170,10 @@ fn confidence(out: &mut String, report: &EvalReport) {
             c.pairs,
             c.area
         );
-        let deciles: Vec<String> = c
-            .deciles
-            .iter()
-            .map(|b| format!("{:.2}", b.accuracy))
-            .collect();
         let _ = writeln!(
             out,
             "  accuracy by decile, least sure first: {}",
-            deciles.join(" ")
+            c.decile_accuracies()
         );
         let kept: Vec<String> = c
             .coverage
