@@ -583,6 +583,15 @@ async fn judge_modes_side_by_side_on_a_local_model() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<h2>Confidence"), "{page}");
     assert_eq!(page.matches("<polyline").count(), 2);
+    let out = run(s.command("eval", &["--judge-mode", "pointwise", &file])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("(8 pairs; accuracy-coverage area 1.000)")
+            && out.stdout.contains("most confident: 10% 1.000 · 20% 1.000"),
+        "{}",
+        out.stdout
+    );
     assert_eq!(mock.requests().len(), asked.len());
 }
 
