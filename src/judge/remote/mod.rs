@@ -455,8 +455,13 @@ impl RemoteJudge {
         // The token estimate only matters with a tokens-per-minute limit; counting is skipped
         // otherwise.
         let estimate = if self.limits.has_token_limit() {
-            (count_tokens(messages) as u64 + u64::from(self.max_tokens)).min(u64::from(u32::MAX))
-                as u32
+            // A probability read is one token: reserving `max_tokens` for it would hold back
+            // the tokens-per-minute budget thousands of tokens per prompt until settled.
+            let completion = match ask {
+                Ask::Probabilities => 1,
+                _ => u64::from(self.max_tokens),
+            };
+            (count_tokens(messages) as u64 + completion).min(u64::from(u32::MAX)) as u32
         } else {
             0
         };
