@@ -349,7 +349,7 @@ fn default_max_reference_bytes() -> usize {
 }
 
 fn default_pairwise_opponents() -> usize {
-    4
+    super::settings::DEFAULT_PAIRWISE_OPPONENTS
 }
 
 fn default_max_queue() -> usize {

@@ -7,21 +7,24 @@ pub mod config;
 pub mod limits;
 pub mod local;
 pub mod panel;
+pub mod probability;
 pub mod remote;
+pub mod settings;
 pub mod structured_output;
 mod unconfigured;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::error_type::ErrorType;
-use crate::domain::prompt::{ChatMessage, JudgeMode};
+use crate::domain::prompt::ChatMessage;
 pub use config::{Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig};
+pub use probability::{ChoiceProbabilities, ProbabilityJudge};
+pub use settings::JudgeSettings;
 pub use structured_output::StructuredOutput;
 
 #[cfg(feature = "local")]
@@ -103,20 +106,6 @@ pub struct JudgeInfo {
     pub model: String,
 }
 
-/// Each choice's probability as a judge's next token (pointwise and pairwise judging).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChoiceProbabilities {
-    /// Renormalised over the choices: they sum to 1.
-    pub shares: Vec<f64>,
-    /// The choices' total probability before renormalising.
-    pub coverage: f64,
-    pub prompt_tokens: u64,
-    /// Prompt tokens whose KV was reused, not prefilled.
-    pub cached_prompt_tokens: u64,
-    /// Forward passes the model ran for it (one prefill).
-    pub forward_passes: u64,
-}
-
 /// What identifies the LoRA adapter a local judge runs (for `/healthz`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JudgeAdapter {
@@ -128,11 +117,12 @@ pub struct JudgeAdapter {
     pub reach: &'static str,
 }
 
-/// What the scorer asks of a judge: a backend that completes chat messages (and, where it can,
-/// reads token probabilities), with what identifies it and what bounds its calls. Remote
-/// ([`RemoteJudge`]) and local ([`LocalJudge`]) judges implement it; [`UnconfiguredJudge`]
-/// stands in for one that cannot run. The scorer holds `Arc<dyn Judge>` and never asks which
-/// backend it has: a capability a backend lacks answers as the defaults below say.
+/// What the scorer asks of a judge: a backend that completes chat messages, with what
+/// identifies it and what bounds its calls ([`Judge::settings`]), and the capabilities it
+/// offers ([`Judge::probabilities`]). Remote ([`RemoteJudge`]) and local ([`LocalJudge`]) judges
+/// implement it; [`UnconfiguredJudge`] stands in for one that cannot run. The scorer holds
+/// `Arc<dyn Judge>` and never asks which backend it has: a capability a backend lacks is one it
+/// does not offer, and the defaults below say what that means.
 #[async_trait]
 pub trait Judge: Send + Sync + std::fmt::Debug {
     /// Its name and model, as responses report them.
@@ -142,16 +132,16 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
     /// settings): part of every cache key.
     fn identity(&self) -> Value;
 
-    /// The completion budget of one call.
-    fn max_tokens(&self) -> u32;
-
-    /// The verdict deadline: every attempt, wait and re-ask of one verdict together.
-    fn deadline(&self) -> Duration;
+    /// The settings the scorer plans the judge's calls with (budgets, deadline, context
+    /// window, default mode), built once when the judge is.
+    fn settings(&self) -> &JudgeSettings;
 
     /// How the judge's reply is held to its JSON schema now (`structured_output`: a remote
     /// judge's `response_format` dialect, a local judge's constrained decoding; never `Auto`).
     /// Where it [`StructuredOutput::holds_schema`], the listwise prompt only says what to
-    /// write; otherwise the prompt spells the shape out, with an example.
+    /// write; otherwise the prompt spells the shape out, with an example. Not one of the
+    /// [`Judge::settings`]: a remote judge on `auto` steps down a dialect while it runs, when
+    /// its server refuses one, so this is asked afresh at each use.
     fn structured_output(&self) -> StructuredOutput;
 
     /// Whether the judge can serve now (for `/readyz`); `Err` says why not, without secrets.
@@ -175,11 +165,14 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
     /// The judge's own answer to a task, `messages` being the messages that set it (a rubric
     /// with `reference = "judge"` grades against it): free text, as the judge's model answers
     /// the task itself (a local judge without its adapter, a remote one without the verdict's
-    /// schema), at most the judge's `max_reference_bytes`.
+    /// schema), at most the settings' `max_reference_bytes`.
     async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError>;
 
-    /// The cap on [`Judge::answer`], bytes (part of the stored answer's key).
-    fn max_reference_bytes(&self) -> usize;
+    /// The judge's token-probability reading (pointwise and pairwise modes), where it offers
+    /// it. `None`: it judges listwise only, and the scorer refuses the other modes for it.
+    fn probabilities(&self) -> Option<&dyn ProbabilityJudge> {
+        None
+    }
 
     /// The LoRA adapter a local judge runs over its model, if any.
     fn adapter(&self) -> Option<JudgeAdapter> {
@@ -191,61 +184,9 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// The judge's context window, when configured (larger groups are judged in chunks).
-    fn context_tokens(&self) -> Option<usize> {
-        None
-    }
-
     /// The cost of a call's tokens, when prices are configured.
     fn cost(&self, _prompt_tokens: u64, _completion_tokens: u64) -> Option<f64> {
         None
-    }
-
-    /// The mode the judge is asked in unless a request says otherwise (its config's `mode`;
-    /// unset: pointwise for a local judge, listwise for a remote one).
-    fn mode(&self) -> JudgeMode {
-        JudgeMode::Listwise
-    }
-
-    /// Pairwise mode: how many others each trajectory of a large group meets.
-    fn pairwise_opponents(&self) -> usize {
-        4
-    }
-
-    /// Probability modes: whether each score gets a decoded explanation (`explain = true`).
-    fn explains(&self) -> bool {
-        false
-    }
-
-    /// A free-text explanation of each of `prompts`, after probability-mode scores (judges
-    /// that [`Judge::explains`]): a group's explanations at once, decoded together.
-    async fn explain(
-        &self,
-        _prompts: Vec<Vec<ChatMessage>>,
-    ) -> Result<Vec<Completion>, JudgeError> {
-        Err(JudgeError::Unavailable(format!(
-            "judge {:?} does not explain probability-mode scores",
-            self.info().name
-        )))
-    }
-
-    /// Whether the judge can read token probabilities (pointwise and pairwise modes).
-    fn reads_probabilities(&self) -> bool {
-        false
-    }
-
-    /// How likely each choice is as the first token of the judge's answer to each of
-    /// `prompts`, asked together (a group's prompts: a local judge runs them on their shared
-    /// prefix). The scorer checks [`Judge::reads_probabilities`] first.
-    async fn choice_probabilities(
-        &self,
-        _prompts: Vec<Vec<ChatMessage>>,
-        _choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
-        Err(JudgeError::Unavailable(format!(
-            "judge {:?} cannot read token probabilities: ask it listwise",
-            self.info().name
-        )))
     }
 }
 

@@ -7,8 +7,23 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{ChoiceProbabilities, Completion, Judge, JudgeError, JudgeInfo, StructuredOutput};
-use crate::domain::prompt::ChatMessage;
+use super::settings::DEFAULT_PAIRWISE_OPPONENTS;
+use super::{
+    ChoiceProbabilities, Completion, Judge, JudgeError, JudgeInfo, JudgeSettings, ProbabilityJudge,
+    StructuredOutput,
+};
+use crate::domain::prompt::{ChatMessage, JudgeMode};
+
+/// What an unconfigured judge plans with: it makes no call, so nothing here is ever spent.
+static SETTINGS: JudgeSettings = JudgeSettings {
+    max_tokens: 0,
+    deadline: Duration::from_secs(1),
+    max_reference_bytes: 0,
+    context_tokens: None,
+    mode: JudgeMode::Listwise,
+    pairwise_opponents: DEFAULT_PAIRWISE_OPPONENTS,
+    explains: false,
+};
 
 #[derive(Debug)]
 pub struct UnconfiguredJudge {
@@ -39,12 +54,8 @@ impl Judge for UnconfiguredJudge {
         json!({"backend": "unconfigured", "name": self.name, "model": self.model})
     }
 
-    fn max_tokens(&self) -> u32 {
-        0
-    }
-
-    fn deadline(&self) -> Duration {
-        Duration::from_secs(1)
+    fn settings(&self) -> &JudgeSettings {
+        &SETTINGS
     }
 
     fn structured_output(&self) -> StructuredOutput {
@@ -71,8 +82,21 @@ impl Judge for UnconfiguredJudge {
         self.refuse()
     }
 
-    fn max_reference_bytes(&self) -> usize {
-        0
+    /// Offered, so that a request in a probability mode is refused for what is missing (the
+    /// judge's key or model), as every other call is, not for a mode the judge cannot read.
+    fn probabilities(&self) -> Option<&dyn ProbabilityJudge> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ProbabilityJudge for UnconfiguredJudge {
+    async fn choice_probabilities(
+        &self,
+        _prompts: Vec<Vec<ChatMessage>>,
+        _choices: &[Vec<String>],
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
+        self.refuse()
     }
 
     async fn explain(
@@ -81,12 +105,29 @@ impl Judge for UnconfiguredJudge {
     ) -> Result<Vec<Completion>, JudgeError> {
         self.refuse()
     }
+}
 
-    async fn choice_probabilities(
-        &self,
-        _prompts: Vec<Vec<ChatMessage>>,
-        _choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
-        self.refuse()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In a probability mode, an unconfigured judge is refused for what it lacks, as in any
+    /// other mode: it offers probabilities, and reading them says what is missing.
+    #[tokio::test]
+    async fn probability_modes_are_refused_for_what_is_missing() {
+        let judge = UnconfiguredJudge {
+            name: "j".into(),
+            model: "m".into(),
+            reason: "judge \"j\" has no API key".into(),
+            structured_output: StructuredOutput::Off,
+        };
+        assert_eq!(judge.settings().mode, JudgeMode::Listwise);
+        let reader = judge.probabilities().expect("offered");
+        let missing = JudgeError::NotConfigured(judge.reason.clone());
+        assert_eq!(
+            reader.choice_probabilities(Vec::new(), &[]).await,
+            Err(missing.clone())
+        );
+        assert_eq!(reader.explain(Vec::new()).await, Err(missing));
     }
 }

@@ -257,7 +257,7 @@ impl Scorer {
                 judging::check_mode(
                     judge.as_ref(),
                     &rubric,
-                    req.judge_mode.unwrap_or(judge.mode()),
+                    req.judge_mode.unwrap_or(judge.settings().mode),
                 )?;
             }
         }

@@ -216,7 +216,7 @@ pub(super) fn probe_key(judge: &dyn Judge, probe: &ProbePlan, rubric: &Rubric) -
     if probe.mode == JudgeMode::Pairwise {
         m.insert("scores".into(), json!("bradley_terry"));
     }
-    if judge.explains() {
+    if judge.settings().explains {
         m.insert("explain".into(), json!(true));
     }
     m.insert("template".into(), json!(probe.template_version));
@@ -314,14 +314,21 @@ impl Scorer {
         probe: &ProbePlan,
     ) -> Result<StoredVerdict, JudgeError> {
         let name = judge.info().name;
-        let deadline = judge.deadline();
+        let deadline = judge.settings().deadline;
+        let explains = judge.settings().explains;
+        // Planning refused a probability mode for a judge that offers no probabilities.
+        let Some(reader) = judge.probabilities() else {
+            return Err(JudgeError::Unavailable(format!(
+                "judge {name:?} cannot read token probabilities: ask it listwise"
+            )));
+        };
         let choices = verdict_choices(probe.mode);
         let asking = async {
             let mut t = Tally::default();
             let prompts: Vec<_> = probe.prompts.iter().map(|p| p.messages.clone()).collect();
             let mut firsts = Vec::with_capacity(prompts.len());
             let mut coverage = Vec::with_capacity(prompts.len());
-            for r in judge.choice_probabilities(prompts, &choices).await? {
+            for r in reader.choice_probabilities(prompts, &choices).await? {
                 t.prompt += r.prompt_tokens;
                 t.cached += r.cached_prompt_tokens;
                 t.forwards += r.forward_passes;
@@ -330,12 +337,12 @@ impl Scorer {
             }
             // Explanations come after every probability was read: they cannot move a score.
             let mut explanations = vec![String::new(); m];
-            if judge.explains() {
+            if explains {
                 // All of them in one call: the judge decodes them together.
                 let (which, prompts): (Vec<usize>, Vec<_>) = (0..m)
                     .filter_map(|c| Some((c, explanation_prompt(probe, &firsts, c)?)))
                     .unzip();
-                let answers = judge.explain(prompts).await?;
+                let answers = reader.explain(prompts).await?;
                 for (c, r) in which.into_iter().zip(answers) {
                     t.prompt += r.prompt_tokens;
                     t.completion += r.completion_tokens;

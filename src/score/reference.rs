@@ -155,7 +155,10 @@ fn reference_key(judge: &dyn Judge, task: &[ChatMessage]) -> String {
     m.insert("schema".into(), json!(CACHE_SCHEMA));
     m.insert("kind".into(), json!("judge_reference"));
     m.insert("judge".into(), judge.identity());
-    m.insert("max_bytes".into(), json!(judge.max_reference_bytes()));
+    m.insert(
+        "max_bytes".into(),
+        json!(judge.settings().max_reference_bytes),
+    );
     m.insert("messages".into(), json!(task));
     content_hash(&m)
 }

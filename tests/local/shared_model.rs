@@ -52,6 +52,8 @@ fn judges_of(
 /// (P(yes), prompt tokens, of them cached) of one probe.
 async fn probe(judge: &dyn Judge, question: &str) -> (f64, u64, u64) {
     let p = judge
+        .probabilities()
+        .expect("a local judge reads probabilities")
         .choice_probabilities(vec![messages(question)], &choices())
         .await
         .unwrap()

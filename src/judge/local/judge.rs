@@ -2,18 +2,16 @@
 //! at start-up (any problem fails the start, in one line), serves it through an [`Engine`], and
 //! turns each judge call into a [`Completion`] like a remote judge's.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::engine::Engine;
 use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
-use crate::domain::prompt::{ChatMessage, JudgeMode};
+use crate::domain::prompt::ChatMessage;
 use crate::judge::config::LocalConfig;
 use crate::judge::{
     cut_text, ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeInfo,
-    StructuredOutput,
+    JudgeSettings, ProbabilityJudge, StructuredOutput,
 };
 use crate::model::adapter::{AdapterInfo, Reach};
 use crate::model::{LocalError, ModelInfo};
@@ -27,18 +25,11 @@ pub struct LocalJudge {
     engine: Engine,
     /// The adapter this judge runs on the engine's model: its slot there, and what it is.
     adapter: Option<(usize, AdapterInfo)>,
-    settings: EngineSettings,
+    /// How its engine generates and queues (judges with equal ones share an engine).
+    engine_settings: EngineSettings,
     device: String,
-    pub(crate) deadline: Duration,
-    pub(crate) context_tokens: usize,
-    pub(crate) max_tokens: u32,
-    /// The configured judging mode.
-    pub(crate) mode: JudgeMode,
-    pub(crate) pairwise_opponents: usize,
-    /// Probability modes: decode an explanation after each score.
-    pub(crate) explain: bool,
-    /// Cap on the judge's own answer to a task, bytes.
-    max_reference_bytes: usize,
+    /// What the scorer plans with: its context window is always known (the model's, or less).
+    settings: JudgeSettings,
 }
 
 impl LocalJudge {
@@ -84,18 +75,19 @@ impl LocalJudge {
             model: model_name,
             engine,
             adapter,
-            settings: engine_settings(cfg),
+            engine_settings: engine_settings(cfg),
             device: cfg.device.to_string(),
-            deadline: Duration::from_secs_f64(cfg.common.deadline_s),
-            context_tokens: cfg
-                .common
-                .context_tokens
-                .map_or(info.context_length, |c| c.min(info.context_length)),
-            max_tokens: cfg.common.max_tokens,
-            mode,
-            pairwise_opponents: cfg.pairwise_opponents,
-            explain: cfg.explain && cfg.max_explanation_bytes > 0,
-            max_reference_bytes: cfg.common.max_reference_bytes,
+            settings: JudgeSettings {
+                context_tokens: Some(
+                    cfg.common
+                        .context_tokens
+                        .map_or(info.context_length, |c| c.min(info.context_length)),
+                ),
+                pairwise_opponents: cfg.pairwise_opponents,
+                // An explanation cut to no bytes at all is not asked for.
+                explains: cfg.explain && cfg.max_explanation_bytes > 0,
+                ..JudgeSettings::from_common(&cfg.common, mode)
+            },
         })
     }
 
@@ -114,7 +106,7 @@ impl LocalJudge {
 
     /// Whether listwise replies are decoded under the reply's JSON grammar.
     pub fn constrained(&self) -> bool {
-        self.settings.constrained
+        self.engine_settings.constrained
     }
 
     /// Runs `request` on the engine as one completion.
@@ -191,12 +183,12 @@ impl Judge for LocalJudge {
             "arch": info.arch,
             "dtype": info.dtype,
             "device": self.device,
-            "constrained": self.settings.constrained,
-            "max_explanation_bytes": self.settings.max_explanation_bytes,
-            "max_tokens": self.settings.max_tokens,
-            "expected_score": self.settings.expected_score,
-            "temperature": self.settings.temperature,
-            "seed": self.settings.seed,
+            "constrained": self.engine_settings.constrained,
+            "max_explanation_bytes": self.engine_settings.max_explanation_bytes,
+            "max_tokens": self.engine_settings.max_tokens,
+            "expected_score": self.engine_settings.expected_score,
+            "temperature": self.engine_settings.temperature,
+            "seed": self.engine_settings.seed,
         });
         // Only when there is one: a judge without an adapter keeps the keys it always had.
         if let Some(a) = self.adapter_info() {
@@ -216,28 +208,8 @@ impl Judge for LocalJudge {
         })
     }
 
-    fn context_tokens(&self) -> Option<usize> {
-        Some(self.context_tokens)
-    }
-
-    fn max_tokens(&self) -> u32 {
-        self.max_tokens
-    }
-
-    fn deadline(&self) -> Duration {
-        self.deadline
-    }
-
-    fn mode(&self) -> JudgeMode {
-        self.mode
-    }
-
-    fn pairwise_opponents(&self) -> usize {
-        self.pairwise_opponents
-    }
-
-    fn explains(&self) -> bool {
-        self.explain
+    fn settings(&self) -> &JudgeSettings {
+        &self.settings
     }
 
     fn structured_output(&self) -> StructuredOutput {
@@ -249,8 +221,8 @@ impl Judge for LocalJudge {
         }
     }
 
-    fn reads_probabilities(&self) -> bool {
-        true
+    fn probabilities(&self) -> Option<&dyn ProbabilityJudge> {
+        Some(self)
     }
 
     // The model was loaded (or start-up failed) before the daemon listened; its owner thread
@@ -279,32 +251,10 @@ impl Judge for LocalJudge {
         self.generate(request).await
     }
 
-    /// Short free-text answers to each of `prompts`, each cut to `max_explanation_bytes` (at a
-    /// character boundary): the explanations of scores already read in a probability mode, a
-    /// group's decoded together.
-    async fn explain(&self, prompts: Vec<Vec<ChatMessage>>) -> Result<Vec<Completion>, JudgeError> {
-        let max_bytes = self.settings.max_explanation_bytes;
-        let requests = prompts
-            .into_iter()
-            .map(|messages| Request {
-                messages,
-                ids: Vec::new(),
-                items: Vec::new(),
-                free_text_bytes: Some(max_bytes),
-                adapter: self.adapter_slot(),
-            })
-            .collect();
-        let mut completions = self.generate_many(requests).await?;
-        for c in &mut completions {
-            c.text = cut_text(&c.text, max_bytes);
-        }
-        Ok(completions)
-    }
-
     /// The base model's own answer (no adapter: the adapter is trained to give verdicts),
     /// decoded as free text up to `max_reference_bytes`.
     async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
-        let max_bytes = self.max_reference_bytes;
+        let max_bytes = self.settings.max_reference_bytes;
         let mut completion = self
             .generate(Request {
                 messages: messages.to_vec(),
@@ -317,11 +267,10 @@ impl Judge for LocalJudge {
         completion.text = cut_text(&completion.text, max_bytes);
         Ok(completion)
     }
+}
 
-    fn max_reference_bytes(&self) -> usize {
-        self.max_reference_bytes
-    }
-
+#[async_trait]
+impl ProbabilityJudge for LocalJudge {
     /// Each choice's probability as the first token of the answer to each prompt (no
     /// decoding): one engine job for all of them, so a group's prompts share their prefix.
     async fn choice_probabilities(
@@ -354,6 +303,28 @@ impl Judge for LocalJudge {
                 }
             })
             .collect())
+    }
+
+    /// Short free-text answers to each of `prompts`, each cut to `max_explanation_bytes` (at a
+    /// character boundary): the explanations of scores already read in a probability mode, a
+    /// group's decoded together.
+    async fn explain(&self, prompts: Vec<Vec<ChatMessage>>) -> Result<Vec<Completion>, JudgeError> {
+        let max_bytes = self.engine_settings.max_explanation_bytes;
+        let requests = prompts
+            .into_iter()
+            .map(|messages| Request {
+                messages,
+                ids: Vec::new(),
+                items: Vec::new(),
+                free_text_bytes: Some(max_bytes),
+                adapter: self.adapter_slot(),
+            })
+            .collect();
+        let mut completions = self.generate_many(requests).await?;
+        for c in &mut completions {
+            c.text = cut_text(&c.text, max_bytes);
+        }
+        Ok(completions)
     }
 }
 

@@ -37,7 +37,8 @@ use transport::{
 use super::config::{is_openai, RemoteConfig, DEFAULT_TOP_LOGPROBS};
 use super::limits::JudgeLimits;
 use super::{
-    cut_text, ChoiceProbabilities, Completion, Judge, JudgeError, JudgeInfo, StructuredOutput,
+    cut_text, Completion, Judge, JudgeError, JudgeInfo, JudgeSettings, ProbabilityJudge,
+    StructuredOutput,
 };
 use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
@@ -70,8 +71,8 @@ pub struct RemoteJudge {
     /// Kept only to scrub it from error text a judge server echoes back.
     key: Option<Secret>,
     temperature: f32,
-    max_tokens: u32,
-    context_tokens: Option<usize>,
+    /// What the scorer plans with (`max_tokens`, `deadline`, `mode`, ...), read here too.
+    settings: JudgeSettings,
     prompt_price: Option<f64>,
     completion_price: Option<f64>,
     /// As configured (`auto` or one dialect).
@@ -79,9 +80,6 @@ pub struct RemoteJudge {
     /// The dialect asked in now: an index into [`StructuredOutput::ALL`], stepped down by
     /// `auto` when the server refuses it.
     dialect: AtomicUsize,
-    max_reference_bytes: usize,
-    /// The mode the judge is asked in unless a request says otherwise.
-    mode: JudgeMode,
     /// Probability modes: how many alternatives the server lists for the verdict token.
     top_logprobs: u32,
     /// Why the judge cannot read probabilities, once its server has shown it cannot (it
@@ -91,7 +89,6 @@ pub struct RemoteJudge {
     /// servers (llama-cpp-python among them) read only `max_tokens`.
     completion_limit_key: &'static str,
     timeout: Duration,
-    deadline: Duration,
     max_retries: u32,
     max_backoff: Duration,
     limits: JudgeLimits,
@@ -125,14 +122,14 @@ impl RemoteJudge {
             http,
             key,
             temperature: cfg.common.temperature,
-            max_tokens: cfg.common.max_tokens,
-            context_tokens: cfg.common.context_tokens,
+            settings: JudgeSettings::from_common(
+                &cfg.common,
+                cfg.common.mode.unwrap_or(JudgeMode::Listwise),
+            ),
             prompt_price: cfg.prompt_price_per_million,
             completion_price: cfg.completion_price_per_million,
             structured_output: cfg.common.structured_output,
             dialect: AtomicUsize::new(index_of(first)),
-            max_reference_bytes: cfg.common.max_reference_bytes,
-            mode: cfg.common.mode.unwrap_or(JudgeMode::Listwise),
             top_logprobs: cfg.top_logprobs,
             no_probabilities: std::sync::OnceLock::new(),
             completion_limit_key: if is_openai(&cfg.base_url) {
@@ -141,7 +138,6 @@ impl RemoteJudge {
                 "max_tokens"
             },
             timeout: Duration::from_secs_f64(cfg.timeout_s),
-            deadline: Duration::from_secs_f64(cfg.common.deadline_s),
             max_retries: cfg.max_retries,
             max_backoff: Duration::from_secs_f64(cfg.max_backoff_s),
             limits: JudgeLimits::new(
@@ -218,7 +214,7 @@ impl RemoteJudge {
         let (temperature, limit) = match ask {
             // The verdict is the first token's distribution: nothing after it is read.
             Ask::Probabilities => (0.0, 1),
-            _ => (self.temperature, self.max_tokens),
+            _ => (self.temperature, self.settings.max_tokens),
         };
         request["temperature"] = json!(temperature);
         request[self.completion_limit_key] = json!(limit);
@@ -253,7 +249,7 @@ impl Judge for RemoteJudge {
             "base_url": self.base_url,
             "model": self.model,
             "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            "max_tokens": self.settings.max_tokens,
             "structured_output": self.dialect().identity(),
         });
         // `top_logprobs` bounds what a probability verdict can see (an answer outside the
@@ -265,12 +261,8 @@ impl Judge for RemoteJudge {
         id
     }
 
-    fn context_tokens(&self) -> Option<usize> {
-        self.context_tokens
-    }
-
-    fn max_tokens(&self) -> u32 {
-        self.max_tokens
+    fn settings(&self) -> &JudgeSettings {
+        &self.settings
     }
 
     fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
@@ -284,10 +276,6 @@ impl Judge for RemoteJudge {
         }
     }
 
-    fn deadline(&self) -> Duration {
-        self.deadline
-    }
-
     fn structured_output(&self) -> StructuredOutput {
         self.dialect()
     }
@@ -298,7 +286,7 @@ impl Judge for RemoteJudge {
     async fn probe(&self) -> Result<(), String> {
         if let Some(line) = self
             .probability_problem()
-            .filter(|_| self.mode.reads_probabilities())
+            .filter(|_| self.settings.mode.reads_probabilities())
         {
             return Err(line.to_string());
         }
@@ -349,28 +337,14 @@ impl Judge for RemoteJudge {
     /// `max_reference_bytes`.
     async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
         let mut completion = self.call(messages, Ask::Answer).await?.0;
-        completion.text = cut_text(&completion.text, self.max_reference_bytes);
+        completion.text = cut_text(&completion.text, self.settings.max_reference_bytes);
         Ok(completion)
     }
 
-    fn max_reference_bytes(&self) -> usize {
-        self.max_reference_bytes
-    }
-
-    fn mode(&self) -> JudgeMode {
-        self.mode
-    }
-
-    fn reads_probabilities(&self) -> bool {
-        true
-    }
-
-    async fn choice_probabilities(
-        &self,
-        prompts: Vec<Vec<ChatMessage>>,
-        choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
-        self.read_choices(prompts, choices).await
+    /// Offered whatever the judge's mode: whether its server gives probabilities is learnt
+    /// from the server (at start, or at the first read), not assumed.
+    fn probabilities(&self) -> Option<&dyn ProbabilityJudge> {
+        Some(self)
     }
 
     async fn check_capabilities(&self) -> Result<(), String> {
@@ -459,7 +433,7 @@ impl RemoteJudge {
             // the tokens-per-minute budget thousands of tokens per prompt until settled.
             let completion = match ask {
                 Ask::Probabilities => 1,
-                _ => u64::from(self.max_tokens),
+                _ => u64::from(self.settings.max_tokens),
             };
             (count_tokens(messages) as u64 + completion).min(u64::from(u32::MAX)) as u32
         } else {
@@ -475,7 +449,7 @@ impl RemoteJudge {
                 metrics::gauge!("gavel_judge_queue_depth", "judge" => self.name.clone()),
             );
             let admission = tokio::time::timeout(
-                self.deadline.saturating_sub(started.elapsed()),
+                self.settings.deadline.saturating_sub(started.elapsed()),
                 self.limits.admit(estimate),
             )
             .await
@@ -483,11 +457,11 @@ impl RemoteJudge {
                 JudgeError::Timeout(format!(
                     "judge {:?}: verdict deadline of {:.1}s passed waiting for the judge's rate limits",
                     self.name,
-                    self.deadline.as_secs_f64()
+                    self.settings.deadline.as_secs_f64()
                 ))
             })?;
             drop(queued);
-            let left = self.deadline.saturating_sub(started.elapsed());
+            let left = self.settings.deadline.saturating_sub(started.elapsed());
             let limit = self.timeout.min(left);
             let sent = Instant::now();
             let calling = GaugeGuard::raise(
@@ -600,10 +574,13 @@ impl RemoteJudge {
             let wait = retry_after
                 .unwrap_or_else(|| backoff(attempt, self.max_backoff))
                 .min(self.max_backoff);
-            let out_of_time = started.elapsed() + wait >= self.deadline;
+            let out_of_time = started.elapsed() + wait >= self.settings.deadline;
             if attempt > self.max_retries || out_of_time {
                 let why = if out_of_time && attempt <= self.max_retries {
-                    format!("deadline of {:.1}s reached", self.deadline.as_secs_f64())
+                    format!(
+                        "deadline of {:.1}s reached",
+                        self.settings.deadline.as_secs_f64()
+                    )
                 } else {
                     format!("{attempt} attempts")
                 };

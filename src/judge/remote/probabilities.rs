@@ -6,12 +6,13 @@
 //! (log, `/readyz`, and every request that asks it in a probability mode), and never falls back
 //! to another mode.
 
+use async_trait::async_trait;
 use futures::future::try_join_all;
 
 use super::{Ask, RemoteJudge};
 use crate::domain::prompt::ChatMessage;
 use crate::domain::verdict::answer_masses;
-use crate::judge::{ChoiceProbabilities, JudgeError};
+use crate::judge::{ChoiceProbabilities, JudgeError, ProbabilityJudge};
 
 /// The question a judge configured for a probability mode is asked once at start, to learn
 /// whether its server gives token probabilities (a few tokens, answered in one).
@@ -43,40 +44,6 @@ impl RemoteJudge {
     /// Why the judge is unusable in probability modes, once that is known.
     pub(super) fn probability_problem(&self) -> Option<&str> {
         self.no_probabilities.get().map(String::as_str)
-    }
-
-    /// Each prompt's answer probabilities: identical prompts asked once, the others at once
-    /// (each through the judge's limits and retries).
-    pub(super) async fn read_choices(
-        &self,
-        prompts: Vec<Vec<ChatMessage>>,
-        choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
-        if let Some(line) = self.probability_problem() {
-            return Err(JudgeError::UnsupportedMode(line.to_string()));
-        }
-        let mut unique: Vec<&Vec<ChatMessage>> = Vec::new();
-        let mut which = Vec::with_capacity(prompts.len());
-        for p in &prompts {
-            let i = unique.iter().position(|u| *u == p).unwrap_or_else(|| {
-                unique.push(p);
-                unique.len() - 1
-            });
-            which.push(i);
-        }
-        let read = try_join_all(unique.iter().map(|p| self.read_one(p, choices))).await?;
-        let mut seen = vec![false; read.len()];
-        Ok(which
-            .into_iter()
-            .map(|i| {
-                let mut r = read[i].clone();
-                // A prompt asked once is paid once.
-                if std::mem::replace(&mut seen[i], true) {
-                    r.prompt_tokens = 0;
-                }
-                r
-            })
-            .collect())
     }
 
     /// One prompt's answer probabilities from the first token's `top_logprobs`.
@@ -135,7 +102,7 @@ impl RemoteJudge {
     /// probabilities, asked once (a few tokens). `Err` says why not, or that it could not be
     /// asked (unreachable: it is asked again at the first verdict, as any call is retried).
     pub(super) async fn check_probabilities(&self) -> Result<(), String> {
-        if !self.mode.reads_probabilities() {
+        if !self.settings.mode.reads_probabilities() {
             return Ok(());
         }
         let prompt: Vec<ChatMessage> = CHECK
@@ -157,5 +124,44 @@ impl RemoteJudge {
                 self.name
             )),
         }
+    }
+}
+
+/// A remote judge does not explain its scores (`explain` is a local judge's setting): the
+/// trait's refusal stands.
+#[async_trait]
+impl ProbabilityJudge for RemoteJudge {
+    /// Each prompt's answer probabilities: identical prompts asked once, the others at once
+    /// (each through the judge's limits and retries).
+    async fn choice_probabilities(
+        &self,
+        prompts: Vec<Vec<ChatMessage>>,
+        choices: &[Vec<String>],
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
+        if let Some(line) = self.probability_problem() {
+            return Err(JudgeError::UnsupportedMode(line.to_string()));
+        }
+        let mut unique: Vec<&Vec<ChatMessage>> = Vec::new();
+        let mut which = Vec::with_capacity(prompts.len());
+        for p in &prompts {
+            let i = unique.iter().position(|u| *u == p).unwrap_or_else(|| {
+                unique.push(p);
+                unique.len() - 1
+            });
+            which.push(i);
+        }
+        let read = try_join_all(unique.iter().map(|p| self.read_one(p, choices))).await?;
+        let mut seen = vec![false; read.len()];
+        Ok(which
+            .into_iter()
+            .map(|i| {
+                let mut r = read[i].clone();
+                // A prompt asked once is paid once.
+                if std::mem::replace(&mut seen[i], true) {
+                    r.prompt_tokens = 0;
+                }
+                r
+            })
+            .collect())
     }
 }

@@ -30,7 +30,7 @@ impl Scorer {
             expected_items: &item_ids,
         };
         let JudgeInfo { name, model } = judge.info();
-        let deadline = judge.deadline();
+        let deadline = judge.settings().deadline;
         let conversation = async {
             let mut messages = rendered.messages.clone();
             let first = judge.complete(&messages, &schema).await?;

@@ -5,8 +5,8 @@
 use super::*;
 use crate::score::reference;
 
-/// Whether `judge` can judge `rubric` in `mode`: the probability modes need a judge that reads
-/// token probabilities and a rubric without checklist items.
+/// Whether `judge` can judge `rubric` in `mode`: the probability modes need a judge that offers
+/// to read token probabilities ([`Judge::probabilities`]) and a rubric without checklist items.
 pub(in crate::score) fn check_mode(
     judge: &dyn Judge,
     rubric: &Rubric,
@@ -21,7 +21,7 @@ pub(in crate::score) fn check_mode(
             problem,
         ))
     };
-    if !judge.reads_probabilities() {
+    if judge.probabilities().is_none() {
         return Err(bad(format!(
             "\"{}\" reads token probabilities, which judge {:?} cannot give: ask it \
              \"listwise\"",
@@ -87,7 +87,7 @@ impl Scorer {
         let mut max_chunks = 1;
         for (j, judge) in panel.members().iter().enumerate() {
             let judge: &dyn Judge = judge.as_ref();
-            let mode = req.judge_mode.unwrap_or(judge.mode());
+            let mode = req.judge_mode.unwrap_or(judge.settings().mode);
             check_mode(judge, rubric, mode)?;
             if mode.reads_probabilities() {
                 let probe = plan_probes(
@@ -96,7 +96,7 @@ impl Scorer {
                     &input,
                     rubric,
                     extras(false),
-                    judge.pairwise_opponents(),
+                    judge.settings().pairwise_opponents,
                 )?;
                 for p in &probe.prompts {
                     self.check_prompt_size(p)?;
@@ -181,10 +181,11 @@ impl Scorer {
     ) -> Result<Vec<Vec<usize>>, ScoreError> {
         let m = input.candidates.len();
         let all = vec![(0..m).collect::<Vec<_>>()];
-        let Some(context) = judge.context_tokens() else {
+        let settings = judge.settings();
+        let Some(context) = settings.context_tokens else {
             return Ok(all);
         };
-        let budget = context.saturating_sub(judge.max_tokens() as usize);
+        let budget = context.saturating_sub(settings.max_tokens as usize);
         // A token is at least one byte: a prompt of fewer bytes than the budget fits for sure.
         let bytes: usize = full.messages.iter().map(|m| m.content.len()).sum();
         if bytes <= budget || count_tokens(&full.messages) <= budget {
