@@ -77,7 +77,7 @@ def test_errors_are_typed(gavel_url, broken_judge, tag):
     assert r.rewards == [None, None] and r.advantages == [0.0, 0.0]
     assert r.error["type"] == "judge_unavailable"
     with pytest.raises(GavelConnectionError):
-        Client("http://127.0.0.1:9", max_retries=0).health()
+        Client("http://127.0.0.1:9", max_retries=0, connect_retry_s=0).health()
 
 
 def test_art_shaped_trajectories_are_accepted_directly(gavel_url, tag):

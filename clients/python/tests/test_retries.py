@@ -1,8 +1,10 @@
-"""Retries on 429/503 honouring Retry-After, against a tiny stub server (the daemon's own 429
-needs max_in_flight requests held open; the client's behaviour is what is tested here)."""
+"""Retries on 429/503 honouring Retry-After, and on a daemon that cannot be reached yet, against
+a tiny stub server (the daemon's own 429 needs max_in_flight requests held open, and its restart
+a second daemon; the client's behaviour is what is tested here)."""
 
 import asyncio
 import json
+import socket
 import threading
 import time
 from email.utils import formatdate
@@ -10,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gavel_client import AsyncClient, Client, NoJudgeConfigured, Overloaded
+from gavel_client import AsyncClient, Client, GavelConnectionError, NoJudgeConfigured, Overloaded
 from gavel_client.client import parse_retry_after
 
 OK = {"rewards": [0.5], "advantages": [0.0], "scores": [{"trajectory_id": "1", "score": 0.5, "explanation": "", "components": {"judge": 0.5}}], "usage": {"judge_calls": 1}, "rubric": {"name": "default", "version": "sha256:x"}, "judges": []}
@@ -18,10 +20,11 @@ GROUP = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "
 
 
 class Stub:
-    """Answers each POST with the next (status, headers, body) in `script`, then 200 OK."""
+    """Answers each POST with the next (status, headers, body) in `script`, then 200 `ok`."""
 
-    def __init__(self, script):
+    def __init__(self, script, port=0, ok=OK):
         self.script = list(script)
+        self.ok = ok
         self.arrivals = []
         stub = self
 
@@ -29,7 +32,7 @@ class Stub:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 stub.arrivals.append(time.monotonic())
-                status, headers, body = stub.script.pop(0) if stub.script else (200, {}, OK)
+                status, headers, body = stub.script.pop(0) if stub.script else (200, {}, stub.ok)
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 for k, v in headers.items():
@@ -42,12 +45,39 @@ class Stub:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
         self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port():
+    """A port on 127.0.0.1 where nothing listens (connections are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Later:
+    """A stub that starts listening on `port` after `delay` seconds: a daemon restarting."""
+
+    def __init__(self, port, delay, **stub):
+        self.stub = None
+        self.started = time.monotonic()
+        self._timer = threading.Timer(delay, self._start, args=(port,), kwargs=stub)
+        self._timer.start()
+
+    def _start(self, port, **stub):
+        self.stub = Stub([], port=port, **stub)
+
+    def close(self):
+        self._timer.cancel()
+        self._timer.join()
+        if self.stub:
+            self.stub.close()
 
 
 def overloaded(retry_after):
@@ -106,3 +136,68 @@ def test_retry_after_forms():
     later = parse_retry_after(formatdate(time.time() + 30, usegmt=True))
     assert 25 <= later <= 31
     assert parse_retry_after(formatdate(time.time() - 30, usegmt=True)) == 0.0
+
+
+def test_waits_for_a_daemon_that_is_not_up_yet(monkeypatch):
+    monkeypatch.delenv("GAVEL_CONNECT_RETRY_S", raising=False)
+    port = closed_port()
+    later = Later(port, 0.5)
+    try:
+        # The default connect_retry_s (60 s) covers a restart.
+        with Client(f"http://127.0.0.1:{port}", backoff=0.05) as c:
+            r = c.score_group(GROUP)
+        assert r.rewards == [0.5]
+        assert len(later.stub.arrivals) == 1
+        assert later.stub.arrivals[0] - later.started >= 0.45
+    finally:
+        later.close()
+
+
+def test_async_twin_waits_for_the_daemon_too():
+    port = closed_port()
+    later = Later(port, 0.5)
+
+    async def run():
+        async with AsyncClient(f"http://127.0.0.1:{port}", backoff=0.05, connect_retry_s=10) as c:
+            return await c.score_group(GROUP)
+
+    try:
+        assert asyncio.run(run()).rewards == [0.5]
+        assert len(later.stub.arrivals) == 1
+    finally:
+        later.close()
+
+
+def test_gives_up_once_connect_retry_s_has_passed():
+    url = f"http://127.0.0.1:{closed_port()}"
+    started = time.monotonic()
+    with pytest.raises(GavelConnectionError) as e, Client(url, backoff=0.05, connect_retry_s=0.4) as c:
+        c.health()
+    took = time.monotonic() - started
+    assert 0.4 <= took < 1.5, took
+    assert url in str(e.value) and "connect_retry_s=0.4" in str(e.value)
+    assert "attempts" in str(e.value)
+
+
+def test_connect_retry_s_zero_raises_at_once():
+    started = time.monotonic()
+    with pytest.raises(GavelConnectionError, match="connect_retry_s is 0"):
+        with Client(f"http://127.0.0.1:{closed_port()}", connect_retry_s=0) as c:
+            c.health()
+    assert time.monotonic() - started < 0.5
+
+
+def test_connect_retry_s_defaults_to_the_environment_then_60(monkeypatch):
+    monkeypatch.delenv("GAVEL_CONNECT_RETRY_S", raising=False)
+    with Client("http://127.0.0.1:9") as c:
+        assert c.connect_retry_s == 60.0
+    monkeypatch.setenv("GAVEL_CONNECT_RETRY_S", "2.5")
+    with Client("http://127.0.0.1:9") as c:
+        assert c.connect_retry_s == 2.5
+    with Client("http://127.0.0.1:9", connect_retry_s=0) as c:
+        assert c.connect_retry_s == 0.0
+    monkeypatch.setenv("GAVEL_CONNECT_RETRY_S", "soon")
+    with pytest.raises(ValueError, match="GAVEL_CONNECT_RETRY_S"):
+        Client("http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="connect_retry_s"):
+        Client("http://127.0.0.1:9", connect_retry_s=-1)

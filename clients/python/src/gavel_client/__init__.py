@@ -12,6 +12,7 @@ from .client import DEFAULT_URL, AsyncClient, Client, ascore_group, score_group
 from .errors import (
     GavelConnectionError,
     GavelError,
+    GavelRewardWarning,
     InternalError,
     InvalidRequest,
     JudgeError,
@@ -45,6 +46,7 @@ __all__ = [
     "Client",
     "GavelConnectionError",
     "GavelError",
+    "GavelRewardWarning",
     "InternalError",
     "InvalidRequest",
     "JudgeError",

@@ -4,6 +4,12 @@ Both retry ``429 overloaded`` and ``503`` answers, waiting as long as ``Retry-Af
 an exponential backoff), up to ``max_retries`` times. ``503 no_judge_configured`` is not retried:
 it is a configuration problem that waiting does not fix. Every other error answer raises its
 typed error from :mod:`gavel_client.errors` at once.
+
+A daemon that cannot be reached (connection refused, connect timeout: a restart, a rolling
+update) is retried with an exponential backoff for up to ``connect_retry_s`` seconds (default
+``GAVEL_CONNECT_RETRY_S``, else 60) before :class:`~gavel_client.errors.GavelConnectionError` is
+raised. Only failures to connect are retried: the request never reached the daemon, so sending it
+again cannot judge anything twice.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import asyncio
 import email.utils
 import os
 import time
+import weakref
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -25,9 +32,39 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 RETRY_STATUSES = (429, 503)
 
+#: Used when neither the ``connect_retry_s`` argument nor ``GAVEL_CONNECT_RETRY_S`` says how long
+#: to keep trying an unreachable daemon: long enough for a restart or a rolling update.
+DEFAULT_CONNECT_RETRY_S = 60.0
+
+#: One connection attempt gives up after this long (or ``timeout``, if less). ``timeout`` is
+#: sized for judging (minutes); a daemon that takes this long just to accept a connection is
+#: unreachable, and the attempt is better retried within ``connect_retry_s``.
+CONNECT_TIMEOUT_S = 10.0
+
+#: The shortest first wait between connection attempts, so ``backoff=0`` (fine for ``429``s,
+#: which carry their own ``Retry-After``) does not spin on a refused port.
+MIN_CONNECT_BACKOFF_S = 0.05
+
+#: Failures where the request never reached the daemon, so retrying cannot judge anything twice.
+#: A connection that breaks after the request was sent is not retried.
+CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
+
 
 def default_url() -> str:
     return os.environ.get("GAVEL_URL") or DEFAULT_URL
+
+
+def default_connect_retry_s() -> float:
+    value = os.environ.get("GAVEL_CONNECT_RETRY_S")
+    if not value:
+        return DEFAULT_CONNECT_RETRY_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0.0:
+        raise ValueError(f"GAVEL_CONNECT_RETRY_S must be a number of seconds >= 0, got {value!r}")
+    return seconds
 
 
 def parse_retry_after(value: Optional[str]) -> Optional[float]:
@@ -54,20 +91,30 @@ class _Base:
         url: Optional[str] = None,
         *,
         api_key: Optional[str] = None,
-        timeout: float = 900.0,
+        timeout: Optional[float] = 900.0,
         max_retries: int = 5,
         backoff: float = 0.5,
         max_wait: float = 60.0,
+        connect_retry_s: Optional[float] = None,
     ) -> None:
         """``url``: the daemon (default ``GAVEL_URL``, else ``http://127.0.0.1:8080``).
         ``timeout``: seconds for one HTTP request (a group's judging can take a while).
         ``max_retries``: extra attempts after a 429/503. ``backoff``: first wait when the
-        daemon gives no ``Retry-After`` (doubling each time). ``max_wait``: cap on one wait."""
+        daemon gives no ``Retry-After`` (doubling each time). ``max_wait``: cap on one wait.
+        ``connect_retry_s``: how long to keep retrying a daemon that cannot be reached (waits
+        from ``backoff``, doubling, capped at ``max_wait``) before raising
+        :class:`GavelConnectionError`; default ``GAVEL_CONNECT_RETRY_S``, else 60; 0 = never."""
         self.url = (url or default_url()).rstrip("/")
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_wait = max_wait
-        self._timeout = timeout
+        if connect_retry_s is None:
+            connect_retry_s = default_connect_retry_s()
+        if not connect_retry_s >= 0:
+            raise ValueError(f"connect_retry_s must be >= 0 seconds, got {connect_retry_s!r}")
+        self.connect_retry_s = float(connect_retry_s)
+        connect = CONNECT_TIMEOUT_S if timeout is None else min(timeout, CONNECT_TIMEOUT_S)
+        self._timeout = httpx.Timeout(timeout, connect=connect)
         self._headers = {"user-agent": "gavel-client-python"}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
@@ -81,6 +128,27 @@ class _Base:
         after = parse_retry_after(resp.headers.get("retry-after"))
         wait = after if after is not None else self.backoff * (2**attempt)
         return min(wait, self.max_wait)
+
+    def _connect_wait(self, outage: "_Outage") -> Optional[float]:
+        """How long to wait before trying an unreachable daemon again, or ``None`` when
+        ``connect_retry_s`` has run out. Never waits past the deadline."""
+        left = outage.since + self.connect_retry_s - time.monotonic()
+        if left <= 0:
+            return None
+        wait = max(self.backoff, MIN_CONNECT_BACKOFF_S) * (2**outage.tries)
+        outage.tries += 1
+        return min(wait, self.max_wait, left)
+
+    def _unreachable(self, path: str, e: Exception, outage: "_Outage") -> GavelConnectionError:
+        if self.connect_retry_s == 0:
+            why = "not retried: connect_retry_s is 0"
+        else:
+            why = (
+                f"still unreachable after {outage.tries + 1} attempts in "
+                f"{time.monotonic() - outage.since:.1f} s; connect_retry_s="
+                f"{self.connect_retry_s:g} (or GAVEL_CONNECT_RETRY_S) sets how long to retry"
+            )
+        return GavelConnectionError(f"{self.url}{path}: {e} ({why})")
 
     @staticmethod
     def _answer(resp: httpx.Response) -> Dict[str, Any]:
@@ -100,6 +168,15 @@ class _Base:
                 f"expected a JSON object, got {resp.text[:200]!r}", status=resp.status_code
             )
         return body
+
+
+class _Outage:
+    """One request's run of failed connection attempts, timed from the start of the first (a
+    connect timeout spends its whole timeout before it fails)."""
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.tries = 0
 
 
 def _error_type(resp: httpx.Response) -> Optional[str]:
@@ -130,11 +207,16 @@ def _reward_body(queries: Sequence[str], prompts: Sequence[str], labels: Optiona
 
 
 class Client(_Base):
-    """A synchronous client; use as a context manager or call :meth:`close`."""
+    """A synchronous client; use as a context manager or call :meth:`close`. A client that is
+    never closed still closes its connections when it is garbage-collected or the interpreter
+    exits, so a forgotten one does not end a run with ``ResourceWarning: unclosed socket``."""
 
     def __init__(self, url: Optional[str] = None, **options: Any) -> None:
         super().__init__(url, **options)
         self._http = httpx.Client(base_url=self.url, timeout=self._timeout, headers=self._headers)
+        # Holds the httpx client, not `self`, so it does not keep this client alive; runs at
+        # most once (close, collection, or exit, whichever comes first).
+        self._closer = weakref.finalize(self, self._http.close)
 
     def __enter__(self) -> "Client":
         return self
@@ -143,13 +225,23 @@ class Client(_Base):
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        """Closes the connection pool; calling it again does nothing."""
+        self._closer()
 
     def _request(self, method: str, path: str, body: Any = None) -> Dict[str, Any]:
         attempt = 0
+        outage: Optional[_Outage] = None
         while True:
+            started = time.monotonic()
             try:
                 resp = self._http.request(method, path, json=body)
+            except CONNECT_ERRORS as e:
+                outage = outage or _Outage(started)
+                wait = self._connect_wait(outage)
+                if wait is None:
+                    raise self._unreachable(path, e, outage) from e
+                time.sleep(wait)
+                continue
             except httpx.TransportError as e:
                 raise GavelConnectionError(f"{self.url}{path}: {e}") from e
             wait = self._retry_wait(resp, attempt)
@@ -208,9 +300,18 @@ class AsyncClient(_Base):
 
     async def _request(self, method: str, path: str, body: Any = None) -> Dict[str, Any]:
         attempt = 0
+        outage: Optional[_Outage] = None
         while True:
+            started = time.monotonic()
             try:
                 resp = await self._http.request(method, path, json=body)
+            except CONNECT_ERRORS as e:
+                outage = outage or _Outage(started)
+                wait = self._connect_wait(outage)
+                if wait is None:
+                    raise self._unreachable(path, e, outage) from e
+                await asyncio.sleep(wait)
+                continue
             except httpx.TransportError as e:
                 raise GavelConnectionError(f"{self.url}{path}: {e}") from e
             wait = self._retry_wait(resp, attempt)

@@ -123,6 +123,14 @@ class GavelConnectionError(GavelError):
     error_type = "connection"
 
 
+class GavelRewardWarning(UserWarning):
+    """A reward function returned ``None`` ("no reward") for some samples instead of raising,
+    e.g. :func:`gavel_client.trl.reward_func` when a group's judge failed. The message names the
+    cause (the daemon's ``error.type`` and message). Issued once per cause and reward function,
+    so a judge that stays down does not flood the log; ``warnings.simplefilter("error",
+    GavelRewardWarning)`` turns it into a crash, for a run that should stop instead."""
+
+
 ERRORS_BY_TYPE: Dict[str, Type[GavelError]] = {
     cls.error_type: cls
     for cls in (

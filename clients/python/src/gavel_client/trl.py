@@ -9,8 +9,24 @@ conversational datasets) and the dataset's other columns as keyword arguments. T
 groups the completions by prompt (GRPO samples ``num_generations`` per prompt), scores every
 group in one ``POST /v1/score_groups`` call, and returns one reward per completion, in order.
 A group whose judge failed gets ``None`` for each of its completions (TRL reads ``None`` as "no
-reward"), never a made-up number; a daemon that cannot be reached or refuses the request
-raises.
+reward"), never a made-up number, and a :class:`~gavel_client.errors.GavelRewardWarning` names
+the cause (once per error type and function, so a judge that stays down does not flood the log).
+A daemon that refuses the request raises; one that cannot be reached is retried for the client's
+``connect_retry_s`` (default 60 s), then raises.
+
+When TRL passes ``log_metric`` and ``log_extra`` (TRL 1.x's ``GRPOTrainer`` and ``RLOOTrainer``
+do), every call reports through them, under the function's ``name`` (default ``gavel``):
+``log_metric`` gets ``gavel/judge_calls``, ``gavel/cache_hits``, ``gavel/prompt_tokens``,
+``gavel/completion_tokens``, ``gavel/failed_groups`` (groups whose judge failed) and
+``gavel/no_reward`` (completions returned ``None``); ``log_extra`` gets the completions-table
+columns ``gavel/explanation`` (the judge's explanation, or why there is no reward) and
+``gavel/error`` (the error type, ``""`` when scored). The same keys are sent on every call, even
+when nothing failed: TRL gathers them across processes and needs every process to log the same
+ones.
+
+The function holds one :class:`~gavel_client.client.Client` (a connection pool) for its
+lifetime; ``f.close()`` closes it, and it closes by itself when the function is collected or the
+interpreter exits. A client passed as ``client=`` is the caller's to close.
 
 TRL calls reward functions on each process's share of the batch: with several processes a
 prompt's completions may be split between them, and each part is judged as its own group.
@@ -19,16 +35,21 @@ prompt's completions may be split between them, and each part is judged as its o
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set
 
 from .client import Client
-from .errors import ERRORS_BY_TYPE, GavelError
-from .types import group_request
+from .errors import ERRORS_BY_TYPE, GavelError, GavelRewardWarning
+from .types import BatchResult, group_request
 
 __all__ = ["reward_func", "to_messages"]
 
 #: Judge failures that mean "this group has no reward"; anything else is raised.
 _NO_REWARD = ("judge_unavailable", "judge_invalid_output", "judge_timeout")
+
+#: The cause named for a ``None`` reward without a judge failure: no component of the reward
+#: applied (as :func:`gavel_client.art.apply_result` calls it).
+_NO_COMPONENT = "no_reward"
 
 
 def to_messages(prompt: Any, completion: Any) -> List[Dict[str, Any]]:
@@ -63,10 +84,23 @@ def reward_func(
     :meth:`Client.score_group`, the same for every group. ``answer_column``: a dataset column
     holding each prompt's expected answer; it becomes the ``expected`` of an ``answer_line``
     verifier (of ``answer_kind``, e.g. ``"integer"``; merged with the rubric's ``answer_line``
-    when it has one). ``name`` is the function's ``__name__``, which TRL logs rewards under."""
+    when it has one). ``name`` is the function's ``__name__``, which TRL logs rewards under, and
+    the prefix of what it reports through ``log_metric`` and ``log_extra``. ``client``: a client
+    to use (and for the caller to close); by default the function makes one for ``url``, closed
+    by ``f.close()`` or at exit."""
+    owned = client is None
     http = client or Client(url)
+    # The causes already warned about: a judge that stays down warns once, not every step.
+    warned: Set[str] = set()
 
-    def gavel_reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any):
+    def gavel_reward(
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        *,
+        log_metric: Optional[Callable[[str, float], Any]] = None,
+        log_extra: Optional[Callable[[str, list], Any]] = None,
+        **kwargs: Any,
+    ):
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions")
         answers = None
@@ -101,17 +135,94 @@ def reward_func(
                 )
             )
         batch = http.score_groups(bodies)
-        rewards: List[Optional[float]] = [None] * len(completions)
+        scored = _Scored(len(completions))
+        if len(batch.results) != len(groups):
+            raise GavelError(f"gavel answered {len(batch.results)} results for {len(groups)} groups")
         for members, result in zip(groups.values(), batch.results):
             if result.error and result.error.get("type") not in _NO_REWARD:
                 kind = result.error.get("type", "")
                 raise ERRORS_BY_TYPE.get(kind, GavelError)(
                     result.error.get("message", ""), error_type=kind, body=result.raw
                 )
-            for i, r in zip(members, result.rewards):
-                rewards[i] = r
-        return rewards
+            if len(result.rewards) != len(members):
+                raise GavelError(
+                    f"gavel answered {len(result.rewards)} rewards for a group of {len(members)}"
+                )
+            scored.add(members, result)
+        if callable(log_metric):
+            for key, value in scored.metrics(batch):
+                log_metric(f"{name}/{key}", value)
+        if callable(log_extra):
+            log_extra(f"{name}/explanation", scored.explanations)
+            log_extra(f"{name}/error", scored.errors)
+        for kind, (message, samples, n_groups) in scored.causes.items():
+            if kind in warned:
+                continue
+            warned.add(kind)
+            warnings.warn(
+                f"{name}: no reward (None) for {samples} of {len(completions)} completions in "
+                f"{n_groups} group(s): {kind}: {message} (warned once per cause for this "
+                "reward function)",
+                GavelRewardWarning,
+                stacklevel=2,
+            )
+        return scored.rewards
+
+    def close() -> None:
+        """Closes the client this function made; one passed as ``client=`` is left open."""
+        if owned:
+            http.close()
 
     gavel_reward.__name__ = name
     gavel_reward.__qualname__ = name
+    gavel_reward.close = close  # type: ignore[attr-defined]
+    gavel_reward.client = http  # type: ignore[attr-defined]
     return gavel_reward
+
+
+class _Scored:
+    """One call's rewards in TRL's order, with what is reported about them."""
+
+    def __init__(self, n: int) -> None:
+        self.rewards: List[Optional[float]] = [None] * n
+        self.explanations: List[str] = [""] * n
+        self.errors: List[str] = [""] * n
+        #: error type -> [message, completions, groups], in the order first seen.
+        self.causes: Dict[str, List[Any]] = {}
+        self.failed_groups = 0
+
+    def add(self, members: List[int], result: Any) -> None:
+        error = result.error or {}
+        if error:
+            self.failed_groups += 1
+        seen: Set[str] = set()
+        for k, (i, reward) in enumerate(zip(members, result.rewards)):
+            self.rewards[i] = reward
+            explanation = result.scores[k].explanation if k < len(result.scores) else ""
+            if reward is not None:
+                self.explanations[i] = explanation
+                continue
+            if error:
+                kind = str(error.get("type", ""))
+                message = str(error.get("message", "")) or "no message"
+            else:
+                kind = _NO_COMPONENT
+                message = explanation or "no component of the reward applied"
+            self.errors[i] = kind
+            self.explanations[i] = explanation or message
+            cause = self.causes.setdefault(kind, [message, 0, 0])
+            cause[1] += 1
+            if kind not in seen:
+                seen.add(kind)
+                cause[2] += 1
+
+    def metrics(self, batch: BatchResult) -> List[Any]:
+        u = batch.usage
+        return [
+            ("judge_calls", float(u.judge_calls)),
+            ("cache_hits", float(u.cache_hits)),
+            ("prompt_tokens", float(u.prompt_tokens)),
+            ("completion_tokens", float(u.completion_tokens)),
+            ("failed_groups", float(self.failed_groups)),
+            ("no_reward", float(sum(r is None for r in self.rewards))),
+        ]
