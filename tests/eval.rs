@@ -498,13 +498,14 @@ async fn judge_modes_side_by_side_on_a_local_model() {
         .collect();
     assert_eq!(conf, ["pointwise", "pairwise"]);
     // 4 two-trajectory groups × 2 orders: listwise 1 call a judging; pointwise 2 probes (one
-    // per trajectory) and pairwise 2 (both orders of the one pair) a judging. The reversed order
-    // is a verdict of its own (the key follows the candidates' order), asked again.
+    // per trajectory) and pairwise 2 (both orders of the one pair) for the first order. The
+    // reversed order is a verdict of its own (the key follows the candidates' order), but its
+    // prompts are the first order's, each read from the store: no call.
     let calls: Vec<u64> = results
         .iter()
         .map(|r| r["usage"]["judge_calls"].as_u64().unwrap())
         .collect();
-    assert_eq!(calls, [8, 16, 16], "{report}");
+    assert_eq!(calls, [8, 8, 8], "{report}");
     assert!(results.iter().all(|r| r["usage"]["cache_hits"] == 0));
     assert_eq!(results[1]["usage"]["completion_tokens"], 0);
     for r in results {
@@ -560,8 +561,9 @@ async fn judge_modes_side_by_side_on_a_local_model() {
         .iter()
         .all(|r| r["logprobs"] == true && r["max_tokens"] == 1));
     // 4 groups of 2, each judged as given and reversed (eval's two orders): pointwise 2
-    // prompts, pairwise the pair in both orders.
-    assert_eq!(asked.len(), 2 * (4 * 2 + 4 * 2), "{}", asked.len());
+    // prompts, pairwise the pair in both orders, asked for the first order only (the reversed
+    // order's prompts are the same, read from the store).
+    assert_eq!(asked.len(), 4 * 2 + 4 * 2, "{}", asked.len());
     // The HTML report plots accuracy by coverage, a line per mode (from the store: no call).
     let html = s.dir.path().join("confidence.html");
     let out = run(s.command(

@@ -202,3 +202,48 @@ async fn an_answer_outside_the_top_k_is_no_verdict() {
     );
     assert_eq!(mock.calls(), 2);
 }
+
+/// Each prompt's reading is cached under its own key: a group judged in another order, or with
+/// one trajectory new, asks the server only for prompts it has not read, and gets the same
+/// scores as a fresh store would.
+#[tokio::test]
+async fn each_prompt_is_read_once_whatever_group_it_comes_in() {
+    let mock = MockJudge::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let gavel = daemon(&mock, dir.path(), None).await;
+    let scores = [0.3, 0.8, 0.5];
+    for mode in ["pointwise", "pairwise"] {
+        let group = with_mode(marked_group(&scores), mode);
+        let before = mock.calls();
+        let (status, body) = gavel.post("/v1/score_group", &group).await;
+        assert_eq!(status, 200, "{body}");
+        let asked = mock.calls() - before;
+        assert_eq!(asked, if mode == "pointwise" { 3 } else { 6 }, "{mode}");
+        assert_eq!(body["usage"]["judge_calls"], asked as u64, "{mode}: {body}");
+        // Reversed: another group (another cache key), the same prompts.
+        let mut reversed = group.clone();
+        reversed["trajectories"].as_array_mut().unwrap().reverse();
+        let (status, body_r) = gavel.post("/v1/score_group", &reversed).await;
+        assert_eq!(status, 200, "{body_r}");
+        assert_eq!(
+            mock.calls() - before,
+            asked,
+            "{mode}: reversed asks nothing new"
+        );
+        assert_eq!(body_r["usage"]["judge_calls"], 0, "{mode}: {body_r}");
+        let mut back = each(&body_r, "score");
+        back.reverse();
+        let forward = each(&body, "score");
+        assert!(
+            forward.iter().zip(&back).all(|(a, b)| (a - b).abs() < 1e-9),
+            "{mode}: {forward:?} vs reversed {back:?}"
+        );
+    }
+    // One trajectory changed: pointwise asks for that one alone.
+    let before = mock.calls();
+    let changed = with_mode(marked_group(&[0.3, 0.8, 0.9]), "pointwise");
+    let (status, body) = gavel.post("/v1/score_group", &changed).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(mock.calls() - before, 1, "only the new trajectory's prompt");
+    assert!((each(&body, "score")[2] - 0.9).abs() < 1e-9, "{body}");
+}

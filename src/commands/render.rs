@@ -70,6 +70,16 @@ pub async fn run(common: Common, args: RenderArgs) -> anyhow::Result<ExitCode> {
                     count(r.shared_blocks, "shared block", "shared blocks"),
                     count(r.distinct_trajectories, "distinct trajectory", "distinct trajectories"),
                 );
+                if let Some(n) = r.prompts_asked {
+                    // The messages above are the first prompt of the mode's n.
+                    println!(
+                        "--- {} asks {}: {} tokens in all, {} after a server's prefix cache",
+                        r.template.name,
+                        count(n, "prompt", "prompts"),
+                        r.prompt_tokens_asked,
+                        r.prompt_tokens_after_prefix_cache,
+                    );
+                }
                 println!(
                     "--- rubric {} {} · template {} {}",
                     r.rubric.name, r.rubric.version, r.template.name, r.template.version

@@ -394,6 +394,45 @@ pub fn count_tokens(messages: &[ChatMessage]) -> usize {
         .sum::<usize>()
 }
 
+/// Of each of `prompts`, the leading tokens they all share byte for byte (whole messages, then
+/// the common start of the first message that differs), counted as [`count_tokens`] counts: what
+/// a server with a prefix cache prefills once for all of them. Every prompt, for one prompt.
+pub fn shared_prefix_tokens(prompts: &[&[ChatMessage]]) -> usize {
+    let Some((first, rest)) = prompts.split_first() else {
+        return 0;
+    };
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    let mut tokens = 3;
+    for (i, m) in first.iter().enumerate() {
+        let same_role = rest
+            .iter()
+            .all(|p| p.get(i).is_some_and(|o| o.role == m.role));
+        if !same_role {
+            break;
+        }
+        let mut common = m.content.len();
+        for p in rest {
+            let other = &p[i].content;
+            common = common.min(
+                m.content
+                    .bytes()
+                    .zip(other.bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count(),
+            );
+        }
+        while !m.content.is_char_boundary(common) {
+            common -= 1;
+        }
+        tokens += 3 + bpe.encode_ordinary(&m.role).len();
+        tokens += bpe.encode_ordinary(&m.content[..common]).len();
+        if common < m.content.len() || rest.iter().any(|p| p[i].content.len() != common) {
+            break;
+        }
+    }
+    tokens
+}
+
 #[cfg(test)]
 #[path = "prompt_tests.rs"]
 mod tests;

@@ -372,3 +372,36 @@ fn token_count_grows_with_content() {
     assert_eq!(count_tokens(&a), 3 + 3 + 1 + 1);
     assert!(count_tokens(&b) > 100);
 }
+
+#[test]
+fn shared_prefix_tokens_counts_what_every_prompt_starts_with() {
+    let m = |role: &str, content: &str| ChatMessage {
+        role: role.into(),
+        content: content.into(),
+    };
+    let a = vec![
+        m("system", "You judge."),
+        m(
+            "user",
+            "Context: the same words. Trajectory one, a longer answer in many words.",
+        ),
+    ];
+    let b = vec![
+        m("system", "You judge."),
+        m("user", "Context: the same words. Trajectory two, short."),
+    ];
+    // One prompt: all of it.
+    assert_eq!(shared_prefix_tokens(&[&a]), count_tokens(&a));
+    // Two: the system message whole, the user message up to where they part.
+    let shared = shared_prefix_tokens(&[&a, &b]);
+    let head = vec![
+        m("system", "You judge."),
+        m("user", "Context: the same words. Trajectory "),
+    ];
+    assert_eq!(shared, count_tokens(&head));
+    assert!(shared < count_tokens(&a));
+    // A different system message: only the framing is shared.
+    let c = vec![m("system", "Other."), a[1].clone()];
+    assert!(shared_prefix_tokens(&[&a, &c]) < count_tokens(&[m("system", "You judge.")]));
+    assert_eq!(shared_prefix_tokens(&[]), 0);
+}

@@ -12,6 +12,7 @@ mod key_locks;
 pub mod log;
 mod memo;
 mod probes;
+mod readings;
 mod reference;
 pub mod request;
 pub mod response;

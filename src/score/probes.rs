@@ -1,10 +1,9 @@
-//! Judging by token probabilities (local judges): pointwise — each distinct trajectory alone,
-//! one yes/no question, score P(yes) / (P(yes) + P(no)) — and pairwise — two at a time, "which
-//! is better, 1 or 2?", each pair in both orders, a trajectory's score its mean preference. One
-//! group is one sample and one cached verdict, as a listwise verdict is; the prompts share the
-//! group's system message and context, so a local judge prefills that prefix once and reuses it.
-
-use std::time::{SystemTime, UNIX_EPOCH};
+//! Judging by token probabilities (local and remote judges): pointwise — each distinct
+//! trajectory alone, one yes/no question, score P(yes) / (P(yes) + P(no)) — and pairwise — two
+//! at a time, "which is better, 1 or 2?", each pair in both orders, scores by Bradley–Terry. One
+//! group is one sample and one cached verdict, as a listwise verdict is, and each prompt's
+//! reading is cached too ([`super::readings`]); the prompts share the group's system message
+//! and context, so a judge with a prefix cache prefills that prefix once and reuses it.
 
 use serde_json::{json, Map};
 
@@ -233,7 +232,7 @@ struct Tally {
     completion: u64,
     cached: u64,
     forwards: u64,
-    /// Calls beyond the probes (explanations).
+    /// Calls made: the prompts not read from the store, and explanations.
     calls: u32,
 }
 
@@ -324,17 +323,18 @@ impl Scorer {
         };
         let choices = verdict_choices(probe.mode);
         let asking = async {
-            let mut t = Tally::default();
             let prompts: Vec<_> = probe.prompts.iter().map(|p| p.messages.clone()).collect();
-            let mut firsts = Vec::with_capacity(prompts.len());
-            let mut coverage = Vec::with_capacity(prompts.len());
-            for r in reader.choice_probabilities(prompts, &choices).await? {
-                t.prompt += r.prompt_tokens;
-                t.cached += r.cached_prompt_tokens;
-                t.forwards += r.forward_passes;
-                firsts.push(r.shares[0]);
-                coverage.push(r.coverage);
-            }
+            // Prompts read before, in this group or another, come from the store.
+            let (readings, cost) = self.read_prompts(judge, reader, &prompts, &choices).await?;
+            let mut t = Tally {
+                prompt: cost.prompt_tokens,
+                cached: cost.cached_prompt_tokens,
+                forwards: cost.forward_passes,
+                calls: cost.prompts_asked,
+                ..Tally::default()
+            };
+            let firsts: Vec<f64> = readings.iter().map(|r| r.first).collect();
+            let coverage: Vec<f64> = readings.iter().map(|r| r.coverage).collect();
             // Explanations come after every probability was read: they cannot move a score.
             let mut explanations = vec![String::new(); m];
             if explains {
@@ -375,7 +375,7 @@ impl Scorer {
                 (firsts, conf)
             }
         };
-        let calls = probe.prompts.len() as u32 + t.calls;
+        let calls = t.calls;
         Ok(StoredVerdict {
             scores: scores
                 .into_iter()
@@ -398,9 +398,7 @@ impl Scorer {
             // Probabilities are in [0, 1] by construction.
             clamped_scores: 0,
             model: judge.info().model,
-            created_unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            created_unix: crate::store::unix_now(),
             retries: Default::default(),
         })
     }

@@ -10,8 +10,6 @@
 //! stored beside the verdicts: every group of the same task (each training step that samples
 //! it again) asks for it once.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde_json::{json, Map};
 
 use super::response::Usage;
@@ -108,9 +106,7 @@ impl Scorer {
             counted_prompt_tokens: 0,
             counted_prompt_tokens_without_dedup: 0,
             model: judge.info().model,
-            created_unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            created_unix: crate::store::unix_now(),
             retries: completion.retries.clone(),
             clamped_scores: 0,
         };

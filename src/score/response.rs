@@ -179,5 +179,10 @@ pub struct RenderResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub prompts_asked: Option<usize>,
+    /// Tokens of every prompt the group asks in its mode, together (listwise: `prompt_tokens`).
+    pub prompt_tokens_asked: u64,
+    /// Of `prompt_tokens_asked`, what a server with a prefix cache prefills: the start every
+    /// prompt shares (instructions, rubric, context) once, and each prompt's rest.
+    pub prompt_tokens_after_prefix_cache: u64,
     pub cache_key: String,
 }

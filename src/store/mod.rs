@@ -97,6 +97,13 @@ fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
+/// Seconds since the Unix epoch now: a verdict's `created_unix` (0 on a clock before 1970).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoreStats {
     pub backend: &'static str,

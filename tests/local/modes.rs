@@ -75,6 +75,16 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     assert_eq!(status, 200, "{shown}");
     assert_eq!(shown["template"]["name"], "pairwise", "{shown}");
     assert_eq!(shown["prompts_asked"], n * (n - 1), "{shown}");
+    // Tokens of every prompt together, and fewer after a prefix cache: the prompts share their
+    // start (instructions, rubric, context), prefilled once.
+    let tokens = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+    let (first, asked, after) = (
+        tokens(&shown, "prompt_tokens"),
+        tokens(&shown, "prompt_tokens_asked"),
+        tokens(&shown, "prompt_tokens_after_prefix_cache"),
+    );
+    assert!(asked > first, "{shown}");
+    assert!(after < asked && after > first, "{shown}");
     let user = shown["messages"].as_array().unwrap().last().unwrap()["content"]
         .as_str()
         .unwrap()
@@ -98,6 +108,10 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     assert!(
         listwise_shown.get("prompts_asked").is_none(),
         "{listwise_shown}"
+    );
+    assert_eq!(
+        listwise_shown["prompt_tokens_asked"], listwise_shown["prompt_tokens"],
+        "one prompt: {listwise_shown}"
     );
 
     // The request's mode overrides the judge's: pairwise asks every ordered pair.
@@ -273,20 +287,35 @@ async fn a_local_judge_answers_the_task_once_before_judging_against_it() {
     assert!(decoded <= 12, "{}", body["usage"]);
     let first = rewards(&body);
 
-    // The same task with one trajectory fewer: the stored answer, probes only.
+    // The same task with one trajectory fewer: the stored answer, and each probe's reading
+    // stored too (the same prompts: a pointwise prompt shows one trajectory after the same
+    // reference), so nothing is asked.
     let mut fewer = rag.clone();
     fewer["trajectories"].as_array_mut().unwrap().pop();
     let (status, body) = gavel.post("/v1/score_group", &fewer).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(usage(&body, "judge_calls"), n - 1, "{}", body["usage"]);
+    assert_eq!(usage(&body, "judge_calls"), 0, "{}", body["usage"]);
     assert_eq!(usage(&body, "completion_tokens"), 0, "{}", body["usage"]);
-    // Pointwise scores do not depend on the group: the same reference gives the same scores
-    // (to the float noise of a smaller batched forward).
     let again = rewards(&body);
     assert_eq!(again.len(), first.len() - 1);
     for (a, b) in again.iter().zip(&first) {
-        assert!((a - b).abs() < 1e-5, "{again:?} vs {first:?}");
+        assert!((a - b).abs() < 1e-12, "{again:?} vs {first:?}");
     }
+    // On a fresh store the readings are asked again: pointwise scores do not depend on the
+    // group (to the float noise of a smaller batched forward).
+    let other = tempfile::tempdir().unwrap();
+    let cfg = local_config(&model, &other.path().join("store"), |j| {
+        j.common.mode = Some(JudgeMode::Pointwise);
+        j.common.max_reference_bytes = 12;
+    });
+    let fresh = Gavel::start(cfg).await;
+    let (status, body) = fresh.post("/v1/score_group", &fewer).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(usage(&body, "judge_calls"), n, "{}", body["usage"]);
+    for (a, b) in rewards(&body).iter().zip(&first) {
+        assert!((a - b).abs() < 1e-5, "{body} vs {first:?}");
+    }
+    fresh.stop().await;
     gavel.stop().await;
 }
 

@@ -124,9 +124,7 @@ impl Scorer {
             counted_prompt_tokens: counted,
             counted_prompt_tokens_without_dedup: without,
             model,
-            created_unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            created_unix: crate::store::unix_now(),
             retries,
         })
     }

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map};
 
@@ -21,7 +20,8 @@ use super::samples::{chunk_candidates, merge_chunks, permutation_orders};
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::dedup::JudgeInput;
 use crate::domain::prompt::{
-    count_tokens, quote_json, ChatMessage, GroupExtras, RenderedPrompt, DEFAULT_PROMPT,
+    count_tokens, quote_json, shared_prefix_tokens, ChatMessage, GroupExtras, RenderedPrompt,
+    DEFAULT_PROMPT,
 };
 use crate::domain::rubric::checklist_score;
 use crate::domain::rubric::Rubric;

@@ -257,6 +257,22 @@ impl Scorer {
         };
         let deduped = count_tokens(&rendered.messages) as u64;
         let without = self.count_without_dedup(&plan, &s.order, req)?;
+        // Every prompt the mode asks: what a server without a prefix cache prefills, and what
+        // one with a prefix cache does (the prompts' shared start once).
+        let (asked, after_prefix_cache) = match &plan.probes[0] {
+            Some(probe) => {
+                let all: Vec<&[ChatMessage]> = probe
+                    .prompts
+                    .iter()
+                    .map(|p| p.messages.as_slice())
+                    .collect();
+                let total: u64 = all.iter().map(|m| count_tokens(m) as u64).sum();
+                let prefix = shared_prefix_tokens(&all) as u64;
+                let repeats = (all.len() as u64).saturating_sub(1);
+                (total, total.saturating_sub(repeats * prefix))
+            }
+            None => (deduped, deduped),
+        };
         Ok(RenderResponse {
             messages: rendered.messages.clone(),
             trajectory_ids: rendered.ids.clone(),
@@ -272,6 +288,8 @@ impl Scorer {
             },
             template,
             prompts_asked,
+            prompt_tokens_asked: asked,
+            prompt_tokens_after_prefix_cache: after_prefix_cache,
             cache_key: s.key.clone(),
         })
     }
