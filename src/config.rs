@@ -18,6 +18,7 @@ pub use crate::domain::dedup::DedupSection;
 use crate::domain::rubric::line_of;
 pub use crate::domain::seconds::{check_seconds, MAX_SECONDS};
 pub use crate::domain::secret::Secret;
+use crate::judge::cascade::{check_stages, StageKind};
 pub use crate::judge::config::{
     is_openai, Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig, StructuredOutput,
     DEFAULT_MODEL, OPENAI_BASE_URL,
@@ -193,6 +194,22 @@ impl Config {
         for (name, j) in &self.judges {
             j.validate()
                 .map_err(|why| invalid(format!("[judges.{name}]: {why}")))?;
+        }
+        // A cascade's stages: judges of this file, all but the last giving a confidence.
+        let kind_of = |stage: &str| {
+            self.judges.get(stage).map(|j| match j.effective_mode() {
+                None => StageKind::Cascade,
+                Some(mode) => StageKind::Judge {
+                    confidence: mode.reads_probabilities(),
+                },
+            })
+        };
+        for (name, c) in self
+            .judges
+            .iter()
+            .filter_map(|(n, j)| Some((n, j.as_cascade()?)))
+        {
+            check_stages(c, kind_of).map_err(|why| invalid(format!("[judges.{name}]: {why}")))?;
         }
         self.server
             .validate()
@@ -455,7 +472,7 @@ mod tests {
             let j = &cfg.judges["r"];
             assert_eq!(j.backend(), Backend::Remote);
             assert_eq!(j.as_remote().unwrap().max_concurrency, Some(2));
-            assert_eq!(j.common().model, "m");
+            assert_eq!(j.common().unwrap().model, "m");
         }
         // A key of the other backend is refused by name, at the table's line.
         let e = Config::from_toml(

@@ -597,6 +597,185 @@ async fn judge_modes_side_by_side_on_a_local_model() {
     assert_eq!(mock.requests().len(), asked.len());
 }
 
+/// Two-trajectory groups for the mock in pointwise mode, where a trajectory's P(yes) is its
+/// `SCORE=` marker and its confidence |2·P(yes) − 1|. A group's confidence is its less sure
+/// trajectory's: 35 groups at 0.9 ranked right (markers 0.95 and 0.02: confidences 0.9 and
+/// 0.96), 10 at 0.7 right (0.85 and 0.1: 0.7 and 0.8), then 20 at 0.5 of which 10 wrong
+/// (0.8 and 0.25: 0.6 and 0.5). Per pair as the mean of the two confidences, they would read
+/// 0.93, 0.75 and 0.55 instead.
+fn calibration_file() -> String {
+    let mut out = String::new();
+    let mut line = |i: usize, better: f64, worse: f64| {
+        let l = json!({"id": format!("c{i}"), "trajectories": [
+            traj(&format!("Answer {i}, the better one. SCORE={better}")),
+            traj(&format!("Answer {i}, the worse one. SCORE={worse}"))], "labels": [1, 0]});
+        out.push_str(&format!("{l}\n"));
+    };
+    for i in 0..35 {
+        line(i, 0.95, 0.02);
+    }
+    for i in 35..45 {
+        line(i, 0.85, 0.1);
+    }
+    for i in 45..65 {
+        if i % 2 == 0 {
+            line(i, 0.8, 0.25);
+        } else {
+            line(i, 0.25, 0.8);
+        }
+    }
+    out
+}
+
+/// `--calibrate`: the threshold follows from the data by hand. At α = δ = 0.1 the candidates
+/// 0.9 (35 of 35 right: bound 0.1^(1/35) = 0.936) and 0.7 (45 of 45: 0.950) pass and 0.5 (55
+/// of 65) fails, so the threshold is 0.7; at α = 0.05 even 0.9 fails (0.936 < 0.95); on 20
+/// groups there are too few pairs to test; a listwise verdict cannot be calibrated; and α
+/// outside (0, 1) is refused before any call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibrate_chooses_the_lowest_threshold_whose_bound_holds() {
+    use gavel::eval::calibrate::clopper_pearson_lower;
+    let mock = MockJudge::start().await;
+    let s = CliSetup::new(&format!(
+        "default_judge = \"m\"\n{}",
+        judge_toml("m", &mock, 0)
+    ));
+    let file = s.write("cal.jsonl", &calibration_file());
+    // Two orders (the default): each group still counts once, in the order given.
+    let base = ["--judge-mode", "pointwise"];
+    let with = |more: &[&str]| -> Vec<String> {
+        base.iter()
+            .chain(more)
+            .map(|a| a.to_string())
+            .chain([file.clone()])
+            .collect()
+    };
+    let args = with(&[
+        "--judge-mode",
+        "listwise",
+        "--calibrate",
+        "--format",
+        "json",
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(s.command("eval", &args)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    let cal = report["calibration"].as_array().unwrap();
+    assert_eq!(cal.len(), 2, "{report}");
+    let c = &cal[0];
+    assert_eq!(c["judge_mode"], "pointwise", "{c}");
+    assert_eq!(c["thresholds"], json!([0.7]), "{c}");
+    assert!(c.get("no_threshold").is_none(), "{c}");
+    assert_eq!((f(&c["alpha"]), f(&c["delta"])), (0.1, 0.1));
+    assert_eq!(
+        (c["groups"].as_u64(), c["pairs"].as_u64()),
+        (Some(65), Some(65))
+    );
+    assert_eq!(
+        (c["kept_groups"].as_u64(), c["kept_pairs"].as_u64()),
+        (Some(45), Some(45))
+    );
+    assert!((f(&c["coverage"]) - 45.0 / 65.0).abs() < 1e-8, "{c}");
+    assert_eq!(f(&c["group_coverage"]), f(&c["coverage"]));
+    assert_eq!(f(&c["accuracy"]), 1.0);
+    assert!(
+        (f(&c["lower_bound"]) - 0.1f64.powf(1.0 / 45.0)).abs() < 1e-8,
+        "{c}"
+    );
+    assert_eq!(
+        (c["min_pairs"].as_u64(), c["tested"].as_u64()),
+        (Some(30), Some(3))
+    );
+    let stop = &c["stopped_at"];
+    assert_eq!(
+        (f(&stop["threshold"]), stop["pairs"].as_u64()),
+        (0.5, Some(65))
+    );
+    assert!((f(&stop["lower_bound"]) - clopper_pearson_lower(55, 65, 0.1)).abs() < 1e-8);
+    assert!(f(&stop["lower_bound"]) < 0.9, "{stop}");
+    // The listwise result has no confidence: an entry that says so, with no threshold.
+    assert_eq!(cal[1]["judge_mode"], "listwise");
+    assert_eq!(cal[1]["thresholds"], json!([]));
+    assert_eq!(cal[1]["no_threshold"], "no_confidence", "{}", cal[1]);
+    let calls = mock.requests().len();
+
+    // The text report: the figures, and the line for a cascade's table. From the store: no call.
+    let args = with(&["--calibrate"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(s.command("eval", &args)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    for want in [
+        "threshold 0.7: keeps 45 of 65 pairs (coverage 0.692) in 45 of 65 groups",
+        "accuracy 1.000 · lower bound 0.950",
+        "next candidate down at 0.5: 65 pairs, accuracy 0.846",
+        "thresholds = [0.7]   # judge \"m\", pointwise, set \"cal\": α 0.1, δ 0.1, \
+         coverage 0.69 of groups, bound 0.950",
+    ] {
+        assert!(out.stdout.contains(want), "{want:?} in\n{}", out.stdout);
+    }
+    // A stricter α: the most confident candidate already fails. Never an invented threshold.
+    let args = with(&["--calibrate", "--alpha", "0.05", "--format", "json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(s.command("eval", &args)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let c = &out.json()["calibration"][0];
+    assert_eq!(c["thresholds"], json!([]), "{c}");
+    assert_eq!(c["no_threshold"], "bound_too_low");
+    assert_eq!(
+        (c["kept_pairs"].as_u64(), c["tested"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert!(c["lower_bound"].is_null());
+    assert_eq!(f(&c["stopped_at"]["threshold"]), 0.9, "{c}");
+    // 20 groups: 20 pairs, fewer than a candidate must keep.
+    let args = with(&["--calibrate", "--limit", "20"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(s.command("eval", &args)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("no threshold: 20 labelled pairs with a confidence, and a threshold must keep at least 30")
+            && out.stdout.contains("no threshold at α 0.1, δ 0.1: the stage can decide nothing"),
+        "{}",
+        out.stdout
+    );
+    // The HTML page has its section and the cascade's line.
+    let html = s.dir.path().join("cal.html");
+    let args = with(&[
+        "--calibrate",
+        "--format",
+        "html",
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(s.command("eval", &args)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<h2>Calibration") && page.contains("thresholds = [0.7]"),
+        "{page}"
+    );
+    assert_eq!(
+        mock.requests().len(),
+        calls,
+        "every later run read the store"
+    );
+    // α outside (0, 1): one plain line, nothing judged.
+    for bad in ["0", "1.5"] {
+        let args = with(&["--calibrate", "--alpha", bad]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(s.command("eval", &args)).await;
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert_eq!(
+            out.stderr.trim(),
+            format!("gavel eval: --alpha must be between 0 and 1 (exclusive), got {bad}")
+        );
+    }
+    assert_eq!(mock.requests().len(), calls);
+}
+
 #[test]
 fn shipped_sets_read_and_are_balanced() {
     // Every shipped line is a valid labelled group (the reader's checks), and the QA set is

@@ -291,6 +291,7 @@ async fn structured_output_can_be_turned_off() {
         .get_mut("mock")
         .unwrap()
         .common_mut()
+        .unwrap()
         .structured_output = gavel::config::StructuredOutput::Off;
     let gavel = Gavel::start(cfg).await;
     let (status, _) = gavel

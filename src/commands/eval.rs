@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use gavel::domain::prompt::JudgeMode;
-use gavel::eval::{AttackOptions, EvalFormat, EvalOptions, ScoreTarget};
+use gavel::eval::{AttackOptions, CalibrateOptions, EvalFormat, EvalOptions, ScoreTarget};
 
 use super::Common;
 
@@ -85,6 +85,20 @@ pub struct EvalArgs {
     /// Run an attacked evaluation of any size without asking (for scripts).
     #[arg(long, env = "GAVEL_EVAL_YES")]
     pub yes: bool,
+    /// Choose, per judge and mode whose verdicts carry a confidence (pointwise, pairwise), the
+    /// threshold a cascade stage would use: the lowest such that, with probability ≥ 1 − δ, the
+    /// accuracy of the groups it keeps is ≥ 1 − α (exact Clopper–Pearson bound, candidates
+    /// scanned from the most confident down, each keeping at least 30 labelled pairs). Printed
+    /// with its coverage and bound, and as a `thresholds = [...]` line for the cascade's table.
+    #[arg(long, env = "GAVEL_EVAL_CALIBRATE")]
+    pub calibrate: bool,
+    /// With --calibrate: the error allowed in a stage's kept decisions (accuracy ≥ 1 − α), in
+    /// (0, 1).
+    #[arg(long, env = "GAVEL_EVAL_ALPHA", default_value_t = 0.1)]
+    pub alpha: f64,
+    /// With --calibrate: the chance allowed that the accuracy is below 1 − α anyway, in (0, 1).
+    #[arg(long, env = "GAVEL_EVAL_DELTA", default_value_t = 0.1)]
+    pub delta: f64,
     /// Labelled group files (.jsonl, one group per line; or .json, one group; `-` for standard
     /// input).
     #[arg(required = true)]
@@ -113,6 +127,10 @@ pub async fn run(common: &Common, args: EvalArgs) -> anyhow::Result<ExitCode> {
             dir: args.attacks_dir,
             yes: args.yes,
             confirm_above: args.confirm_above,
+        }),
+        calibrate: args.calibrate.then_some(CalibrateOptions {
+            alpha: args.alpha,
+            delta: args.delta,
         }),
     };
     Ok(super::exit(

@@ -70,6 +70,21 @@ pub async fn run(common: Common, args: RenderArgs) -> anyhow::Result<ExitCode> {
                     count(r.shared_blocks, "shared block", "shared blocks"),
                     count(r.distinct_trajectories, "distinct trajectory", "distinct trajectories"),
                 );
+                if let Some(stages) = &r.cascade {
+                    // The messages above are the first stage's.
+                    let plan: Vec<String> = stages
+                        .iter()
+                        .map(|s| match s.threshold {
+                            Some(t) => format!(
+                                "{} ({}, stands at confidence ≥ {t})",
+                                s.judge,
+                                s.mode.name()
+                            ),
+                            None => format!("{} ({}, decides the rest)", s.judge, s.mode.name()),
+                        })
+                        .collect();
+                    println!("--- cascade: {}", plan.join(" → "));
+                }
                 if let Some(n) = r.prompts_asked {
                     // The messages above are the first prompt of the mode's n.
                     println!(

@@ -2,11 +2,13 @@
 //! the judge right more often where it is surer? What a cascade of judges needs before it lets
 //! a judge decide what it is sure of. A labelled pair's confidence is the mean of its two
 //! trajectories' (`scores[i].confidence`); pairs whose trajectories have none are left out.
+//! [`judged_groups`] reads the same judgings whole, a group at a time, for `--calibrate`
+//! ([`super::calibration_report`]).
 
 use serde::Serialize;
 
 use super::choice::ModeAsked;
-use super::judged::{Combo, GroupRun, LabelledGroup};
+use super::judged::{Combo, GroupRun, Judging, LabelledGroup};
 use super::stats::labelled_pairs;
 use crate::domain::stats::{cmp_eps, tidy};
 
@@ -70,6 +72,21 @@ impl ConfidenceResult {
     }
 }
 
+/// Each trajectory's reward and confidence in one judging, by file index; `None` for a judging
+/// without a verdict.
+type ByTrajectory = (Vec<Option<f64>>, Vec<Option<f64>>);
+
+fn by_trajectory(j: &Judging) -> Option<ByTrajectory> {
+    let resp = j.outcome.as_ref().ok()?;
+    let n = j.order.len();
+    let (mut reward, mut conf) = (vec![None; n], vec![None; n]);
+    for (p, &i) in j.order.iter().enumerate() {
+        reward[i] = resp.rewards.get(p).copied().flatten();
+        conf[i] = resp.scores.get(p).and_then(|s| s.confidence);
+    }
+    Some((reward, conf))
+}
+
 /// (confidence, credit) for every labelled pair of every order of `runs` where both sides have
 /// a confidence: credit 1 when the better-labelled trajectory scores higher, ½ on a tie.
 fn scored_pairs(groups: &[LabelledGroup], runs: &[&GroupRun]) -> Vec<(f64, f64)> {
@@ -77,13 +94,9 @@ fn scored_pairs(groups: &[LabelledGroup], runs: &[&GroupRun]) -> Vec<(f64, f64)>
     for run in runs {
         let labels = &groups[run.group].labels;
         for j in &run.judgings {
-            let Ok(resp) = &j.outcome else { continue };
-            let n = j.order.len();
-            let (mut reward, mut conf) = (vec![None; n], vec![None; n]);
-            for (p, &i) in j.order.iter().enumerate() {
-                reward[i] = resp.rewards.get(p).copied().flatten();
-                conf[i] = resp.scores.get(p).and_then(|s| s.confidence);
-            }
+            let Some((reward, conf)) = by_trajectory(j) else {
+                continue;
+            };
             for (b, w) in labelled_pairs(labels) {
                 let (Some(rb), Some(rw), Some(cb), Some(cw)) =
                     (reward[b], reward[w], conf[b], conf[w])
@@ -100,6 +113,49 @@ fn scored_pairs(groups: &[LabelledGroup], runs: &[&GroupRun]) -> Vec<(f64, f64)>
         }
     }
     out
+}
+
+/// One group judged, as a cascade stage sees it: the group's confidence, its least sure
+/// trajectory's (a stage keeps or escalates a group whole), and for each labelled pair whether
+/// the judge ranked it right (strictly: a tie in the rewards is not right).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgedGroup {
+    pub confidence: f64,
+    pub right: Vec<bool>,
+}
+
+/// Each group of `runs` in its first order judged (as given: what a cascade sees), from the
+/// same readings as [`scored_pairs`]. Its other orders are left out: a probability verdict
+/// reads the same whatever the order, so they would count each pair again as if it were new
+/// evidence. A group without a reward and a confidence for every trajectory is left out too: a
+/// stage escalates it at any threshold, and it has no verdict to be right or wrong with.
+pub fn judged_groups(groups: &[LabelledGroup], runs: &[&GroupRun]) -> Vec<JudgedGroup> {
+    runs.iter()
+        .filter_map(|run| {
+            let (reward, conf) = by_trajectory(run.judgings.first()?)?;
+            judged_group(&groups[run.group].labels, &reward, &conf)
+        })
+        .collect()
+}
+
+/// One judging's [`JudgedGroup`] from its rewards and confidences by file index.
+fn judged_group(
+    labels: &[f64],
+    reward: &[Option<f64>],
+    conf: &[Option<f64>],
+) -> Option<JudgedGroup> {
+    let reward: Vec<f64> = reward.iter().copied().collect::<Option<_>>()?;
+    let confidence = conf
+        .iter()
+        .copied()
+        .collect::<Option<Vec<f64>>>()?
+        .into_iter()
+        .reduce(f64::min)?;
+    let right = labelled_pairs(labels)
+        .into_iter()
+        .map(|(b, w)| cmp_eps(reward[b], reward[w]).is_gt())
+        .collect();
+    Some(JudgedGroup { confidence, right })
 }
 
 /// The figures of `pairs` ((confidence, credit)); `None` without any.
@@ -197,5 +253,20 @@ mod tests {
             .collect();
         assert!(by_confidence(flipped).unwrap().2 < 0.5);
         assert!(by_confidence(Vec::new()).is_none());
+    }
+
+    #[test]
+    fn a_judged_group_is_as_sure_as_its_least_sure_trajectory() {
+        // Labels 2 > 1 > 0; rewards rank 0 and 1 right, tie 1 and 2 (not right).
+        let labels = [2.0, 1.0, 0.0];
+        let reward = [Some(0.9), Some(0.4), Some(0.4)];
+        let g = judged_group(&labels, &reward, &[Some(0.8), Some(0.3), Some(0.6)]).unwrap();
+        assert_eq!(g.confidence, 0.3, "the minimum, not the mean");
+        // labelled_pairs' order: (0, 1), (0, 2), (1, 2).
+        assert_eq!(g.right, [true, true, false]);
+        // A trajectory without a confidence or a reward: no group to keep.
+        assert!(judged_group(&labels, &reward, &[Some(0.8), None, Some(0.6)]).is_none());
+        let no_reward = [Some(0.9), None, Some(0.4)];
+        assert!(judged_group(&labels, &no_reward, &[Some(0.8); 3]).is_none());
     }
 }

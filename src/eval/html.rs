@@ -6,7 +6,9 @@
 use super::choice::ScoreTarget;
 use std::fmt::Write;
 
+use super::calibration_report::NoThreshold;
 use super::report::{EvalReport, SetResult};
+use crate::domain::stats::tidy;
 use crate::toolkit::html::{
     card, clip, esc, fmt_tick, legend, line, page_close, page_open, rect, svg_open, text, GRID,
     INK, MUTED,
@@ -313,6 +315,60 @@ fn confidence_section(h: &mut String, report: &EvalReport) {
     h.push_str("</tbody></table></div>\n");
 }
 
+/// With `--calibrate`: each combination's cascade threshold, what it keeps and its bound, and
+/// the lines for a cascade's table.
+fn calibration_section(h: &mut String, report: &EvalReport) {
+    let Some(first) = report.calibration.first() else {
+        return;
+    };
+    let _ = writeln!(
+        h,
+        "<h2>Calibration <span style=\"color:{MUTED};font-weight:400;font-size:13px\">the lowest \
+         confidence threshold whose kept groups are at least {} accurate with probability at \
+         least {} (Clopper–Pearson, scanned from the most confident down)</span></h2>",
+        tidy(1.0 - first.alpha),
+        tidy(1.0 - first.delta)
+    );
+    h.push_str(
+        "<div class=\"box scroll\"><table class=\"res\"><thead><tr><th>set · judge · rubric</th>\
+         <th class=\"n\">threshold</th><th class=\"n\">kept pairs</th>\
+         <th class=\"n\">coverage</th><th class=\"n\">kept groups</th>\
+         <th class=\"n\">accuracy</th><th class=\"n\">lower bound</th><th>note</th>\
+         </tr></thead>\n<tbody>\n",
+    );
+    for c in &report.calibration {
+        let note = match c.no_threshold {
+            None => String::new(),
+            Some(NoThreshold::NoConfidence) => "no confidence: cannot be calibrated".into(),
+            Some(NoThreshold::TooFewPairs) => format!("fewer than {} pairs", c.min_pairs),
+            Some(NoThreshold::BoundTooLow) => "can decide nothing at this α, δ".into(),
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"lbl-cell\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{} / {}</td><td class=\"n\">{:.3}</td><td class=\"n\">{} / {}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            esc(&c.label()),
+            c.thresholds
+                .first()
+                .map_or_else(|| "none".into(), |t| t.to_string()),
+            c.kept_pairs,
+            c.pairs,
+            c.coverage,
+            c.kept_groups,
+            c.groups,
+            num(c.accuracy),
+            num(c.lower_bound),
+            esc(&note)
+        );
+    }
+    h.push_str("</tbody></table></div>\n<pre>");
+    for c in &report.calibration {
+        let _ = writeln!(h, "{}", esc(&c.toml()));
+    }
+    h.push_str("</pre>\n");
+}
+
 /// With `--attacks`: the worst attack per set × combination as cards, then every attack's
 /// figures.
 fn attacks_section(h: &mut String, report: &EvalReport) {
@@ -519,6 +575,7 @@ pub fn render(report: &EvalReport) -> String {
     results_table(&mut h, report);
     comparisons_table(&mut h, report);
     confidence_section(&mut h, report);
+    calibration_section(&mut h, report);
     attacks_section(&mut h, report);
     misranked_section(&mut h, report);
     page_close(

@@ -12,9 +12,15 @@
 //! With `--attacks` ([`attacks`]), each group is also judged once per attack with its wrong
 //! trajectories' final answers rewritten, and the report adds each attack's success rate, score
 //! shift and accuracy under attack ([`attack_report`]).
+//!
+//! With `--calibrate` ([`calibration_report`], [`calibrate`]), the report adds, per set ×
+//! combination whose verdicts carry a confidence, the threshold a cascade stage would use: the
+//! lowest whose kept decisions are at least 1 − α accurate with probability 1 − δ.
 
 mod attack_report;
 mod attacks;
+pub mod calibrate;
+mod calibration_report;
 pub mod choice;
 mod confidence;
 mod html;
@@ -44,6 +50,7 @@ use crate::toolkit::groupfile::{
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
 pub use attack_report::{AttackResult, AttackSummary};
 pub use attacks::AttackOptions;
+pub use calibration_report::{CalibrateOptions, CalibrationResult, NoThreshold};
 use choice::ModeAsked;
 pub use choice::ScoreTarget;
 
@@ -88,6 +95,8 @@ pub struct EvalOptions {
     pub files: Vec<PathBuf>,
     /// `--attacks`: judge each group again under each attack.
     pub attacks: Option<AttackOptions>,
+    /// `--calibrate`: choose each combination's cascade threshold at these risk levels.
+    pub calibrate: Option<CalibrateOptions>,
 }
 
 /// The eval fields of a line.
@@ -188,7 +197,7 @@ fn combos(args: &EvalOptions, cfg: &Config) -> Vec<Variant> {
             for mode in each(&args.modes) {
                 let name = judge.clone().unwrap_or_else(|| default_judge.clone());
                 // The mode the judge will be asked in: the one asked for, else its config's.
-                let asked = mode.or_else(|| cfg.judges.get(&name).map(|j| j.effective_mode()));
+                let asked = mode.or_else(|| cfg.judges.get(&name).and_then(|j| j.effective_mode()));
                 let combo = Combo {
                     judge: name,
                     rubric: rubric.clone().unwrap_or_else(|| "as in file".into()),
@@ -251,6 +260,16 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
     }
     if args.concurrency == Some(0) {
         return usage_error("--concurrency must be at least 1");
+    }
+    if let Some(c) = args.calibrate {
+        // Either at 0 or 1 asks for certainty or for nothing: no threshold means anything.
+        for (name, v) in [("--alpha", c.alpha), ("--delta", c.delta)] {
+            if !(v > 0.0 && v < 1.0) {
+                return usage_error(&format!(
+                    "{name} must be between 0 and 1 (exclusive), got {v}"
+                ));
+            }
+        }
     }
     let cfg = source.load_config()?;
     let rubric_set =
@@ -362,6 +381,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
         &labelled,
         &runs,
         &attacked.attacks,
+        args.calibrate,
     );
     // The text report shows each error's message; anywhere else (a file, JSON, HTML) the first
     // of each kind also goes to stderr, so a missing key is never only a count.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::attack_report::{attack_result, summarise, AttackResult, AttackSummary};
+use super::calibration_report::{calibration_result, CalibrateOptions, CalibrationResult};
 use super::choice::{ModeAsked, ScoreTarget};
 use super::confidence::{confidence_result, ConfidenceResult};
 use super::judged::{scores_of, Combo, GroupRun, LabelledGroup, BOOTSTRAP_SEED};
@@ -183,6 +184,10 @@ pub struct EvalReport {
     /// by confidence and the accuracy–coverage curve.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub confidence: Vec<ConfidenceResult>,
+    /// With `--calibrate`: per set × combination, the threshold a cascade stage would use (or
+    /// why there is none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calibration: Vec<CalibrationResult>,
 }
 
 /// The component values per order (by file index), for components present everywhere.
@@ -384,7 +389,8 @@ fn misranked_group(g: &LabelledGroup, run: &GroupRun, scores: &[Vec<f64>], acc: 
 
 /// Every result and comparison: per set (and pooled as [`ALL_SETS`] when there are several),
 /// per combination; then each pair of combinations on each set; then, per set and combination,
-/// each attack's figures. Results and comparisons are of the clean runs only.
+/// each attack's figures. Results, comparisons and calibrations (with `calibrate`) are of the
+/// clean runs only.
 #[allow(clippy::too_many_arguments)]
 pub fn build(
     files: Vec<String>,
@@ -395,6 +401,7 @@ pub fn build(
     groups: &[LabelledGroup],
     all_runs: &[GroupRun],
     attacks: &[Attack],
+    calibrate: Option<CalibrateOptions>,
 ) -> EvalReport {
     let clean: Vec<GroupRun> = all_runs
         .iter()
@@ -418,6 +425,7 @@ pub fn build(
     let mut results = Vec::new();
     let mut comparisons = Vec::new();
     let mut confidence = Vec::new();
+    let mut calibration = Vec::new();
     for (name, scope) in &scopes {
         for (c, combo) in combos.iter().enumerate() {
             let mine: Vec<&GroupRun> = runs
@@ -426,6 +434,9 @@ pub fn build(
                 .collect();
             results.push(set_result(name, combo, groups, &mine));
             confidence.extend(confidence_result(name, combo, groups, &mine));
+            if let Some(opts) = calibrate {
+                calibration.push(calibration_result(name, combo, groups, &mine, opts));
+            }
         }
         for a in 0..combos.len() {
             for b in a + 1..combos.len() {
@@ -455,6 +466,7 @@ pub fn build(
         attack_summary: summarise(&attack_results),
         attacks: attack_results,
         confidence,
+        calibration,
     }
 }
 

@@ -3,8 +3,10 @@
 use super::choice::{ModeAsked, ScoreTarget};
 use std::fmt::Write;
 
+use super::calibration_report::NoThreshold;
 use super::report::{EvalReport, SetResult};
 use crate::cli::plural;
+use crate::domain::stats::tidy;
 use crate::toolkit::html::clip;
 
 /// `0.700`, or `—`.
@@ -155,6 +157,7 @@ pub fn render(report: &EvalReport) -> String {
         }
     }
     confidence(&mut out, report);
+    calibration(&mut out, report);
     attacks(&mut out, report);
     out
 }
@@ -181,6 +184,76 @@ fn confidence(out: &mut String, report: &EvalReport) {
             .map(|p| format!("{:.0}% {:.3}", p.coverage * 100.0, p.accuracy))
             .collect();
         let _ = writeln!(out, "  most confident: {}", kept.join(" · "));
+    }
+}
+
+/// With `--calibrate`: each threshold with what it keeps, or why there is none, then the lines
+/// for a cascade's table.
+fn calibration(out: &mut String, report: &EvalReport) {
+    for c in &report.calibration {
+        let _ = writeln!(
+            out,
+            "\ncalibration · {} (α {}, δ {}: kept accuracy ≥ {} with probability ≥ {})",
+            clip(&c.label(), 100),
+            c.alpha,
+            c.delta,
+            tidy(1.0 - c.alpha),
+            tidy(1.0 - c.delta),
+        );
+        let _ = match (c.thresholds.first(), c.no_threshold) {
+            (Some(t), _) => writeln!(
+                out,
+                "  threshold {t}: keeps {} of {} pairs (coverage {:.3}) in {} of {} groups ({:.3}); \
+                 accuracy {} · lower bound {}",
+                c.kept_pairs,
+                c.pairs,
+                c.coverage,
+                c.kept_groups,
+                c.groups,
+                c.group_coverage,
+                num(c.accuracy),
+                num(c.lower_bound)
+            ),
+            (None, Some(NoThreshold::NoConfidence)) => writeln!(
+                out,
+                "  no verdict carries a confidence for every trajectory (listwise verdicts have \
+                 none): cannot be calibrated"
+            ),
+            (None, Some(NoThreshold::TooFewPairs)) => writeln!(
+                out,
+                "  no threshold: {} with a confidence, and a threshold must keep at least {}",
+                plural(c.pairs, "labelled pair", "labelled pairs"),
+                c.min_pairs
+            ),
+            (None, _) => writeln!(
+                out,
+                "  no threshold: even the most confident pairs fall short, so at α {}, δ {} this \
+                 judge can decide nothing as a stage",
+                c.alpha, c.delta
+            ),
+        };
+        if let Some(s) = &c.stopped_at {
+            let _ = writeln!(
+                out,
+                "  {} at {}: {} pairs, accuracy {:.3} · lower bound {:.3} < {}",
+                if c.thresholds.is_empty() {
+                    "most confident candidate"
+                } else {
+                    "next candidate down"
+                },
+                s.threshold,
+                s.pairs,
+                s.accuracy,
+                s.lower_bound,
+                tidy(1.0 - c.alpha)
+            );
+        }
+    }
+    if !report.calibration.is_empty() {
+        let _ = writeln!(out, "\ncascade thresholds (this judge as a stage):");
+        for c in &report.calibration {
+            let _ = writeln!(out, "  {}", c.toml());
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use crate::domain::prompt::JudgeMode;
 use crate::domain::seconds::check_seconds;
 use crate::domain::secret::Secret;
 
+pub use super::cascade::CascadeConfig;
 pub use super::structured_output::StructuredOutput;
 
 /// Used when neither the config file nor `OPENAI_BASE_URL` names an endpoint.
@@ -32,6 +33,8 @@ pub enum Backend {
     Remote,
     /// A Qwen2/Qwen3 model run in-process with candle (`model_path`, `device`).
     Local,
+    /// Judges tried in turn, cheapest first (`stages`, `thresholds`): see [`super::cascade`].
+    Cascade,
 }
 
 impl Backend {
@@ -40,6 +43,7 @@ impl Backend {
         match self {
             Backend::Remote => "remote",
             Backend::Local => "local",
+            Backend::Cascade => "cascade",
         }
     }
 }
@@ -51,6 +55,7 @@ impl Backend {
 pub enum JudgeConfig {
     Remote(RemoteConfig),
     Local(LocalConfig),
+    Cascade(CascadeConfig),
 }
 
 /// What every judge reads, whatever its backend.
@@ -205,11 +210,15 @@ struct JudgeTable {
     expected_score: Option<bool>,
     pairwise_opponents: Option<usize>,
     explain: Option<bool>,
+    // backend = "cascade"
+    stages: Option<Vec<String>>,
+    thresholds: Option<Vec<f64>>,
 }
 
 impl JudgeTable {
-    /// The first key given that belongs to the other backend than this table's.
-    fn foreign_key(&self) -> Option<&'static str> {
+    /// The first key given that belongs to another backend than this table's, and that
+    /// backend's name.
+    fn foreign_key(&self) -> Option<(&'static str, &'static str)> {
         let remote = [
             ("base_url", self.base_url.is_some()),
             ("api_key_env", self.api_key_env.is_some()),
@@ -246,11 +255,27 @@ impl JudgeTable {
             ("pairwise_opponents", self.pairwise_opponents.is_some()),
             ("explain", self.explain.is_some()),
         ];
-        let other: &[(&'static str, bool)] = match self.backend {
-            Backend::Remote => &local,
-            Backend::Local => &remote,
+        let cascade = [
+            ("stages", self.stages.is_some()),
+            ("thresholds", self.thresholds.is_some()),
+            // A cascade's stages are judges with their own model and mode.
+            ("model", !self.model.is_empty()),
+            ("mode", self.mode.is_some()),
+        ];
+        let others: Vec<(&[(&'static str, bool)], &'static str)> = match self.backend {
+            Backend::Remote => vec![(&local, "local"), (&cascade[..2], "cascade")],
+            Backend::Local => vec![(&remote, "remote"), (&cascade[..2], "cascade")],
+            Backend::Cascade => vec![
+                (&remote, "remote"),
+                (&local, "local"),
+                (&cascade[2..], "remote\" or \"local"),
+            ],
         };
-        other.iter().find(|(_, given)| *given).map(|(key, _)| *key)
+        others.into_iter().find_map(|(keys, owner)| {
+            keys.iter()
+                .find(|(_, given)| *given)
+                .map(|(key, _)| (*key, owner))
+        })
     }
 }
 
@@ -273,16 +298,17 @@ impl TryFrom<JudgeTable> for JudgeConfig {
     type Error = String;
 
     fn try_from(t: JudgeTable) -> Result<JudgeConfig, String> {
-        if let Some(key) = t.foreign_key() {
-            let (this, other) = match t.backend {
-                Backend::Remote => (Backend::Remote, Backend::Local),
-                Backend::Local => (Backend::Local, Backend::Remote),
-            };
+        if let Some((key, owner)) = t.foreign_key() {
             return Err(format!(
-                "{key} is a key of backend \"{}\"; this judge's backend is \"{}\"",
-                other.name(),
-                this.name()
+                "{key} is a key of backend \"{owner}\"; this judge's backend is \"{}\"",
+                t.backend.name()
             ));
+        }
+        if t.backend == Backend::Cascade {
+            return Ok(JudgeConfig::Cascade(CascadeConfig {
+                stages: t.stages.unwrap_or_default(),
+                thresholds: t.thresholds.unwrap_or_default(),
+            }));
         }
         let common = CommonSettings {
             model: t.model,
@@ -313,6 +339,7 @@ impl TryFrom<JudgeTable> for JudgeConfig {
                     ..d
                 })
             }
+            Backend::Cascade => unreachable!("a cascade was returned above"),
             Backend::Local => {
                 let Some(model_path) = t.model_path else {
                     return Err(
@@ -541,21 +568,24 @@ impl JudgeConfig {
         match self {
             JudgeConfig::Remote(_) => Backend::Remote,
             JudgeConfig::Local(_) => Backend::Local,
+            JudgeConfig::Cascade(_) => Backend::Cascade,
         }
     }
 
-    /// What every backend reads.
-    pub fn common(&self) -> &CommonSettings {
+    /// What every backend that runs a model reads (a cascade has none of its own).
+    pub fn common(&self) -> Option<&CommonSettings> {
         match self {
-            JudgeConfig::Remote(r) => &r.common,
-            JudgeConfig::Local(l) => &l.common,
+            JudgeConfig::Remote(r) => Some(&r.common),
+            JudgeConfig::Local(l) => Some(&l.common),
+            JudgeConfig::Cascade(_) => None,
         }
     }
 
-    pub fn common_mut(&mut self) -> &mut CommonSettings {
+    pub fn common_mut(&mut self) -> Option<&mut CommonSettings> {
         match self {
-            JudgeConfig::Remote(r) => &mut r.common,
-            JudgeConfig::Local(l) => &mut l.common,
+            JudgeConfig::Remote(r) => Some(&mut r.common),
+            JudgeConfig::Local(l) => Some(&mut l.common),
+            JudgeConfig::Cascade(_) => None,
         }
     }
 
@@ -563,7 +593,7 @@ impl JudgeConfig {
     pub fn as_remote(&self) -> Option<&RemoteConfig> {
         match self {
             JudgeConfig::Remote(r) => Some(r),
-            JudgeConfig::Local(_) => None,
+            _ => None,
         }
     }
 
@@ -571,14 +601,14 @@ impl JudgeConfig {
     pub fn as_local(&self) -> Option<&LocalConfig> {
         match self {
             JudgeConfig::Local(l) => Some(l),
-            JudgeConfig::Remote(_) => None,
+            _ => None,
         }
     }
 
     pub fn as_remote_mut(&mut self) -> Option<&mut RemoteConfig> {
         match self {
             JudgeConfig::Remote(r) => Some(r),
-            JudgeConfig::Local(_) => None,
+            _ => None,
         }
     }
 
@@ -586,25 +616,38 @@ impl JudgeConfig {
     pub fn as_local_mut(&mut self) -> Option<&mut LocalConfig> {
         match self {
             JudgeConfig::Local(l) => Some(l),
-            JudgeConfig::Remote(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The cascade table, if this is a cascade.
+    pub fn as_cascade(&self) -> Option<&CascadeConfig> {
+        match self {
+            JudgeConfig::Cascade(c) => Some(c),
+            _ => None,
         }
     }
 
     /// The mode this judge is asked in when a request names none: its `mode`, else pointwise
-    /// for a local judge and listwise for a remote one.
-    pub fn effective_mode(&self) -> JudgeMode {
+    /// for a local judge and listwise for a remote one. A cascade has none: each stage is
+    /// asked in its own.
+    pub fn effective_mode(&self) -> Option<JudgeMode> {
         match self {
-            JudgeConfig::Local(l) => l.effective_mode(),
-            JudgeConfig::Remote(r) => r.common.mode.unwrap_or(JudgeMode::Listwise),
+            JudgeConfig::Local(l) => Some(l.effective_mode()),
+            JudgeConfig::Remote(r) => Some(r.common.mode.unwrap_or(JudgeMode::Listwise)),
+            JudgeConfig::Cascade(_) => None,
         }
     }
 
     /// Checks this judge's settings; the error completes "[judges.NAME]: ...".
     pub fn validate(&self) -> Result<(), String> {
-        self.common().validate()?;
+        if let Some(common) = self.common() {
+            common.validate()?;
+        }
         match self {
             JudgeConfig::Remote(r) => r.validate(),
             JudgeConfig::Local(l) => l.validate(),
+            JudgeConfig::Cascade(c) => c.validate(),
         }
     }
 }

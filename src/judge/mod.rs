@@ -3,6 +3,7 @@
 //! A backend only completes chat messages; parsing the verdict and the structural re-ask live in
 //! `score`, so every backend gets them alike. A judge failure is a [`JudgeError`], never a score.
 
+pub mod cascade;
 pub mod config;
 pub mod limits;
 pub mod local;
@@ -220,6 +221,9 @@ pub fn build(name: &str, cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError
             }))
         }
         JudgeConfig::Remote(r) => Ok(Arc::new(RemoteJudge::new(name, r))),
+        JudgeConfig::Cascade(_) => Err(JudgeError::NotConfigured(format!(
+            "[judges.{name}]: a cascade is built on its stages (cascade::build_cascades), not alone"
+        ))),
     }
 }
 
@@ -252,6 +256,8 @@ pub fn build_all(judges: &BTreeMap<String, JudgeConfig>) -> Result<Judges, Judge
             JudgeConfig::Remote(_) => {
                 built.insert(name.clone(), build(name, cfg)?);
             }
+            // Built by the scorer on these judges (cascade::build_cascades).
+            JudgeConfig::Cascade(_) => {}
         }
     }
     built.extend(local_judges(&local)?);

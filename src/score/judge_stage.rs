@@ -29,6 +29,18 @@ impl Scorer {
         rubric: &Rubric,
         req: &ScoreRequest,
     ) -> Result<JudgedGroup, ScoreError> {
+        match self.cascade_of(req)? {
+            Some(cascade) => self.judge_cascade(&cascade, rubric, req).await,
+            None => self.judge_panel(rubric, req).await,
+        }
+    }
+
+    /// The judge stage of a panel (a single judge is a panel of one).
+    pub(super) async fn judge_panel(
+        &self,
+        rubric: &Rubric,
+        req: &ScoreRequest,
+    ) -> Result<JudgedGroup, ScoreError> {
         let panel = self.panel(req)?;
         let judges = panel.infos();
         let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
@@ -80,6 +92,7 @@ pub(super) fn merge_judge_scores(
                 s.disagreement = j.disagreement;
                 s.confidence = j.confidence;
                 s.judges = j.per_judge;
+                s.judge = j.stage;
             }
             Ok((outcome.usage, None))
         }

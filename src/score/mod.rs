@@ -5,6 +5,7 @@
 //! cache lookup → judge with one structural re-ask → verdict mapped back by id → components →
 //! policy → rewards → advantages.
 
+mod cascade_stage;
 pub mod confidence;
 mod judge_stage;
 mod judging;
@@ -104,6 +105,8 @@ pub struct ScorerParts<'a> {
 #[derive(Debug)]
 pub struct Scorer {
     judges: judge::Judges,
+    /// Cascades by name, on the judges above (`backend = "cascade"`).
+    cascades: BTreeMap<String, Arc<judge::cascade::Cascade>>,
     default_judge: Option<String>,
     rubrics: RubricSet,
     prompts: Prompts,
@@ -120,8 +123,10 @@ impl Scorer {
     /// The scorer of a configuration (`Config::scorer_parts`), over `store`. Every judge is
     /// built now, so a bad judge section stops start-up.
     pub fn new(parts: ScorerParts<'_>, store: Arc<dyn VerdictStore>) -> Result<Scorer, BuildError> {
+        let judges = judge::build_all(parts.judges)?;
         Ok(Scorer {
-            judges: judge::build_all(parts.judges)?,
+            cascades: judge::cascade::build_cascades(parts.judges, &judges)?,
+            judges,
             default_judge: parts.default_judge.map(str::to_string),
             rubrics: RubricSet::load(parts.rubrics_dir)?,
             prompts: Prompts::load(parts.prompts_dir)?,
@@ -187,12 +192,12 @@ impl Scorer {
     /// the request's `judge` field (`judge[i]` in a panel; a panel of one reads as `judge`).
     fn judge_names(&self, req: &ScoreRequest) -> Result<Vec<String>, ScoreError> {
         if !req.judges.is_empty() {
-            if let Some(i) = req.judges.iter().position(|n| !self.judges.contains_key(n)) {
+            if let Some(i) = req.judges.iter().position(|n| !self.is_judge_name(n)) {
                 let field = match req.judges.len() {
                     1 => "judge".to_string(),
                     _ => format!("judge[{i}]"),
                 };
-                let known = self.judges.keys().cloned().collect::<Vec<_>>().join(", ");
+                let known = self.known_names();
                 let problem = ScoreError::UnknownJudge {
                     name: req.judges[i].clone(),
                     known,
@@ -209,9 +214,60 @@ impl Scorer {
         }
     }
 
+    /// Every judge and cascade name, for errors.
+    fn known_names(&self) -> String {
+        let mut names: Vec<&str> = self.judges.keys().map(String::as_str).collect();
+        names.extend(self.cascades.keys().map(String::as_str));
+        names.sort_unstable();
+        names.join(", ")
+    }
+
+    fn is_judge_name(&self, name: &str) -> bool {
+        self.judges.contains_key(name) || self.cascades.contains_key(name)
+    }
+
+    /// The cascade that judges a request, if it names one (or names none and the default is
+    /// one). A cascade judges alone, each stage in its own mode: in a panel, or with a
+    /// `judge_mode`, it is a refusal of that field.
+    fn cascade_of(
+        &self,
+        req: &ScoreRequest,
+    ) -> Result<Option<Arc<judge::cascade::Cascade>>, ScoreError> {
+        let names = self.judge_names(req)?;
+        let Some(i) = names.iter().position(|n| self.cascades.contains_key(n)) else {
+            return Ok(None);
+        };
+        if names.len() > 1 {
+            return Err(InputError::new(
+                format!("judge[{i}]"),
+                format!(
+                    "{:?} is a cascade, which judges alone: name it as the only judge",
+                    names[i]
+                ),
+            )
+            .into());
+        }
+        if req.judge_mode.is_some() {
+            return Err(InputError::new(
+                "judge_mode",
+                format!(
+                    "judge {:?} is a cascade: each stage judges in its own mode (its table's \
+                     `mode`); leave judge_mode out",
+                    names[i]
+                ),
+            )
+            .into());
+        }
+        Ok(self.cascades.get(&names[i]).cloned())
+    }
+
     /// The panel that judges a request: the judges it names (or the default judge), combined
-    /// as it asks. Errors as [`Scorer::judge_names`].
+    /// as it asks; for a cascade, its first stage (which writes a `reference = "judge"`
+    /// answer, and whose prompt `render` shows). Errors as [`Scorer::judge_names`].
     fn panel(&self, req: &ScoreRequest) -> Result<Panel, ScoreError> {
+        if let Some(c) = self.cascade_of(req)? {
+            return Ok(Panel::of_one(c.stages[0].1.clone()));
+        }
         let members = self
             .judge_names(req)?
             .iter()
@@ -254,7 +310,11 @@ impl Scorer {
         let rubric = self.rubric(&req.rubric)?;
         let plan = reward_plan::plan_rewards(&rubric, req)?;
         if plan.policy.needs_judge() {
-            for judge in self.panel(req).map_err(on_judge)?.members() {
+            let members: Vec<Arc<dyn Judge>> = match self.cascade_of(req).map_err(on_judge)? {
+                Some(c) => c.stages.iter().map(|(_, j)| j.clone()).collect(),
+                None => self.panel(req).map_err(on_judge)?.members().to_vec(),
+            };
+            for judge in &members {
                 judging::check_mode(
                     judge.as_ref(),
                     &rubric,
@@ -265,8 +325,11 @@ impl Scorer {
         Ok(())
     }
 
-    /// Whether a judge of this name is configured (an unknown name is the error).
+    /// Whether a judge (or cascade) of this name is configured (an unknown name is the error).
     pub fn check_judge_name(&self, name: &str) -> Result<(), ScoreError> {
+        if self.cascades.contains_key(name) {
+            return Ok(());
+        }
         self.judge(Some(name)).map(|_| ())
     }
 

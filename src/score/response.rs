@@ -61,6 +61,10 @@ pub struct TrajectoryScore {
     /// agreed. `null` for a listwise verdict, or when no judge was asked.
     #[schema(required = true)]
     pub confidence: Option<f64>,
+    /// The stage of a cascade whose verdict this is (`backend = "cascade"`: the first stage
+    /// sure of the whole group, else the last); absent for any other judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
     /// Each panel judge's score (averaged over orders), when more than one judge scored.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub judges: BTreeMap<String, Option<f64>>,
@@ -109,18 +113,25 @@ fn is_zero(n: &u64) -> bool {
 
 impl Usage {
     pub fn add(&mut self, o: &Usage) {
-        self.judge_calls += o.judge_calls;
-        self.cache_hits += o.cache_hits;
-        self.prompt_tokens += o.prompt_tokens;
-        self.completion_tokens += o.completion_tokens;
-        self.cached_prompt_tokens += o.cached_prompt_tokens;
-        self.forward_passes += o.forward_passes;
+        self.add_spent(o);
         self.clamped_scores += o.clamped_scores;
         self.prompt_tokens_deduped += o.prompt_tokens_deduped;
         self.prompt_tokens_without_dedup += o.prompt_tokens_without_dedup;
         self.tokens_saved_by_dedup += o.tokens_saved_by_dedup;
         self.distinct_trajectories += o.distinct_trajectories;
         self.chunks = self.chunks.max(o.chunks);
+    }
+
+    /// Adds what `o` spent (calls, cache hits, tokens, retries, cost), not what it describes of
+    /// its group (dedup counts, trajectories, chunks): the same group judged again, as by a
+    /// cascade's earlier stages, costs more but is still one group.
+    pub fn add_spent(&mut self, o: &Usage) {
+        self.judge_calls += o.judge_calls;
+        self.cache_hits += o.cache_hits;
+        self.prompt_tokens += o.prompt_tokens;
+        self.completion_tokens += o.completion_tokens;
+        self.cached_prompt_tokens += o.cached_prompt_tokens;
+        self.forward_passes += o.forward_passes;
         for (cause, n) in &o.retries {
             *self.retries.entry(cause.clone()).or_default() += n;
         }
@@ -185,4 +196,20 @@ pub struct RenderResponse {
     /// prompt shares (instructions, rubric, context) once, and each prompt's rest.
     pub prompt_tokens_after_prefix_cache: u64,
     pub cache_key: String,
+    /// A cascade's plan, its stages cheapest first (the messages above are its first stage's);
+    /// absent for any other judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cascade: Option<Vec<CascadeStage>>,
+}
+
+/// One stage of a cascade, as `render` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct CascadeStage {
+    pub judge: String,
+    /// The mode it judges in (its table's `mode`).
+    pub mode: crate::domain::prompt::JudgeMode,
+    /// The confidence its least sure score must reach for its verdict to stand; absent for the
+    /// last stage, which decides whatever reaches it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
 }

@@ -137,6 +137,7 @@ impl RewardPlan {
                     items: Vec::new(),
                     disagreement: None,
                     confidence: None,
+                    judge: None,
                     judges: BTreeMap::new(),
                 };
                 for v in &self.verifiers {

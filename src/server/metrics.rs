@@ -92,6 +92,19 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
 
 /// The local judge's metrics, exported once a local judge runs (so not in [`names`], whose
 /// metrics every daemon exports).
+/// Metrics of cascades (`backend = "cascade"`), exported once a cascade has judged
+/// (`tests/cascade.rs` checks them).
+pub const CASCADE_DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "gavel_cascade_decisions_total",
+        "Groups a cascade's stage decided, by cascade and stage",
+    ),
+    (
+        "gavel_cascade_escalations_total",
+        "Groups a cascade's stage passed to the next, by cascade, stage and cause (unsure, failed)",
+    ),
+];
+
 const LOCAL_DESCRIPTIONS: &[(&str, &str)] = &[
     (
         "gavel_local_prompt_tokens_total",
@@ -187,7 +200,11 @@ pub fn handle() -> PrometheusHandle {
             // Another recorder may already be installed (an embedding program's); then gavel's
             // own counters still render from this handle's registry only if installed.
             let _ = metrics::set_global_recorder(recorder);
-            for (name, help) in DESCRIPTIONS.iter().chain(LOCAL_DESCRIPTIONS) {
+            for (name, help) in DESCRIPTIONS
+                .iter()
+                .chain(LOCAL_DESCRIPTIONS)
+                .chain(CASCADE_DESCRIPTIONS)
+            {
                 metrics::describe_counter!(*name, *help);
             }
             handle

@@ -94,6 +94,7 @@ pub(super) fn aggregate_samples(
                 } else {
                     BTreeMap::new()
                 },
+                stage: None,
             }
         })
         .collect();

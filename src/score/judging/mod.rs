@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::{json, Map};
 
 use super::probes::{plan_probes, probe_key, ProbePlan};
-use super::response::{ItemOut, RenderResponse, Usage, VersionInfo};
+use super::response::{CascadeStage, ItemOut, RenderResponse, Usage, VersionInfo};
 use super::samples::{chunk_candidates, merge_chunks, permutation_orders};
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::dedup::JudgeInput;
@@ -116,6 +116,8 @@ pub(super) struct JudgeScore {
     pub confidence: Option<f64>,
     /// Each panel judge's score (only with more than one judge).
     pub per_judge: BTreeMap<String, Option<f64>>,
+    /// The stage of a cascade whose verdict this is (none outside a cascade).
+    pub stage: Option<String>,
 }
 
 pub(super) struct JudgeOutcome {

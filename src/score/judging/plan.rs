@@ -291,6 +291,17 @@ impl Scorer {
             prompt_tokens_asked: asked,
             prompt_tokens_after_prefix_cache: after_prefix_cache,
             cache_key: s.key.clone(),
+            cascade: self.cascade_of(req)?.map(|c| {
+                c.stages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, judge))| CascadeStage {
+                        judge: name.clone(),
+                        mode: judge.settings().mode,
+                        threshold: c.thresholds.get(i).copied(),
+                    })
+                    .collect()
+            }),
         })
     }
 
