@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{marked_group, remote, Behaviour, Gavel, MockJudge};
+use common::cli::{judge_toml, run, CliSetup};
+use common::{marked_group, remote, simple_traj, Behaviour, Gavel, MockJudge};
 use gavel::config::{Config, JudgeConfig};
 use gavel::domain::prompt::JudgeMode;
 use gavel::judge::cascade::CascadeConfig;
@@ -232,5 +233,66 @@ async fn render_shows_the_first_stages_prompt_and_the_plan() {
             {"judge": "strong", "mode": "listwise"}
         ]),
         "{shown}"
+    );
+}
+
+/// `gavel eval` of a cascade: which stage decided how much and how right it was there, from
+/// the responses; its last stage beside it for the paired comparison.
+#[tokio::test]
+async fn eval_reports_what_each_stage_decided() {
+    let (fast, strong) = (MockJudge::start().await, MockJudge::start().await);
+    let s = CliSetup::new(&format!(
+        "default_judge = \"c5\"\n{}\nmode = \"pointwise\"\n\n{}[judges.c5]\nbackend = \"cascade\"\n\
+         stages = [\"fast\", \"strong\"]\nthresholds = [0.6]\n",
+        judge_toml("fast", &fast, 0).trim_end(),
+        judge_toml("strong", &strong, 0)
+    ));
+    // Two groups the fast stage is sure of (right), one it is not (the strong stage decides;
+    // the markers rank it wrong, so the strong stage's accuracy there is 0).
+    let line = |a: f64, b: f64, labels: [u8; 2]| {
+        json!({"trajectories": [simple_traj(&format!("A SCORE={a}")), simple_traj(&format!("B SCORE={b}"))],
+               "labels": labels})
+        .to_string()
+    };
+    let file = s.write(
+        "set.jsonl",
+        &[
+            line(0.95, 0.05, [1, 0]),
+            line(0.1, 0.9, [0, 1]),
+            line(0.55, 0.5, [0, 1]),
+        ]
+        .join("\n"),
+    );
+    let out = run(s.command(
+        "eval",
+        &[
+            "--judge", "c5", "--judge", "strong", "--format", "json", &file,
+        ],
+    ))
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report = out.json();
+    let c = &report["cascades"][0];
+    assert_eq!(c["judge"], "c5", "{report}");
+    assert_eq!(c["judgings"], 6, "3 groups × 2 orders: {c}");
+    assert_eq!(c["stages"][0]["stage"], "fast");
+    assert_eq!(c["stages"][0]["decided"], 4, "{c}");
+    assert_eq!(c["stages"][0]["pairwise_accuracy"], 1.0, "{c}");
+    assert_eq!(c["stages"][1]["decided"], 2, "{c}");
+    assert_eq!(c["stages"][1]["pairwise_accuracy"], 0.0, "{c}");
+    assert!(
+        (c["last_stage_saved"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-6,
+        "{c}"
+    );
+    // The last stage alone is the other combination, compared pairwise with the cascade.
+    assert_eq!(
+        report["comparisons"].as_array().unwrap().len(),
+        1,
+        "{report}"
+    );
+    assert_eq!(
+        report["cascades"].as_array().unwrap().len(),
+        1,
+        "only the cascade: {report}"
     );
 }

@@ -576,6 +576,15 @@ pub fn render(report: &EvalReport) -> String {
     comparisons_table(&mut h, report);
     confidence_section(&mut h, report);
     calibration_section(&mut h, report);
+    if !report.cascades.is_empty() {
+        h.push_str("<h2>Cascades</h2>\n<pre>");
+        for c in &report.cascades {
+            for line in super::cascade_report::text_lines(c) {
+                let _ = writeln!(h, "{}", esc(&line));
+            }
+        }
+        h.push_str("</pre>\n");
+    }
     attacks_section(&mut h, report);
     misranked_section(&mut h, report);
     page_close(

@@ -21,6 +21,7 @@ mod attack_report;
 mod attacks;
 pub mod calibrate;
 mod calibration_report;
+mod cascade_report;
 pub mod choice;
 mod confidence;
 mod html;
@@ -372,7 +373,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
     }
     let labelled: Vec<LabelledGroup> = groups.into_iter().map(|(l, _)| l).collect();
     let combo_list: Vec<Combo> = combos.into_iter().map(|v| v.combo).collect();
-    let report = report::build(
+    let mut report = report::build(
         args.files.iter().map(|f| f.display().to_string()).collect(),
         &args.score,
         args.orders,
@@ -383,6 +384,31 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
         &attacked.attacks,
         args.calibrate,
     );
+    // Cascades: the configuration says their stages, cheapest first.
+    for (c, combo) in combo_list.iter().enumerate() {
+        let Some(cascade) = cfg.judges.get(&combo.judge).and_then(|j| j.as_cascade()) else {
+            continue;
+        };
+        let mut sets: Vec<&str> = Vec::new();
+        for g in &labelled {
+            if !sets.contains(&g.set.as_str()) {
+                sets.push(&g.set);
+            }
+        }
+        for set in sets {
+            let mine: Vec<&GroupRun> = runs
+                .iter()
+                .filter(|r| r.combo == c && r.attack.is_none() && labelled[r.group].set == set)
+                .collect();
+            report.cascades.push(cascade_report::cascade_result(
+                set,
+                combo,
+                &cascade.stages,
+                &labelled,
+                &mine,
+            ));
+        }
+    }
     // The text report shows each error's message; anywhere else (a file, JSON, HTML) the first
     // of each kind also goes to stderr, so a missing key is never only a count.
     if args.output.is_some() || !matches!(args.format, EvalFormat::Text) {

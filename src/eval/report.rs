@@ -188,6 +188,9 @@ pub struct EvalReport {
     /// why there is none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub calibration: Vec<CalibrationResult>,
+    /// Per set × cascade evaluated: which stage decided how much, and how right it was there.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cascades: Vec<super::cascade_report::CascadeResult>,
 }
 
 /// The component values per order (by file index), for components present everywhere.
@@ -467,6 +470,7 @@ pub fn build(
         attacks: attack_results,
         confidence,
         calibration,
+        cascades: Vec::new(),
     }
 }
 

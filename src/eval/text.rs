@@ -158,6 +158,13 @@ pub fn render(report: &EvalReport) -> String {
     }
     confidence(&mut out, report);
     calibration(&mut out, report);
+    for c in &report.cascades {
+        out.push('\n');
+        for line in super::cascade_report::text_lines(c) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     attacks(&mut out, report);
     out
 }
