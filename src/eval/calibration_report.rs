@@ -93,12 +93,7 @@ pub struct CalibrationResult {
 
 impl CalibrationResult {
     pub fn label(&self) -> String {
-        let combo = Combo {
-            judge: self.judge.clone(),
-            rubric: self.rubric.clone(),
-            judge_mode: self.judge_mode,
-        };
-        format!("{} · {}", self.set, combo.label())
+        super::judged::set_label(&self.set, &self.judge, &self.rubric, self.judge_mode)
     }
 
     /// A line to paste into a cascade's table: `thresholds = [0.62]   # judge "x", pointwise,

@@ -53,12 +53,7 @@ pub struct CoveragePoint {
 
 impl ConfidenceResult {
     pub fn label(&self) -> String {
-        let combo = Combo {
-            judge: self.judge.clone(),
-            rubric: self.rubric.clone(),
-            judge_mode: self.judge_mode,
-        };
-        format!("{} · {}", self.set, combo.label())
+        super::judged::set_label(&self.set, &self.judge, &self.rubric, self.judge_mode)
     }
 
     /// Each decile's accuracy, least confident first: "0.50 0.62 …".

@@ -52,6 +52,17 @@ pub struct GroupRun {
     pub judgings: Vec<Judging>,
 }
 
+/// `set · judge · rubric`, and the mode when one was asked for: how every per-set result of a
+/// report names itself.
+pub fn set_label(set: &str, judge: &str, rubric: &str, judge_mode: ModeAsked) -> String {
+    let combo = Combo {
+        judge: judge.to_string(),
+        rubric: rubric.to_string(),
+        judge_mode,
+    };
+    format!("{set} · {}", combo.label())
+}
+
 impl Combo {
     /// `judge · rubric`, and the mode when one was asked for.
     pub fn label(&self) -> String {

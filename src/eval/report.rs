@@ -145,12 +145,7 @@ pub struct ComparisonResult {
 impl SetResult {
     /// `set · judge · rubric`, and the mode when one was asked for.
     pub fn label(&self) -> String {
-        let combo = Combo {
-            judge: self.judge.clone(),
-            rubric: self.rubric.clone(),
-            judge_mode: self.judge_mode,
-        };
-        format!("{} · {}", self.set, combo.label())
+        super::judged::set_label(&self.set, &self.judge, &self.rubric, self.judge_mode)
     }
 }
 

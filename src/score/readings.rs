@@ -175,15 +175,20 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn a_reading_survives_the_store() {
-        let r = ChoiceProbabilities {
+    /// P(first) 0.8 of a coverage of 0.5.
+    fn reading() -> ChoiceProbabilities {
+        ChoiceProbabilities {
             shares: vec![0.8, 0.2],
             coverage: 0.5,
             prompt_tokens: 10,
             cached_prompt_tokens: 4,
             forward_passes: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn a_reading_survives_the_store() {
+        let r = reading();
         let stored = to_stored(&r, &choices(), "m");
         assert_eq!(stored.scores[0].id, "yes");
         assert!((stored.scores[0].score.unwrap() - 0.4).abs() < 1e-12);
@@ -193,14 +198,7 @@ mod tests {
 
     #[test]
     fn anything_else_under_the_key_is_a_miss() {
-        let r = ChoiceProbabilities {
-            shares: vec![0.8, 0.2],
-            coverage: 0.5,
-            prompt_tokens: 0,
-            cached_prompt_tokens: 0,
-            forward_passes: 0,
-        };
-        let mut stored = to_stored(&r, &choices(), "m");
+        let mut stored = to_stored(&reading(), &choices(), "m");
         let pairwise = vec![vec!["1".to_string()], vec!["2".to_string()]];
         assert_eq!(from_stored(&stored, &pairwise), None, "other answers");
         stored.scores[1].score = None;
