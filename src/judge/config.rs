@@ -20,6 +20,9 @@ pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_TOP_LOGPROBS: u32 = 20;
 /// The most `top_logprobs` a config may ask for.
 pub const MAX_TOP_LOGPROBS: u32 = 100;
+/// Pairwise mode's opponents per trajectory for a judge that does not configure them (a remote
+/// judge; a local judge's `pairwise_opponents` defaults to it too).
+pub const DEFAULT_PAIRWISE_OPPONENTS: usize = 4;
 /// Used when neither the config file nor `GAVEL_JUDGE_MODEL` names a model.
 pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
 
@@ -376,7 +379,7 @@ fn default_max_reference_bytes() -> usize {
 }
 
 fn default_pairwise_opponents() -> usize {
-    super::settings::DEFAULT_PAIRWISE_OPPONENTS
+    DEFAULT_PAIRWISE_OPPONENTS
 }
 
 fn default_max_queue() -> usize {

@@ -6,11 +6,8 @@
 use std::time::Duration;
 
 use super::config::CommonSettings;
+pub use super::config::DEFAULT_PAIRWISE_OPPONENTS;
 use crate::domain::prompt::JudgeMode;
-
-/// Pairwise mode's opponents per trajectory for a judge that does not configure them (a remote
-/// judge; a local judge's `pairwise_opponents` defaults to it too).
-pub const DEFAULT_PAIRWISE_OPPONENTS: usize = 4;
 
 /// A judge's static settings, built once in its constructor ([`super::Judge::settings`]).
 #[derive(Debug, Clone, PartialEq)]
