@@ -21,7 +21,8 @@ pub struct LocalJudge {
     pub name: String,
     /// The reported model name: `model` from the config, else the model's own name.
     pub model: String,
-    /// The model's thread, shared with every judge on the same model (see [`super::shared`]).
+    /// The model's thread, shared with every judge on the same model (`LocalJudge::new` and
+    /// `load_local_judges` in the `shared` module build judges).
     engine: Engine,
     /// The adapter this judge runs on the engine's model: its slot there, and what it is.
     adapter: Option<(usize, AdapterInfo)>,
@@ -33,14 +34,6 @@ pub struct LocalJudge {
 }
 
 impl LocalJudge {
-    /// Loads the model `cfg.model_path` names on `cfg.device` (with `cfg.adapter`) and starts
-    /// its thread: one judge alone. [`super::shared::load_local_judges`] loads several, sharing
-    /// what they can.
-    pub fn new(name: &str, cfg: &LocalConfig) -> Result<LocalJudge, LocalError> {
-        let mut judges = super::shared::load_local_judges(&[(name, cfg)]).map_err(|(_, e)| e)?;
-        Ok(judges.pop().expect("one judge asked, one built").1)
-    }
-
     /// The judge `cfg` configures, served by `engine` (whose model it names), running the
     /// adapter attached there in the slot given, or none. Refuses an adapter trained for
     /// another mode than the judge's.

@@ -15,6 +15,16 @@ use super::model::{LoadedModel, LocalModelSpec};
 use crate::judge::config::LocalConfig;
 use crate::model::LocalError;
 
+impl LocalJudge {
+    /// Loads the model `cfg.model_path` names on `cfg.device` (with `cfg.adapter`) and starts
+    /// its thread: one judge alone. [`load_local_judges`] loads several, sharing what they can.
+    /// (Here, beside it, so the judge's own module need not know how judges share a model.)
+    pub fn new(name: &str, cfg: &LocalConfig) -> Result<LocalJudge, LocalError> {
+        let mut judges = load_local_judges(&[(name, cfg)]).map_err(|(_, e)| e)?;
+        Ok(judges.pop().expect("one judge asked, one built").1)
+    }
+}
+
 /// Builds the local judges `judges` configures, loading each model once for every judge that
 /// can share it. On a problem, the judges involved (`[judges.a]`, or `[judges.a], [judges.b]`
 /// when they share the model) and the error.
