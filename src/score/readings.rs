@@ -112,17 +112,19 @@ impl Scorer {
             .iter()
             .map(|p| reading_key(judge, choices, p))
             .collect();
-        let mut readings: Vec<Option<Reading>> = Vec::with_capacity(prompts.len());
-        for key in &keys {
-            let stored = match self.store.get(key).await {
-                Ok(v) => v,
+        // Read at once: a shared store answers each over the network, and a pairwise group of
+        // 8 has 56 prompts; one after another, they would add 56 round trips to every group.
+        let stored = futures::future::join_all(keys.iter().map(|k| self.store.get(k))).await;
+        let mut readings: Vec<Option<Reading>> = stored
+            .into_iter()
+            .map(|got| match got {
+                Ok(v) => v.as_ref().and_then(|v| from_stored(v, choices)),
                 Err(e) => {
                     tracing::warn!(error = %e, "probability reading: store read failed; asking the judge");
                     None
                 }
-            };
-            readings.push(stored.as_ref().and_then(|v| from_stored(v, choices)));
-        }
+            })
+            .collect();
         let missing: Vec<usize> = (0..prompts.len())
             .filter(|&i| readings[i].is_none())
             .collect();
@@ -131,18 +133,23 @@ impl Scorer {
             let asked = missing.iter().map(|&i| prompts[i].clone()).collect();
             let answers = reader.choice_probabilities(asked, choices).await?;
             let model = judge.info().model;
+            let records: Vec<(usize, StoredVerdict)> = missing
+                .iter()
+                .zip(&answers)
+                .map(|(&i, r)| (i, to_stored(r, choices, &model)))
+                .collect();
+            let written = futures::future::join_all(
+                records.iter().map(|(i, v)| self.store.put(&keys[*i], v)),
+            )
+            .await;
+            if let Some(Err(e)) = written.into_iter().find(Result::is_err) {
+                tracing::warn!(error = %e, "probability reading: store write failed");
+            }
             for (&i, r) in missing.iter().zip(&answers) {
                 cost.prompts_asked += 1;
                 cost.prompt_tokens += r.prompt_tokens;
                 cost.cached_prompt_tokens += r.cached_prompt_tokens;
                 cost.forward_passes += r.forward_passes;
-                if let Err(e) = self
-                    .store
-                    .put(&keys[i], &to_stored(r, choices, &model))
-                    .await
-                {
-                    tracing::warn!(error = %e, "probability reading: store write failed");
-                }
                 readings[i] = Some(Reading {
                     first: r.shares[0],
                     coverage: r.coverage,
