@@ -6,7 +6,8 @@
 #   benches/attacks.sh                                   # dev QA, both configurations
 #   SETS="dev/halueval_qa dev/halueval_summarization" LIMIT=50 benches/attacks.sh
 #   CONFIGS=examples/local.toml DEFENSES="none gate" benches/attacks.sh
-#   PROMPTS_DIR=benches/prompt-variants/attack-evidence DEFENSES=prompt OUT=target/attacks-p ...
+#   PROMPTS_DIR=experiments/reward-hacking-defenses/prompt-variants/attack-evidence \
+#     DEFENSES=prompt OUT=target/attacks-p ...   # a prompt defense tried (not shipped)
 #   CONFIGS=examples/local-tuned.toml EXTRA="--judge local-base --judge-mode pairwise" \
 #     TAG=base-pairwise DEFENSES=none benches/attacks.sh   # another judge or mode of a config
 #   GAVEL_BIN=path/to/gavel ...   # a built binary instead of `cargo build --release`

@@ -21,7 +21,8 @@ use gavel::store::{SledStore, VerdictStore};
 
 // The allocator the gavel binary ships with (src/main.rs), so that these are the product's
 // figures: a prefill allocates every matmul's activations afresh, and under glibc's malloc page
-// faults on those were about a tenth of a 1.5B prefill (BENCHMARKS.md, issue 15).
+// faults on those were about a tenth of a 1.5B prefill (experiments/local-judge-speed/NOTEBOOK.md,
+// issue 15).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

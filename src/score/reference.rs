@@ -3,12 +3,12 @@
 //! A small judge often knows the answer to a task better than it can tell a right answer from a
 //! wrong one when shown each alone: on the policy QA dev questions the 1.5B judge model's own
 //! greedy answers are right 0.780 of the time, while its pointwise verdicts pick a right answer
-//! out of eight samples 0.600 of the time (BENCHMARKS.md, "What the judge itself knows"). So,
-//! before judging a group that brings no `reference`, the judge answers the task the group's
-//! trajectories share, and that answer is shown to it as the reference (MT-Bench's
-//! reference-guided grading, with no gold answer anywhere). One answer per judge and task,
-//! stored beside the verdicts: every group of the same task (each training step that samples
-//! it again) asks for it once.
+//! out of eight samples 0.600 of the time (experiments/policy-from-judge/NOTEBOOK.md, "What the
+//! judge itself knows"). So, before judging a group that brings no `reference`, the judge
+//! answers the task the group's trajectories share, and that answer is shown to it as the
+//! reference (MT-Bench's reference-guided grading, with no gold answer anywhere). One answer per
+//! judge and task, stored beside the verdicts: every group of the same task (each training step
+//! that samples it again) asks for it once.
 
 use serde_json::{json, Map};
 

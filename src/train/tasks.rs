@@ -156,14 +156,18 @@ mod tests {
         assert_eq!(tasks.len(), 3);
     }
 
-    /// The policy QA experiment's training prompts (evals/build_policy_tasks.py) read as tasks,
-    /// and none carries an answer, a reference or a verifier: the reward is the judge's alone.
+    /// The policy QA experiment's training prompts
+    /// (experiments/policy-from-judge/build_policy_tasks.py) read as tasks, and none carries an
+    /// answer, a reference or a verifier: the reward is the judge's alone.
     /// Their source rows are none of the held-out test questions' rows, nor of the dev ones; the
     /// same holds for the further prompts of train_more.jsonl, and the larger dev set,
     /// dev_more.jsonl, shares a row with none of them.
     #[test]
     fn the_policy_qa_tasks_read_without_their_answers() {
-        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/evals/policy_qa"));
+        let dir = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/experiments/policy-from-judge/policy_qa"
+        ));
         let tasks = read_tasks(&dir.join("train.jsonl")).unwrap();
         assert_eq!(tasks.len(), 400);
         let ids: serde_json::Value =

@@ -311,7 +311,8 @@ async fn real_local_judge_scores_the_examples() {
 /// every pointwise question tried (README, "Judge quality"); compared two at a time it ranks
 /// them right. Five more pointwise prompts were tried since (a note that "yes" means
 /// "meets the standards", a question about the final response, worked examples, the task
-/// repeated after the trajectory): each kept the two "yes" answers on top (BENCHMARKS.md).
+/// repeated after the trajectory): each kept the two "yes" answers on top
+/// (experiments/judging-modes/NOTEBOOK.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_1_5b_judge_ranks_faithful_answers_above_the_guess() {
     let Some(path) = std::env::var_os("GAVEL_TEST_MODEL_1_5B") else {

@@ -2,10 +2,10 @@
 //! tensors: the causal softmax of attention scores (candle: a broadcast add of a mask, then a
 //! softmax that also exponentiates the masked half) and SwiGLU's `silu(gate) * up` (candle: a
 //! single-threaded unary pass, then a multiply). On the 0.5B judge prompt these passes took
-//! about a sixth of the prefill (BENCHMARKS.md, "Local judge"). A third, the attention's
-//! weighted sum of values, is here for exactness rather than speed: summed key by key, a
-//! query's output does not depend on the matrix it was computed in ([`causal_values`]). Other
-//! devices and dtypes keep candle's ops, which these match (unit tests below).
+//! about a sixth of the prefill (experiments/local-judge-speed/NOTEBOOK.md). A third, the
+//! attention's weighted sum of values, is here for exactness rather than speed: summed key by
+//! key, a query's output does not depend on the matrix it was computed in ([`causal_values`]).
+//! Other devices and dtypes keep candle's ops, which these match (unit tests below).
 
 use candle_core::{CpuStorage, CustomOp2, DType, InplaceOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;

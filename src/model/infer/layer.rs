@@ -145,10 +145,10 @@ impl Proj {
 
     /// This projection as a prefill multiplies with it. Q8_0 and Q5_0 rows are dequantized to
     /// f32 (a pass over the weight) for the cache-blocked f32 GEMM: candle 0.11's quantized CPU
-    /// matmul ran those at about a third of its speed (BENCHMARKS.md, "Local judge"). Q4_K and
-    /// Q6_K stay quantized where candle multiplies them with its repacked x86 kernels (see
-    /// [`packed_kernels`]): no dequantization per forward, and integer dot products (measured
-    /// on the 1.5B Q4_K_M: prefill 3× faster, a 48-token probe suffix 8× faster).
+    /// matmul ran those at about a third of its speed (experiments/local-judge-speed/NOTEBOOK.md).
+    /// Q4_K and Q6_K stay quantized where candle multiplies them with its repacked x86 kernels
+    /// (see [`packed_kernels`]): no dequantization per forward, and integer dot products
+    /// (measured on the 1.5B Q4_K_M: prefill 3× faster, a 48-token probe suffix 8× faster).
     fn dense(&self, device: &Device) -> Result<Proj> {
         let w = match &self.w {
             Weight::Candle(QMatMul::QTensor(q)) if packed_kernels(q.dtype(), device) => {

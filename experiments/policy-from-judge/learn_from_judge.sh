@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Does a policy learn from gavel's rewards? (README, BENCHMARKS.md "Training: a policy learns from
-# the judge"). The RULER experiment at small scale, on the CPU, 127.0.0.1 only:
+# Does a policy learn from gavel's rewards? (README; NOTEBOOK.md next to this script has every
+# run). The RULER experiment at small scale, on the CPU, 127.0.0.1 only:
 #
-#   benches/learn_from_judge.sh                       # the full run, under target/learn-from-judge
-#   STEPS=2 TEST_N=8 WORK=target/lfj-smoke benches/learn_from_judge.sh   # a smoke run of every stage
-#   GAVEL_BIN=target/release/gavel benches/learn_from_judge.sh           # a binary already built
+#   experiments/policy-from-judge/learn_from_judge.sh                       # the full run, under target/learn-from-judge
+#   STEPS=2 TEST_N=8 WORK=target/lfj-smoke experiments/policy-from-judge/learn_from_judge.sh   # a smoke run of every stage
+#   GAVEL_BIN=target/release/gavel experiments/policy-from-judge/learn_from_judge.sh           # a binary already built
 #
 # It reruns end to end and resumes: every stage whose output exists is skipped, and a training
 # run that stopped continues from its last checkpoint (`--resume`). Stages:
 #   base      greedy answers of the untrained policy to the held-out test questions
-#   trained   online GRPO on evals/policy_qa/train.jsonl, rewarded by gavel's local judge only
+#   trained   online GRPO on policy_qa/train.jsonl (next to this script), rewarded by gavel's local judge only
 #             (no gold answer anywhere in the reward), then its greedy answers
 #   control   the same run with --shuffle-rewards (each group's judge scores permuted within the
 #             group: a reward with no information), then its greedy answers
-#   score     evals/score_policy_answers.py: each policy's answers against HaluEval's right
+#   score     score_policy_answers.py (next to this script): each policy's answers against HaluEval's right
 #             answers (normalised containment; token F1 >= 0.5 beside it), trained - base and
 #             control - base with paired bootstrap 95 % intervals
 # Policy: the 0.5B test model (POLICY_MODEL, default tools/fetch-model.sh 0.5b), LoRA.
@@ -21,7 +21,7 @@
 # JUDGE_MODE (default pointwise: pairwise asks n(n-1) prompts a group, 56 for 8 completions).
 #
 # Choosing a reward (README: choose on dev, report test once per shipped configuration):
-#   SPLIT=dev        answers and scores evals/policy_qa/dev.jsonl instead of test.jsonl
+#   SPLIT=dev        answers and scores policy_qa/dev.jsonl instead of policy_qa/test.jsonl
 #   SPLIT=dev_more TEST_N=400
 #                    the larger dev set (400 questions, about +-0.05 on a difference, where dev's
 #                    100 give about +-0.10): what to choose on
@@ -31,9 +31,9 @@
 #                    the limit) into the training reward beside the judge (weights: judge
 #                    JUDGE_WEIGHT, length LENGTH_WEIGHT): the rubric's "one short sentence" made
 #                    verifiable. Still no gold answer in the reward.
-#   RUBRIC_FILE=benches/rubrics/policy_qa_correct.md
+#   RUBRIC_FILE=experiments/policy-from-judge/policy_qa_correct.md
 #                    the training tasks' rubric text from this file instead of the one
-#                    evals/policy_qa/train.jsonl carries (the rubric is the reward function's
+#                    policy_qa/train.jsonl carries (the rubric is the reward function's
 #                    author's to write; still no gold answer in it)
 #   REFERENCE=judge  the training tasks' rubric gets `reference = "judge"`: the judge answers each
 #                    question itself first (once per question, stored) and grades every answer
@@ -55,11 +55,11 @@
 #                    writes once per question. This drops RULER's relative verdict; the judge's
 #                    answer is still the only knowledge in the reward (no gold answer)
 #   TRAIN_SETS="train train_more"
-#                    the training prompts: these files of evals/policy_qa/, one after another
+#                    the training prompts: these files of policy_qa/, one after another
 #                    (default: train, its 400 prompts; train_more has 1,600 more, drawn after
 #                    every other file)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT="$(pwd)"
 
 WORK="${WORK:-target/learn-from-judge}"
@@ -120,7 +120,7 @@ if [[ -n "$LENGTH_TARGET" && -z "$LENGTH_LIMIT" ]] || [[ -z "$LENGTH_TARGET" && 
     exit 2
 fi
 JUDGE_MODE="${JUDGE_MODE:-pointwise}"
-source benches/policy_qa_env.sh
+source experiments/policy-from-judge/policy_qa_env.sh
 mkdir -p "$WORK"
 WORK="$(realpath "$WORK")"
 cd "$WORK"
@@ -140,7 +140,7 @@ rubric = None
 if rubric_file:
     name = "policy_qa_" + os.path.splitext(os.path.basename(rubric_file))[0].removeprefix("policy_qa_")
     rubric = {"name": name, "text": open(rubric_file).read()}
-lines = [l for name in sets.split() for l in open(f"{root}/evals/policy_qa/{name}.jsonl")]
+lines = [l for name in sets.split() for l in open(f"{root}/experiments/policy-from-judge/policy_qa/{name}.jsonl")]
 for line in lines:
     if not line.strip():
         continue
@@ -171,7 +171,7 @@ PY
 
 # The held-out questions as tasks for `train sample`: the prompt alone, scored by a length
 # verifier (no judge is asked; the reward of these samples is not what is measured).
-python3 - "$ROOT/evals/policy_qa/$SPLIT.jsonl" "$TEST_N" > test_tasks.jsonl <<'PY'
+python3 - "$ROOT/experiments/policy-from-judge/policy_qa/$SPLIT.jsonl" "$TEST_N" > test_tasks.jsonl <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][: int(sys.argv[2])]
 for r in rows:
@@ -181,7 +181,7 @@ for r in rows:
         "policy": {"type": "weighted", "weights": {"length": 1.0}},
     }))
 PY
-python3 - "$ROOT/evals/policy_qa/$SPLIT.jsonl" "$TEST_N" > test.jsonl <<'PY'
+python3 - "$ROOT/experiments/policy-from-judge/policy_qa/$SPLIT.jsonl" "$TEST_N" > test.jsonl <<'PY'
 import sys
 lines = [l for l in open(sys.argv[1]) if l.strip()][: int(sys.argv[2])]
 sys.stdout.write("".join(lines))
@@ -238,8 +238,8 @@ fi
 files=(answers-base.jsonl)
 for run in "${runs[@]}"; do files+=("answers-$run.jsonl"); done
 
-python3 "$ROOT/evals/score_policy_answers.py" --json --test test.jsonl "${files[@]}" > result.json
-python3 "$ROOT/evals/score_policy_answers.py" --test test.jsonl "${files[@]}" | tee result.txt
+python3 "$ROOT/experiments/policy-from-judge/score_policy_answers.py" --json --test test.jsonl "${files[@]}" > result.json
+python3 "$ROOT/experiments/policy-from-judge/score_policy_answers.py" --test test.jsonl "${files[@]}" | tee result.txt
 
 # Per-step cost of each run (metrics.jsonl): sampling, judging, backward.
 for run in "${runs[@]}"; do

@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
-# A local judge trained on the policy's own answers (BENCHMARKS.md "Training: a policy learns
-# from the judge", "What the reward knows"). The 1.5B judge ranks the 0.5B policy's answers to
-# the experiment's questions only a little better than chance (benches/judge_signal.sh); this
+# A local judge trained on the policy's own answers (NOTEBOOK.md next to this script, "What the
+# reward knows about being right"). The 1.5B judge ranks the 0.5B policy's answers to
+# the experiment's questions only a little better than chance (judge_signal.sh); this
 # trains its pointwise verdict on answers of the same kind, to questions no policy run sees.
 # CPU, 127.0.0.1 only; resumes (every output that exists is kept).
 #
-#   benches/judge_on_policy.sh                     # under target/judge-on-policy
-#   STAGE=sample benches/judge_on_policy.sh        # only the samples and their labels
+#   experiments/policy-from-judge/judge_on_policy.sh                     # under target/judge-on-policy
+#   STAGE=sample experiments/policy-from-judge/judge_on_policy.sh        # only the samples and their labels
 # LIMIT (default 200 of judge.jsonl's 400 questions) bounds the cost: the 1.5B's frozen pass
 # takes about 1.7 s a pointwise example on 2 cores. The questions are sampled CHUNK (200) at a
 # time, so a larger LIMIT keeps the chunks already sampled:
-#   LIMIT=400 JUDGE_TRAIN=340 EPOCHS=4 LR=1e-3 WORK=target/jop-400 benches/judge_on_policy.sh
-#   LIMIT=4 JUDGE_TRAIN=2 EPOCHS=1 WORK=target/jop-smoke benches/judge_on_policy.sh   # smoke
+#   LIMIT=400 JUDGE_TRAIN=340 EPOCHS=4 LR=1e-3 WORK=target/jop-400 experiments/policy-from-judge/judge_on_policy.sh
+#   LIMIT=4 JUDGE_TRAIN=2 EPOCHS=1 WORK=target/jop-smoke experiments/policy-from-judge/judge_on_policy.sh   # smoke
 #
 # 1. The untrained policy (POLICY_MODEL, default the 0.5B test model) samples GROUP_SIZE
-#    completions (temperature 1, MAX_TOKENS) of every question of evals/policy_qa/judge.jsonl
+#    completions (temperature 1, MAX_TOKENS) of every question of policy_qa/judge.jsonl
 #    (never a policy's task, dev or test question). No judge is asked (a length verifier only).
-# 2. Each completion is labelled by the containment check of evals/score_policy_answers.py
+# 2. Each completion is labelled by the containment check of score_policy_answers.py
 #    (1: HaluEval's right answer occurs in it, else 0), as `gavel eval`'s labelled groups under
 #    the experiment's rubric, keeping the groups with both right and wrong answers: those of the
 #    first JUDGE_TRAIN questions train, the rest choose the checkpoint.
 # 3. `gavel train judge --mode pointwise` on the 1.5B (JUDGE_MODEL): the adapter under adapter/.
 #    Then measure it on the dev split's samples, never trained on:
-#      benches/judge_signal.sh "adapter=target/judge-on-policy/adapter/best"
+#      experiments/policy-from-judge/judge_signal.sh "adapter=target/judge-on-policy/adapter/best"
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT="$(pwd)"
 
 WORK="${WORK:-target/judge-on-policy}"
@@ -36,8 +36,8 @@ LIMIT="${LIMIT:-200}"
 JUDGE_TRAIN="${JUDGE_TRAIN:-170}"
 EPOCHS="${EPOCHS:-3}"
 LR="${LR:-2e-4}"
-source benches/policy_qa_env.sh
-QUESTIONS="$ROOT/evals/policy_qa/judge.jsonl"
+source experiments/policy-from-judge/policy_qa_env.sh
+QUESTIONS="$ROOT/experiments/policy-from-judge/policy_qa/judge.jsonl"
 mkdir -p "$WORK"
 WORK="$(realpath "$WORK")"
 cd "$WORK"
@@ -72,7 +72,7 @@ for ((start = 0; start < LIMIT; start += CHUNK)); do
 done > samples.scored
 
 # Labelled groups: the experiment's rubric, the completions, containment labels.
-python3 - "$ROOT/evals" "$QUESTIONS" samples.scored "$JUDGE_TRAIN" "$LIMIT" <<'PY'
+python3 - "$ROOT/experiments/policy-from-judge" "$QUESTIONS" samples.scored "$JUDGE_TRAIN" "$LIMIT" <<'PY'
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from score_policy_answers import contains_answer

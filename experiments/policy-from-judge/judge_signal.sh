@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # How much the local judge's rewards say about correctness, in the groups the policy of
-# benches/learn_from_judge.sh trains on (BENCHMARKS.md "Training: a policy learns from the
-# judge", "What the reward knows"). CPU, 127.0.0.1 only; resumes (every output that exists is
-# kept).
+# learn_from_judge.sh trains on (NOTEBOOK.md next to this script, "What the reward knows about
+# being right"). CPU, 127.0.0.1 only; resumes (every output that exists is kept).
 #
-#   benches/judge_signal.sh                                   # the shipped configuration only
-#   benches/judge_signal.sh "adapter=none" "rubric=benches/rubrics/policy_qa_correct.md"   # two variants
+#   experiments/policy-from-judge/judge_signal.sh                                   # the shipped configuration only
+#   experiments/policy-from-judge/judge_signal.sh "adapter=none" "rubric=experiments/policy-from-judge/policy_qa_correct.md"   # two variants
 #
 # 1. The untrained policy (POLICY_MODEL, default the 0.5B test model) samples GROUP_SIZE
-#    completions (temperature 1, MAX_TOKENS) of every question of evals/policy_qa/$SPLIT.jsonl
+#    completions (temperature 1, MAX_TOKENS) of every question of policy_qa/$SPLIT.jsonl
 #    (default dev), scored by the judge as learn_from_judge.sh's reward is (the 1.5B test model,
 #    pointwise, its shipped adapter, the set's rubric): samples.scored.
 # 2. Each argument is a variant: `key=value` pairs separated by spaces (quote the argument),
@@ -16,10 +15,10 @@
 #    the repository), reference=judge (the rubric's `reference = "judge"`: the judge answers
 #    each question first and grades against its own answer); unnamed keys as in step 1. The same samples are re-scored with it
 #    (`gavel rescore`) into variant-N.out.
-# 3. evals/judge_signal.py: per reward, AUC (right ranked above wrong within a group, by the
+# 3. judge_signal.py: per reward, AUC (right ranked above wrong within a group, by the
 #    gold answer's containment) and best-of-N.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT="$(pwd)"
 
 WORK="${WORK:-target/judge-signal}"
@@ -27,14 +26,14 @@ SPLIT="${SPLIT:-dev}"
 GROUP_SIZE="${GROUP_SIZE:-8}"
 MAX_TOKENS="${MAX_TOKENS:-48}"
 SEED="${SEED:-0}"
-source benches/policy_qa_env.sh
-TEST="$ROOT/evals/policy_qa/$SPLIT.jsonl"
+source experiments/policy-from-judge/policy_qa_env.sh
+TEST="$ROOT/experiments/policy-from-judge/policy_qa/$SPLIT.jsonl"
 mkdir -p "$WORK"
 WORK="$(realpath "$WORK")"
 cd "$WORK"
 
 # The questions as tasks with the set's rubric (no answer in them).
-python3 - "$TEST" "$ROOT/evals/policy_qa/row_ids.json" > tasks.jsonl <<'PY'
+python3 - "$TEST" "$ROOT/experiments/policy-from-judge/policy_qa/row_ids.json" > tasks.jsonl <<'PY'
 import json, sys
 rubric = json.load(open(sys.argv[2]))["prompt"]["rubric"]
 for line in open(sys.argv[1]):
@@ -88,4 +87,4 @@ PY
     outputs+=("$out")
 done
 
-python3 "$ROOT/evals/judge_signal.py" --test "$TEST" "${outputs[@]}" | tee result.txt
+python3 "$ROOT/experiments/policy-from-judge/judge_signal.py" --test "$TEST" "${outputs[@]}" | tee result.txt

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """How much a judge's rewards say about correctness, within the groups a policy trains on.
 
-    python3 evals/judge_signal.py --test evals/policy_qa/dev.jsonl SCORED [SCORED ...]
-    python3 evals/judge_signal.py --self-test
+    python3 experiments/policy-from-judge/judge_signal.py \
+        --test experiments/policy-from-judge/policy_qa/dev.jsonl SCORED [SCORED ...]
+    python3 experiments/policy-from-judge/judge_signal.py --self-test
 
 Each SCORED file holds one scored group per line, in the order of the --test file's questions:
 `gavel train sample --output` lines (`trajectories`, `rewards`) or `gavel rescore` lines
@@ -95,7 +96,7 @@ def self_test():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--test", default="evals/policy_qa/dev.jsonl")
+    p.add_argument("--test", default="experiments/policy-from-judge/policy_qa/dev.jsonl")
     p.add_argument("--self-test", action="store_true")
     p.add_argument("scored", nargs="*")
     a = p.parse_args()

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Scores a policy's answers to the held-out policy QA questions (evals/policy_qa/test.jsonl)
-against HaluEval's right answers, with a check that does not involve any judge.
+"""Scores a policy's answers to the held-out policy QA questions (policy_qa/test.jsonl next to
+this script) against HaluEval's right answers, with a check that does not involve any judge.
 
-    python3 evals/score_policy_answers.py BASE.jsonl [TRAINED.jsonl CONTROL.jsonl ...]
-    python3 evals/score_policy_answers.py --json BASE.jsonl TRAINED.jsonl
-    python3 evals/score_policy_answers.py --self-test
+    python3 experiments/policy-from-judge/score_policy_answers.py BASE.jsonl [TRAINED.jsonl CONTROL.jsonl ...]
+    python3 experiments/policy-from-judge/score_policy_answers.py --json BASE.jsonl TRAINED.jsonl
+    python3 experiments/policy-from-judge/score_policy_answers.py --self-test
 
 Answers files: JSONL, one line per test question, each an object with the answer in `text` (or,
 if it has no `text`, in `completion`; null counts as an empty answer). Lines are matched to
