@@ -56,14 +56,6 @@ impl ConfigSource {
     }
 }
 
-/// A progress bar on stderr counting `unit` (rescore's groups, eval's judgings).
-pub fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(total);
-    let template = format!("{{bar:40}} {{pos}}/{{len}} {unit} · {{per_sec}} · ETA {{eta}} {{msg}}");
-    bar.set_style(indicatif::ProgressStyle::with_template(&template).expect("a valid template"));
-    bar
-}
-
 /// A scorer over the configured store (Postgres when `[store] url` is set, else sled).
 pub async fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
     attach_store(build_scorer(cfg)?, cfg).await
@@ -71,11 +63,16 @@ pub async fn open_scorer(cfg: &Config) -> Result<Arc<Scorer>, CliError> {
 
 /// The configuration's scorer over a throw-away in-memory store: enough to check requests
 /// ([`Scorer::check`]) and render prompts. A command that scores then calls [`attach_store`],
-/// so input that fails its checks never opens (or creates) the verdict store.
+/// so input that fails its checks never opens (or creates) the verdict store. A judge that
+/// cannot be built (a local model or adapter that is not there) is named with the
+/// configuration file it comes from.
 pub fn build_scorer(cfg: &Config) -> Result<Scorer, CliError> {
     let scratch: Arc<dyn crate::store::VerdictStore> =
         Arc::new(crate::store::SledStore::temporary()?);
-    Ok(Scorer::new(cfg.scorer_parts(), scratch)?)
+    Scorer::new(cfg.scorer_parts(), scratch).map_err(|e| match (&cfg.file, e) {
+        (Some(file), BuildError::Judge(j)) => CliError::Other(format!("{}: {j}", file.display())),
+        (_, e) => e.into(),
+    })
 }
 
 /// `scorer` over the configured store, opened now.

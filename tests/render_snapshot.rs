@@ -68,14 +68,23 @@ fn unlabelled(file: &Path, out: &Path) {
     std::fs::write(out, text).unwrap();
 }
 
-/// A copy of a config whose local judge loads `model` (the same file the model id names).
+/// A copy of a config whose local judge loads `model` (the same file the model id names). The
+/// copy lives elsewhere, so its adapter, read from the config's folder, is written absolute.
 fn with_model(config: &str, model: &str, out: &Path) -> PathBuf {
     let text = std::fs::read_to_string(Path::new(ROOT).join(config)).unwrap();
+    let folder = Path::new(ROOT).join(config).parent().unwrap().to_path_buf();
     let text: String = text
         .lines()
-        .map(|l| match l.starts_with("model_path") {
-            true => format!("model_path = {}\n", Value::from(model)),
-            false => format!("{l}\n"),
+        .map(|l| {
+            if l.starts_with("model_path") {
+                return format!("model_path = {}\n", Value::from(model));
+            }
+            if let Some(rest) = l.strip_prefix("adapter = \"") {
+                let rel = &rest[..rest.find('"').unwrap()];
+                let abs = folder.join(rel).display().to_string();
+                return format!("adapter = {}\n", Value::from(abs));
+            }
+            format!("{l}\n")
         })
         .collect();
     let path = out.join(Path::new(config).file_name().unwrap());

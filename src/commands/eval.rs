@@ -19,12 +19,24 @@ pub enum Format {
     Html,
 }
 
+impl From<Format> for EvalFormat {
+    fn from(f: Format) -> EvalFormat {
+        match f {
+            Format::Text => EvalFormat::Text,
+            Format::Json => EvalFormat::Json,
+            Format::Html => EvalFormat::Html,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct EvalArgs {
     /// Judges to evaluate (give --judge more than once); default: the config's default judge.
     #[arg(long = "judge", env = "GAVEL_EVAL_JUDGES", value_delimiter = ',')]
     pub judges: Vec<String>,
-    /// Rubrics to evaluate (give --rubric more than once); default: each group's own.
+    /// Rubrics to evaluate (give --rubric more than once), each a rubric file (a path with a
+    /// `/` or ending in .toml) or the name of a shipped rubric or of one in the config's
+    /// rubrics_dir; default: each group's own.
     #[arg(long = "rubric", env = "GAVEL_EVAL_RUBRICS", value_delimiter = ',')]
     pub rubrics: Vec<String>,
     /// Judging modes to evaluate (give --judge-mode more than once: listwise, pointwise,
@@ -56,10 +68,12 @@ pub struct EvalArgs {
     /// Evaluate only the first N groups of each set.
     #[arg(long, env = "GAVEL_EVAL_LIMIT")]
     pub limit: Option<usize>,
-    /// Terminal summary, one JSON document, or a self-contained HTML page.
-    #[arg(long, env = "GAVEL_EVAL_FORMAT", value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-    /// Write the report here instead of standard output.
+    /// Terminal summary, one JSON document, or a self-contained HTML page [default: what -o's
+    /// file name ends in (.html or .htm: html, .json: json), else text].
+    #[arg(long, env = "GAVEL_EVAL_FORMAT", value_enum)]
+    pub format: Option<Format>,
+    /// Write the report here instead of standard output, in --format, else the format its name
+    /// ends in. A one-line summary goes to stderr whatever the format.
     #[arg(short = 'o', long = "output", env = "GAVEL_EVAL_OUTPUT")]
     pub output: Option<PathBuf>,
     /// Also judge each group with its wrong trajectories' final answers rewritten by each
@@ -88,16 +102,27 @@ pub struct EvalArgs {
     /// Choose, per judge and mode whose verdicts carry a confidence (pointwise, pairwise), the
     /// threshold a cascade stage would use: the lowest such that, with probability ≥ 1 − δ, the
     /// accuracy of the groups it keeps is ≥ 1 − α (exact Clopper–Pearson bound, candidates
-    /// scanned from the most confident down, each keeping at least 30 labelled pairs). Printed
-    /// with its coverage and bound, and as a `thresholds = [...]` line for the cascade's table.
+    /// scanned from the most confident down, each keeping enough labelled pairs that one of them
+    /// may be wrong: 38 at α = δ = 0.1, never fewer than 30). Printed with its coverage and
+    /// bound, and as a `thresholds = [...]` line for the cascade's table.
     #[arg(long, env = "GAVEL_EVAL_CALIBRATE")]
     pub calibrate: bool,
     /// With --calibrate: the error allowed in a stage's kept decisions (accuracy ≥ 1 − α), in
     /// (0, 1).
-    #[arg(long, env = "GAVEL_EVAL_ALPHA", default_value_t = 0.1)]
+    #[arg(
+        long,
+        env = "GAVEL_EVAL_ALPHA",
+        default_value_t = 0.1,
+        requires = "calibrate"
+    )]
     pub alpha: f64,
     /// With --calibrate: the chance allowed that the accuracy is below 1 − α anyway, in (0, 1).
-    #[arg(long, env = "GAVEL_EVAL_DELTA", default_value_t = 0.1)]
+    #[arg(
+        long,
+        env = "GAVEL_EVAL_DELTA",
+        default_value_t = 0.1,
+        requires = "calibrate"
+    )]
     pub delta: f64,
     /// Labelled group files (.jsonl, one group per line; or .json, one group; `-` for standard
     /// input).
@@ -115,11 +140,7 @@ pub async fn run(common: &Common, args: EvalArgs) -> anyhow::Result<ExitCode> {
         permutations: args.permutations,
         concurrency: args.concurrency,
         limit: args.limit,
-        format: match args.format {
-            Format::Text => EvalFormat::Text,
-            Format::Json => EvalFormat::Json,
-            Format::Html => EvalFormat::Html,
-        },
+        format: EvalFormat::choose(args.format.map(EvalFormat::from), args.output.as_deref()),
         output: args.output,
         files: args.files,
         attacks: args.attacks.map(|names| AttackOptions {

@@ -93,19 +93,22 @@ impl Common {
 }
 
 /// The exit status of a tool's run: 0 done, 1 ran and reported failures, 2 refused (a usage or
-/// input problem; nothing was scored).
+/// input problem; nothing was scored), 128 + N stopped by signal N (130 for Ctrl-C).
 pub fn exit(e: Exit) -> ExitCode {
     ExitCode::from(match e {
         Exit::Done => 0,
         Exit::Failed => 1,
         Exit::Refused => 2,
+        Exit::Interrupted(signal) => u8::try_from(128 + signal).unwrap_or(1),
     })
 }
 
 /// `--rubric` and `--judge` of `score` and `render`.
 #[derive(Args, Clone)]
 pub struct Overrides {
-    /// Use this rubric (a name from rubrics/ or the config's rubrics_dir) for every group.
+    /// Use this rubric for every group: a rubric file (a path with a `/` or ending in .toml,
+    /// read from the current directory) or the name of a shipped rubric or of one in the
+    /// config's rubrics_dir.
     #[arg(long, env = "GAVEL_RUBRIC")]
     rubric: Option<String>,
     /// Use this judge (a name from the config) for every group.
@@ -124,9 +127,11 @@ fn read_overridden(
     o: &Overrides,
 ) -> Result<Vec<GroupIn>, Exit> {
     let mut usage = Vec::new();
+    let mut rubric = None;
     if let Some(r) = &o.rubric {
-        if let Err(e) = scorer.rubrics().get(r) {
-            usage.push(format!("gavel {cmd}: --rubric: {e}"));
+        match scorer.rubrics().resolve_arg(r) {
+            Ok(arg) => rubric = Some(arg),
+            Err(e) => usage.push(format!("gavel {cmd}: --rubric: {e}")),
         }
     }
     if let Some(j) = &o.judge {
@@ -139,12 +144,12 @@ fn read_overridden(
     }
     let mut groups = read_checked::<()>(path, scorer, |g| {
         let mut r = g.request.clone();
-        override_request(&mut r, o.rubric.as_deref(), o.judge.as_deref());
+        override_request(&mut r, rubric.as_ref(), o.judge.as_deref());
         vec![r]
     })
     .map_err(|p| print_problems(&p))?;
     for g in &mut groups {
-        override_request(&mut g.request, o.rubric.as_deref(), o.judge.as_deref());
+        override_request(&mut g.request, rubric.as_ref(), o.judge.as_deref());
     }
     Ok(groups)
 }

@@ -44,7 +44,9 @@ pub struct RescoreArgs {
     /// Output file: one JSON line per input group.
     #[arg(short = 'o', long, env = "GAVEL_RESCORE_OUTPUT")]
     pub output: PathBuf,
-    /// Score every group with this rubric instead of the one it names.
+    /// Score every group with this rubric instead of the one it names: a rubric file (a path
+    /// with a `/` or ending in .toml) or the name of a shipped rubric or of one in the config's
+    /// rubrics_dir.
     #[arg(long, env = "GAVEL_RUBRIC")]
     pub rubric: Option<String>,
     /// Score every group with this judge instead of the one it names.

@@ -4,7 +4,8 @@
 //! re-run makes no judge call. Per group the report has each trajectory's reward on both sides,
 //! the delta B − A, average ranks, rank flips, Kendall's τ-b and the biggest mover; the summary
 //! pools the groups that were scored on both sides. Output: a terminal table, one JSON
-//! document, and optionally a self-contained HTML page ([`html`]).
+//! document or a self-contained HTML page ([`html`]), on standard output or in the `-o` file;
+//! and, whatever the format, one summary line on stderr.
 
 pub mod html;
 pub mod report;
@@ -17,7 +18,7 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::cli::{attach_store, build_scorer, CliError, ConfigSource};
-use crate::domain::rubric::RubricSet;
+use crate::domain::rubric::{RubricArg, RubricSet};
 use crate::score::{ScoreRequest, Scorer};
 use crate::toolkit::exit::Exit;
 use crate::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
@@ -28,12 +29,8 @@ pub use report::{
     Report, SideReport, SideUsage, Sides, TopMover, TrajectoryRow,
 };
 
-/// How the report is printed on stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DiffFormat {
-    Text,
-    Json,
-}
+/// How the report is written.
+pub use crate::toolkit::output_file::ReportFormat as DiffFormat;
 
 /// What `gavel diff` compares and how it reports.
 #[derive(Debug, Clone)]
@@ -42,8 +39,13 @@ pub struct DiffOptions {
     pub rubrics: Vec<String>,
     /// Two judges (or one, for both sides of a rubric comparison).
     pub judges: Vec<String>,
+    /// The report's format (the command line's `--format`, else the `-o` file's extension:
+    /// `DiffFormat::choose`).
     pub format: DiffFormat,
-    /// Also write the HTML report here.
+    /// Where the report goes; none: standard output.
+    pub output: Option<PathBuf>,
+    /// Also write the HTML page here, the report still going to standard output (the old
+    /// `--html`).
     pub html: Option<PathBuf>,
     /// Groups scored at once.
     pub concurrency: usize,
@@ -105,10 +107,10 @@ pub fn sides(rubrics: &[String], judges: &[String]) -> Result<(Compare, [SideSpe
     }
 }
 
-/// The request a group is scored with on one side.
-fn side_request(g: &GroupIn, side: &SideSpec) -> ScoreRequest {
+/// The request a group is scored with on one side (`rubric`: the side's `--rubric`, read).
+fn side_request(g: &GroupIn, side: &SideSpec, rubric: Option<&RubricArg>) -> ScoreRequest {
     let mut r = g.request.clone();
-    override_request(&mut r, side.rubric.as_deref(), side.judge.as_deref());
+    override_request(&mut r, rubric, side.judge.as_deref());
     r
 }
 
@@ -143,10 +145,12 @@ pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliE
     let cfg = source.load_config()?;
     let rubrics =
         RubricSet::load(cfg.rubrics_dir.as_deref()).map_err(crate::score::BuildError::from)?;
-    for s in &specs {
+    let mut read: [Option<RubricArg>; 2] = [None, None];
+    for (s, read) in specs.iter().zip(&mut read) {
         if let Some(r) = &s.rubric {
-            if let Err(e) = rubrics.get(r) {
-                return usage_error(format!("--rubric: {e}"));
+            match rubrics.resolve_arg(r) {
+                Ok(arg) => *read = Some(arg),
+                Err(e) => return usage_error(format!("--rubric: {e}")),
             }
         }
         if let Some(j) = &s.judge {
@@ -157,34 +161,54 @@ pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliE
     }
     let scorer = build_scorer(&cfg)?;
     let groups = match read_checked::<()>(&args.file, &scorer, |g| {
-        specs.iter().map(|s| side_request(g, s)).collect()
+        (0..2)
+            .map(|i| side_request(g, &specs[i], read[i].as_ref()))
+            .collect()
     }) {
         Ok(g) => g,
         Err(problems) => return Ok(print_problems(&problems)),
     };
     let requests: Vec<[ScoreRequest; 2]> = groups
         .iter()
-        .map(|g| [side_request(g, &specs[0]), side_request(g, &specs[1])])
+        .map(|g| {
+            [
+                side_request(g, &specs[0], read[0].as_ref()),
+                side_request(g, &specs[1], read[1].as_ref()),
+            ]
+        })
         .collect();
 
     let scorer: Arc<Scorer> = attach_store(scorer, &cfg).await?;
     let outcomes = score_all(&scorer, &requests, args.concurrency).await;
     scorer.store().flush().await?;
-    let report = build_report(&args.file, compare, &specs, &rubrics, &groups, &outcomes);
+    let versions = read
+        .each_ref()
+        .map(|r| r.as_ref().map(|r| r.rubric.version.clone()));
+    let report = build_report(&args.file, compare, &specs, &versions, &groups, &outcomes);
 
-    match args.format {
-        DiffFormat::Text => print!("{}", text::render(&report)),
+    let doc = match args.format {
+        DiffFormat::Text => text::render(&report),
         DiffFormat::Json => {
-            let doc = serde_json::to_string_pretty(&report)
+            let mut doc = serde_json::to_string_pretty(&report)
                 .map_err(|e| CliError::Other(format!("cannot serialise the report: {e}")))?;
-            println!("{doc}");
+            doc.push('\n');
+            doc
         }
+        DiffFormat::Html => html::render(&report),
+    };
+    let write = |path: &std::path::Path, doc: String| {
+        std::fs::write(path, doc)
+            .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))
+    };
+    match &args.output {
+        Some(path) => write(path, doc)?,
+        None => print!("{doc}"),
     }
     if let Some(path) = &args.html {
-        std::fs::write(path, html::render(&report))
-            .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))?;
-        eprintln!("gavel diff: wrote {}", path.display());
+        write(path, html::render(&report))?;
     }
+    let written: Vec<&PathBuf> = args.output.iter().chain(&args.html).collect();
+    eprintln!("{}", text::summary_line(&report, &written));
     Ok(Exit::failed_if(report.failed() > 0))
 }
 

@@ -7,7 +7,6 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{Compare, GroupIn, SideSpec};
-use crate::domain::rubric::RubricSet;
 use crate::domain::stats;
 use crate::score::{ScoreResponse, Usage};
 use crate::toolkit::outcome::GroupOutcome;
@@ -298,12 +297,13 @@ fn summarise(groups: &[GroupReport]) -> DiffSummary {
     }
 }
 
-/// Builds the report from each group's two outcomes.
+/// Builds the report from each group's two outcomes; `rubric_versions`: each side's `--rubric`
+/// version, when it names one.
 pub fn build_report(
     file: &Path,
     compare: Compare,
     specs: &[SideSpec; 2],
-    rubrics: &RubricSet,
+    rubric_versions: &[Option<String>; 2],
     groups: &[GroupIn],
     outcomes: &[[GroupOutcome; 2]],
 ) -> Report {
@@ -356,11 +356,7 @@ pub fn build_report(
         SideReport {
             label,
             rubric: spec.rubric.clone(),
-            rubric_version: spec
-                .rubric
-                .as_deref()
-                .and_then(|n| rubrics.get(n).ok())
-                .map(|r| r.version.clone()),
+            rubric_version: rubric_versions[s].clone(),
             judge: spec.judge.clone(),
             judges_used: judges_used[s].iter().cloned().collect(),
             usage: usage[s].clone(),

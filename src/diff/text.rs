@@ -206,6 +206,29 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// The one line `gavel diff` says on stderr whatever the format: `gavel diff: 3 of 3 groups
+/// compared · mean |Δ| 0.125 · mean τ-b 0.774 · 1 flipped pair · wrote report.html`.
+pub fn summary_line(report: &Report, written: &[&std::path::PathBuf]) -> String {
+    let s = &report.summary;
+    let failed = if s.groups_failed > 0 {
+        format!(", {} failed", s.groups_failed)
+    } else {
+        String::new()
+    };
+    let mut line = format!(
+        "gavel diff: {} of {} compared{failed} · mean |Δ| {} · mean {} · {}",
+        s.groups_compared,
+        plural(s.groups, "group", "groups"),
+        num(s.mean_abs_delta),
+        tau(s.mean_kendall_tau_b),
+        plural(s.rank_flips, "flipped pair", "flipped pairs"),
+    );
+    for p in written {
+        let _ = write!(line, " · wrote {}", p.display());
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

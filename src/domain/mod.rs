@@ -4,10 +4,11 @@
 //! [`json_text`], [`rubric`]), what it answers ([`verdict`]), the verifiable rewards
 //! ([`verify`]), and how it all becomes rewards and advantages ([`reward`]); plus what every
 //! layer shares: [`error_chain`] (an error with its causes), [`error_type`] (`error.type`), [`rng`] (the one seeded generator),
-//! [`seconds`] (durations in configuration), [`secret`] (strings that never print themselves),
+//! [`seconds`] (durations in configuration), [`config_path`] (paths in a configuration file), [`secret`] (strings that never print themselves),
 //! [`stats`] (the statistics every tool shares).
 
 pub mod attack;
+pub mod config_path;
 pub mod dedup;
 pub mod device;
 pub mod error_chain;

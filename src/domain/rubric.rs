@@ -228,15 +228,36 @@ impl Rubric {
 
     /// Parses a rubric file's TOML text. Errors name the file and, where TOML knows it, the line.
     pub fn parse_toml(text: &str, fallback_name: &str, file: &str) -> Result<Rubric, RubricError> {
-        let spec: RubricSpec = toml::from_str(text).map_err(|e| RubricError::Invalid {
-            file: match e.span() {
-                Some(span) => format!("{file}:{}", line_of(text, span.start)),
-                None => file.to_string(),
-            },
-            message: e.message().to_string(),
-        })?;
-        Rubric::from_spec(spec, fallback_name, file)
+        Rubric::from_spec(parse_spec(text, file)?, fallback_name, file)
     }
+}
+
+/// A rubric file's TOML text as a spec, not yet checked.
+fn parse_spec(text: &str, file: &str) -> Result<RubricSpec, RubricError> {
+    toml::from_str(text).map_err(|e| RubricError::Invalid {
+        file: match e.span() {
+            Some(span) => format!("{file}:{}", line_of(text, span.start)),
+            None => file.to_string(),
+        },
+        message: e.message().to_string(),
+    })
+}
+
+/// A rubric argument of the command line (`--rubric`), read: a rubric of the set by name, or a
+/// rubric file.
+#[derive(Debug, Clone)]
+pub struct RubricArg {
+    /// The value as given: a report's label for it.
+    pub given: String,
+    pub rubric: Rubric,
+    /// A file's rubric as a spec (its `name` set: the file's, else its stem), to send inline;
+    /// `None` for a rubric of the set, sent by name.
+    pub file_spec: Option<RubricSpec>,
+}
+
+/// Whether a rubric argument is written as a path: it has a path separator or ends in `.toml`.
+pub fn looks_like_path(value: &str) -> bool {
+    value.contains('/') || value.contains(std::path::MAIN_SEPARATOR) || value.ends_with(".toml")
 }
 
 /// 1-based line number of a byte offset.
@@ -289,6 +310,49 @@ impl RubricSet {
 
     pub fn iter(&self) -> impl Iterator<Item = &Rubric> {
         self.rubrics.values()
+    }
+
+    /// A rubric argument (`--rubric`): a value written as a path ([`looks_like_path`]) that
+    /// names an existing file is that file's rubric (a relative path is read from the current
+    /// directory); any other value is a name of this set (a shipped rubric or one of
+    /// `rubrics_dir`). A path-like value that is neither is refused, naming both.
+    pub fn resolve_arg(&self, value: &str) -> Result<RubricArg, RubricError> {
+        let path = Path::new(value);
+        if looks_like_path(value) && path.is_file() {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| RubricError::Io(path.to_path_buf(), e))?;
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("rubric");
+            let mut spec = parse_spec(&text, value)?;
+            let rubric = Rubric::from_spec(spec.clone(), stem, value)?;
+            spec.name = Some(rubric.name.clone());
+            return Ok(RubricArg {
+                given: value.to_string(),
+                rubric,
+                file_spec: Some(spec),
+            });
+        }
+        match self.get(value) {
+            Ok(r) => Ok(RubricArg {
+                given: value.to_string(),
+                rubric: r.clone(),
+                file_spec: None,
+            }),
+            Err(RubricError::Unknown { known, .. }) if looks_like_path(value) => {
+                let cwd = std::env::current_dir()
+                    .map_or_else(|_| ".".into(), |d| d.display().to_string());
+                Err(RubricError::Invalid {
+                    file: value.to_string(),
+                    message: format!(
+                        "no such rubric file (read from {cwd}), and no rubric of that name \
+                         (known: {known})"
+                    ),
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -402,6 +466,37 @@ mod tests {
             set.get("nope").unwrap_err().to_string(),
             "unknown rubric \"nope\" (known: default, rag_faithfulness, research_report, retrieval_qa)"
         );
+    }
+
+    #[test]
+    fn a_rubric_argument_is_a_file_or_a_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("strict.toml");
+        std::fs::write(&file, "text = \"only exact answers\"").unwrap();
+        let set = RubricSet::load(None).unwrap();
+        let a = set.resolve_arg(file.to_str().unwrap()).unwrap();
+        assert_eq!(
+            (a.rubric.name.as_str(), a.rubric.text.as_str()),
+            ("strict", "only exact answers")
+        );
+        assert_eq!(a.file_spec.unwrap().name.as_deref(), Some("strict"));
+        let d = set.resolve_arg("default").unwrap();
+        assert!(d.file_spec.is_none() && d.rubric.name == "default");
+        let missing = dir.path().join("nope.toml");
+        let e = set
+            .resolve_arg(missing.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope.toml: no such rubric file"), "{e}");
+        assert!(e.contains("(known: default, rag_faithfulness"), "{e}");
+        // A bad file is refused with its name and line.
+        std::fs::write(&file, "text = \"x\"\ncolour = 1\n").unwrap();
+        let e = set
+            .resolve_arg(file.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("strict.toml:2: unknown field `colour`"), "{e}");
+        assert!(looks_like_path("a.toml") && looks_like_path("x/y") && !looks_like_path("default"));
     }
 
     #[test]

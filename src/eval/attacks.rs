@@ -77,7 +77,7 @@ pub(crate) fn prepare(
         let mut per_combo = Vec::with_capacity(combos.len());
         for v in combos {
             let mut req = g.request.clone();
-            override_request(&mut req, v.rubric.as_deref(), None);
+            override_request(&mut req, v.rubric.as_ref(), None);
             let rubric = scorer.rubric(&req.rubric).map_err(|e| e.to_string())?;
             let copies = attacks
                 .iter()

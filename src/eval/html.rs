@@ -30,10 +30,16 @@ const PALETTE: [&str; 6] = [
     COLOR_CHANCE,
 ];
 
+// Up to 18 columns: headings wrap, cells are tight and the page wider than the diff's, so every
+// column shows at 1,300 px; narrower, the table scrolls in its box rather than being cut off.
 const EXTRA_CSS: &str = r#"
-table.res td, table.res th { white-space: nowrap; }
-.scroll { overflow-x: auto; }
-td.lbl-cell { white-space: normal; }
+main { max-width: 1320px; }
+table.res { font-size: 13px; }
+table.res td, table.res th { padding: 5px 7px; }
+table.res td { white-space: nowrap; }
+table.res th { white-space: normal; letter-spacing: 0; }
+.box.scroll { overflow-x: auto; }
+td.lbl-cell { white-space: normal; min-width: 4em; }
 table.mis td { font-size: 13px; }
 "#;
 

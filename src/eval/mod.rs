@@ -26,6 +26,7 @@ pub mod choice;
 mod confidence;
 mod html;
 mod judged;
+mod output;
 pub mod report;
 pub mod stats;
 mod text;
@@ -40,7 +41,7 @@ use serde_json::{Map, Value};
 use crate::cli::{attach_store, build_scorer, CliError, ConfigSource};
 use crate::config::Config;
 use crate::domain::prompt::JudgeMode;
-use crate::domain::rubric::RubricSet;
+use crate::domain::rubric::{RubricArg, RubricSet};
 use crate::domain::trajectory::{Role, Trajectory};
 use crate::score::request::MAX_PERMUTATIONS;
 use crate::score::{ScoreRequest, Scorer};
@@ -49,6 +50,7 @@ use crate::toolkit::groupfile::{
     label_of, override_request, print_problems, read_checked, Extra, GroupIn,
 };
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
+use crate::toolkit::progress::{progress_bar, stderr_is_terminal};
 pub use attack_report::{AttackResult, AttackSummary};
 pub use attacks::AttackOptions;
 pub use calibration_report::{CalibrateOptions, CalibrationResult, NoThreshold};
@@ -62,12 +64,8 @@ pub use report::{EvalReport, SetResult};
 pub const MAX_ORDERS: usize = 16;
 
 /// How the report is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvalFormat {
-    Text,
-    Json,
-    Html,
-}
+pub use crate::toolkit::output_file::ReportFormat as EvalFormat;
+pub use output::summary_line;
 
 /// What `gavel eval` measures and how it reports (the command line's `--judge`, `--rubric`,
 /// `--judge-mode`... in `gavel`'s `commands/eval.rs`).
@@ -75,7 +73,8 @@ pub enum EvalFormat {
 pub struct EvalOptions {
     /// Judges to evaluate; none: the config's default judge.
     pub judges: Vec<String>,
-    /// Rubrics to evaluate; none: each group's own.
+    /// Rubrics to evaluate (names, or rubric files: see `RubricSet::resolve_arg`); none: each
+    /// group's own.
     pub rubrics: Vec<String>,
     /// Judging modes to evaluate; none: each judge's configured mode.
     pub modes: Vec<JudgeMode>,
@@ -89,8 +88,11 @@ pub struct EvalOptions {
     pub concurrency: Option<usize>,
     /// Only the first N groups of each set.
     pub limit: Option<usize>,
+    /// The report's format (the command line's `--format`, else the `-o` file's extension:
+    /// `EvalFormat::choose`).
     pub format: EvalFormat,
-    /// Where the report goes; none: standard output.
+    /// Where the report goes; none: standard output. A one-line summary goes to stderr
+    /// whatever the format.
     pub output: Option<PathBuf>,
     /// Labelled group files.
     pub files: Vec<PathBuf>,
@@ -177,13 +179,13 @@ pub fn agent_length(t: &Trajectory) -> usize {
 /// One combination as the requests get it (`None` = the request's own, or the judge's mode).
 pub(crate) struct Variant {
     judge: Option<String>,
-    rubric: Option<String>,
+    rubric: Option<RubricArg>,
     mode: Option<JudgeMode>,
     combo: Combo,
 }
 
-/// The combinations: every judge × every rubric × every judging mode.
-fn combos(args: &EvalOptions, cfg: &Config) -> Vec<Variant> {
+/// The combinations: every judge × every rubric (`--rubric`, read) × every judging mode.
+fn combos(args: &EvalOptions, rubrics: &[RubricArg], cfg: &Config) -> Vec<Variant> {
     fn each<T: Clone>(given: &[T]) -> Vec<Option<T>> {
         if given.is_empty() {
             vec![None]
@@ -194,14 +196,16 @@ fn combos(args: &EvalOptions, cfg: &Config) -> Vec<Variant> {
     let default_judge = cfg.default_judge_name().unwrap_or("default").to_string();
     let mut out = Vec::new();
     for judge in each(&args.judges) {
-        for rubric in each(&args.rubrics) {
+        for rubric in each(rubrics) {
             for mode in each(&args.modes) {
                 let name = judge.clone().unwrap_or_else(|| default_judge.clone());
                 // The mode the judge will be asked in: the one asked for, else its config's.
                 let asked = mode.or_else(|| cfg.judges.get(&name).and_then(|j| j.effective_mode()));
                 let combo = Combo {
                     judge: name,
-                    rubric: rubric.clone().unwrap_or_else(|| "as in file".into()),
+                    rubric: rubric
+                        .as_ref()
+                        .map_or_else(|| "as in file".into(), |r| r.given.clone()),
                     judge_mode: asked.map_or(ModeAsked::AsConfigured, ModeAsked::Mode),
                 };
                 out.push(Variant {
@@ -232,7 +236,7 @@ fn order_request(
     order: &[usize],
 ) -> ScoreRequest {
     let mut r = g.request.clone();
-    override_request(&mut r, v.rubric.as_deref(), v.judge.as_deref());
+    override_request(&mut r, v.rubric.as_ref(), v.judge.as_deref());
     if v.mode.is_some() {
         r.judge_mode = v.mode;
     }
@@ -275,9 +279,11 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
     let cfg = source.load_config()?;
     let rubric_set =
         RubricSet::load(cfg.rubrics_dir.as_deref()).map_err(crate::score::BuildError::from)?;
+    let mut rubrics = Vec::with_capacity(args.rubrics.len());
     for r in &args.rubrics {
-        if let Err(e) = rubric_set.get(r) {
-            return usage_error(&format!("--rubric: {e}"));
+        match rubric_set.resolve_arg(r) {
+            Ok(arg) => rubrics.push(arg),
+            Err(e) => return usage_error(&format!("--rubric: {e}")),
         }
     }
     for j in &args.judges {
@@ -285,7 +291,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
             return usage_error(&format!("--judge: {}", cfg.unknown_judge(j)));
         }
     }
-    let combos = combos(args, &cfg);
+    let combos = combos(args, &rubrics, &cfg);
     let concurrency = args.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
 
     // Read every file and check every line before any judge is called.
@@ -409,36 +415,7 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
             ));
         }
     }
-    // The text report shows each error's message; anywhere else (a file, JSON, HTML) the first
-    // of each kind also goes to stderr, so a missing key is never only a count.
-    if args.output.is_some() || !matches!(args.format, EvalFormat::Text) {
-        let mut seen = std::collections::BTreeSet::new();
-        for r in &report.results {
-            for (kind, message) in &r.error_messages {
-                if seen.insert(kind) {
-                    eprintln!("gavel eval: {kind}: {message}");
-                }
-            }
-        }
-    }
-    let doc = match args.format {
-        EvalFormat::Text => text::render(&report),
-        EvalFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&report)
-                .map_err(|e| CliError::Other(format!("cannot serialise the report: {e}")))?;
-            s.push('\n');
-            s
-        }
-        EvalFormat::Html => html::render(&report),
-    };
-    match &args.output {
-        Some(path) => {
-            std::fs::write(path, doc)
-                .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))?;
-            eprintln!("gavel eval: wrote {}", path.display());
-        }
-        None => print!("{doc}"),
-    }
+    output::write_report(&report, args.format, args.output.as_deref())?;
     let invalid = runs
         .iter()
         .flat_map(|r| &r.judgings)
@@ -493,7 +470,7 @@ async fn judge_all(
     // find the group's prompts in its prefix cache.
     let plans = plan_judgings(args, combos.len(), groups, attacked.attacks.len());
     let total: u64 = plans.iter().map(|(_, _, _, o)| o.len() as u64).sum();
-    let bar = progress_bar(total);
+    let bar = progress_bar(total, 0, "judgings", stderr_is_terminal());
     let bar = &bar;
     let runs = futures::stream::iter(plans)
         .map(|(c, gi, attack, orders)| async move {
@@ -506,9 +483,7 @@ async fn judge_all(
                 let t0 = Instant::now();
                 let out = group_outcome(scorer.score_group(&req).await);
                 let seconds = t0.elapsed().as_secs_f64();
-                if let Some(b) = bar {
-                    b.inc(1);
-                }
+                bar.inc(1);
                 judgings.push(Judging {
                     order,
                     outcome: out,
@@ -525,9 +500,7 @@ async fn judge_all(
         .buffered(concurrency)
         .collect()
         .await;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    bar.finish_and_clear();
     runs
 }
 
@@ -589,11 +562,4 @@ fn agree_to_attacks(
             .is_some_and(|j| j.backend() != crate::judge::Backend::Local)
     });
     attacks::agree_to_size(opts, judgings, clean, tokens, remote)
-}
-
-fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    std::io::stderr()
-        .is_terminal()
-        .then(|| crate::cli::progress_bar(total, "judgings"))
 }

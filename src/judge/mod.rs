@@ -5,6 +5,7 @@
 
 pub mod cascade;
 pub mod config;
+mod config_table;
 pub mod limits;
 pub mod local;
 pub mod panel;
@@ -24,6 +25,7 @@ use serde_json::Value;
 use crate::domain::error_type::ErrorType;
 use crate::domain::prompt::ChatMessage;
 pub use config::{Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig};
+pub use config_table::deserialize_judges;
 pub use probability::{ChoiceProbabilities, ProbabilityJudge};
 pub use settings::JudgeSettings;
 pub use structured_output::StructuredOutput;

@@ -16,7 +16,7 @@ use reqwest::{Client, Response, StatusCode, Url};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::hub::{Hub, HubId};
+use super::hub_cache::{several_ggufs_message, Hub, HubId};
 use crate::domain::error_chain::with_causes;
 
 /// Characters left as they are in a URL path segment.
@@ -120,7 +120,7 @@ pub(super) fn plan(id: &HubId, siblings: &[String]) -> Result<Plan, String> {
             index: None,
         }),
         [] => Err("the repository holds neither config.json nor a GGUF file".into()),
-        several => Err(super::hub::several_ggufs_message(&id.repo, several)),
+        several => Err(several_ggufs_message(&id.repo, several)),
     }
 }
 

@@ -366,3 +366,29 @@ fn the_blob_name_is_the_linked_etag_else_the_etag() {
     h.insert("x-linked-etag", HeaderValue::from_static("\"../x\""));
     assert_eq!(etag(&h), None);
 }
+
+/// A configuration's model is a path beside the file, unless nothing is there and it reads as
+/// a Hugging Face id.
+#[test]
+fn a_config_model_path_is_read_from_the_file_folder_unless_it_is_an_id() {
+    use super::hub::config_model_path;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("models/qwen")).unwrap();
+    let base = dir.path();
+    assert_eq!(
+        config_model_path(base, Path::new("models/qwen")),
+        base.join("models/qwen")
+    );
+    assert_eq!(
+        config_model_path(base, Path::new("Qwen/Qwen2.5-0.5B-Instruct")),
+        Path::new("Qwen/Qwen2.5-0.5B-Instruct")
+    );
+    assert_eq!(
+        config_model_path(base, Path::new("m.gguf")),
+        base.join("m.gguf")
+    );
+    assert_eq!(
+        config_model_path(base, Path::new("/abs/m.gguf")),
+        Path::new("/abs/m.gguf")
+    );
+}

@@ -6,7 +6,7 @@
 //! template, the GGUF header and its open file, or the safetensors paths) is what the judge's
 //! network and the trainer's dense tensors are both built from.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ use super::chat_template::{template_from_tokenizer_config, ChatTemplate, Templat
 use super::config::{md_string, QwenConfig};
 use super::device::device_name;
 use super::error::LocalError;
+use super::files::{read_json, read_json_opt, weight_files};
 use super::tokenizer::{
     byte_vocab, eos_ids, ids_of, read_tokenizer_json, token_text, tokenizer_from_gguf,
     LoadedTokenizer,
@@ -192,66 +193,6 @@ fn open_gguf(path: &Path) -> Result<ModelFiles, LocalError> {
         template,
         weights: WeightFiles::Gguf { content, file },
     })
-}
-
-fn read_json(path: &Path) -> Result<Value, LocalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LocalError::invalid(path, e))?;
-    serde_json::from_str(&text).map_err(|e| LocalError::invalid(path, e))
-}
-
-fn read_json_opt(path: &Path) -> Result<Option<Value>, LocalError> {
-    if path.exists() {
-        read_json(path).map(Some)
-    } else {
-        Ok(None)
-    }
-}
-
-/// The safetensors files of a folder: those its index lists, else `model.safetensors`, else
-/// every `*.safetensors`.
-pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, LocalError> {
-    let index = dir.join("model.safetensors.index.json");
-    if index.exists() {
-        let json = read_json(&index)?;
-        let map = json["weight_map"]
-            .as_object()
-            .ok_or_else(|| LocalError::invalid(&index, "no weight_map object"))?;
-        let files: BTreeSet<&str> = map.values().filter_map(Value::as_str).collect();
-        if files.is_empty() {
-            return Err(LocalError::invalid(&index, "weight_map lists no files"));
-        }
-        return files
-            .into_iter()
-            .map(|f| {
-                let p = dir.join(f);
-                if p.is_file() {
-                    Ok(p)
-                } else {
-                    Err(LocalError::MissingShard {
-                        index: index.clone(),
-                        file: f.to_string(),
-                    })
-                }
-            })
-            .collect();
-    }
-    let single = dir.join("model.safetensors");
-    if single.is_file() {
-        return Ok(vec![single]);
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| LocalError::invalid(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(LocalError::MissingFile {
-            dir: dir.to_path_buf(),
-            file: "*.safetensors weights".into(),
-        });
-    }
-    Ok(files)
 }
 
 /// The folder's chat template: tokenizer_config.json's, else `chat_template.jinja`, else

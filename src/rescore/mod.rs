@@ -17,7 +17,6 @@ mod crash;
 mod ledger;
 mod units;
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -25,10 +24,12 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::cli::{open_scorer, CliError, ConfigSource};
+use crate::domain::rubric::RubricSet;
 use crate::domain::secret::Secret;
 use crate::domain::trajectory::content_hash;
 use crate::score::Usage;
 use crate::toolkit::exit::Exit;
+use crate::toolkit::progress::{progress_bar, stderr_is_terminal};
 
 use ledger::{Ledger, Sink};
 use units::{in_shard, read_input, read_units, score_unit, Outcome, Unit};
@@ -82,7 +83,8 @@ pub struct RescoreOptions {
     pub log_limit: Option<u64>,
     /// Output file: one JSON line per input group.
     pub output: PathBuf,
-    /// Score every group with this rubric instead of the one it names.
+    /// Score every group with this rubric instead of the one it names (a name, or a rubric
+    /// file: see `RubricSet::resolve_arg`).
     pub rubric: Option<String>,
     /// Score every group with this judge instead of the one it names.
     pub judge: Option<String>,
@@ -109,7 +111,21 @@ pub async fn run(source: &ConfigSource, args: &RescoreOptions) -> Result<Exit, C
         p.push(".rejects.jsonl");
         PathBuf::from(p)
     });
-    let units = read_units(&text, cfg.server.max_group_size, args)?;
+    let rubric = match &args.rubric {
+        None => None,
+        Some(r) => {
+            let set = RubricSet::load(cfg.rubrics_dir.as_deref())
+                .map_err(crate::score::BuildError::from)?;
+            match set.resolve_arg(r) {
+                Ok(arg) => Some(arg),
+                Err(e) => {
+                    eprintln!("gavel rescore: --rubric: {e}");
+                    return Ok(Exit::Refused);
+                }
+            }
+        }
+    };
+    let units = read_units(&text, cfg.server.max_group_size, args, rubric.as_ref())?;
     let scorer = open_scorer(&cfg).await?;
     let job = content_hash(&(
         "rescore",
@@ -150,18 +166,33 @@ pub async fn run(source: &ConfigSource, args: &RescoreOptions) -> Result<Exit, C
         .collect();
     let already = units.iter().filter(|u| in_shard(u, args.shard)).count() - todo.len();
     let total = todo.len() as u64;
-    let bar = progress_bar(args.progress, total, already);
+    let bar = bar_or_log(args.progress, total, already);
 
     let mut stats = JobSummary::default();
     let mut last_log = Instant::now();
     let concurrency = args.concurrency.max(1);
+    // Ctrl-C or SIGTERM ends the run between two appends: every finished group is on disk and
+    // checkpointed, and the groups in flight are left for the next run of the same command.
+    let mut stop = std::pin::pin!(stop_signal().map_err(|e| {
+        CliError::Other(format!("cannot watch for Ctrl-C (SIGINT) or SIGTERM: {e}"))
+    })?);
+    let mut stopped_by = None;
     let mut results = futures::stream::iter(todo.iter().map(|u| {
         let scorer = scorer.clone();
         let file = file.clone();
         async move { (u.key.clone(), score_unit(&scorer, u, &file).await) }
     }))
     .buffer_unordered(concurrency);
-    while let Some((key, outcome)) = results.next().await {
+    loop {
+        let next = tokio::select! {
+            biased;
+            signal = &mut stop => {
+                stopped_by = Some(signal);
+                break;
+            }
+            next = results.next() => next,
+        };
+        let Some((key, outcome)) = next else { break };
         let (sink, line) = match outcome {
             Outcome::Scored(v, usage) => {
                 stats.add(&usage);
@@ -188,6 +219,7 @@ pub async fn run(source: &ConfigSource, args: &RescoreOptions) -> Result<Exit, C
             );
         }
     }
+    drop(results);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -204,7 +236,58 @@ pub async fn run(source: &ConfigSource, args: &RescoreOptions) -> Result<Exit, C
         "wall_s": (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     });
     eprintln!("rescore: {summary}");
+    if let Some(signal) = stopped_by {
+        scorer.store().flush().await?;
+        let in_shard = already as u64 + total;
+        let done = already as u64 + stats.groups;
+        let rejected = match stats.rejects {
+            0 => String::new(),
+            n => format!(" ({n} of them rejected, in {})", rejects_path.display()),
+        };
+        eprintln!(
+            "gavel rescore: stopped by {}: {done} of {in_shard} groups done{rejected}, in {}; \
+             rerun the same command to resume with the other {}",
+            signal_name(signal),
+            args.output.display(),
+            in_shard - done
+        );
+        return Ok(Exit::Interrupted(signal));
+    }
     Ok(Exit::failed_if(stats.rejects > 0))
+}
+
+/// SIGINT's number: Ctrl-C.
+const SIGINT: i32 = 2;
+/// SIGTERM's number: a supervisor's stop.
+const SIGTERM: i32 = 15;
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        SIGINT => "Ctrl-C (SIGINT)",
+        _ => "SIGTERM",
+    }
+}
+
+/// Watches for SIGINT and SIGTERM from now on; the future resolves with the first one's number.
+#[cfg(unix)]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = i32>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => SIGINT,
+            _ = term.recv() => SIGTERM,
+        }
+    })
+}
+
+#[cfg(not(unix))]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = i32>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        SIGINT
+    })
 }
 
 /// How a file names the job it belongs to: its directory made absolute with links resolved, and
@@ -240,10 +323,11 @@ impl JobSummary {
     }
 }
 
-fn progress_bar(mode: ProgressMode, total: u64, already: usize) -> Option<indicatif::ProgressBar> {
+/// The bar `mode` asks for (on a terminal, for `auto`), or `None` for periodic log lines.
+fn bar_or_log(mode: ProgressMode, total: u64, already: usize) -> Option<indicatif::ProgressBar> {
     let show = match mode {
         ProgressMode::Bar => true,
-        ProgressMode::Auto => std::io::stderr().is_terminal(),
+        ProgressMode::Auto => stderr_is_terminal(),
         ProgressMode::Log | ProgressMode::None => false,
     };
     if !show {
@@ -252,7 +336,7 @@ fn progress_bar(mode: ProgressMode, total: u64, already: usize) -> Option<indica
         }
         return None;
     }
-    Some(crate::cli::progress_bar(total, "groups"))
+    Some(progress_bar(total, 0, "groups", true))
 }
 
 #[cfg(test)]

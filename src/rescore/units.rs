@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use super::{RescoreOptions, Shard};
 use crate::cli::CliError;
 use crate::domain::error_type::ErrorType;
+use crate::domain::rubric::RubricArg;
 use crate::domain::trajectory::content_hash;
 use crate::score::request::REQUEST_FIELDS;
 use crate::score::{ScoreError, ScoreRequest, Scorer, Usage};
@@ -93,11 +94,12 @@ pub(super) async fn read_input(args: &RescoreOptions) -> Result<(String, String)
 type PendingGroup = (Value, Vec<usize>, Vec<Value>, Vec<Value>, String);
 
 /// Reads the input into units, in input order. Lines that are not JSON objects become units
-/// that are rejected with their reason.
+/// that are rejected with their reason. `rubric` (`--rubric`, read) replaces each group's own.
 pub(super) fn read_units(
     text: &str,
     max_group_size: usize,
     args: &RescoreOptions,
+    rubric: Option<&RubricArg>,
 ) -> Result<Vec<Unit>, CliError> {
     let mut units = Vec::new();
     // group_id → (lines, trajectory values, per-line extras) for the per-trajectory form.
@@ -204,7 +206,7 @@ pub(super) fn read_units(
     }
     for u in &mut units {
         if let Ok((req, _)) = &mut u.body {
-            override_request(req, args.rubric.as_deref(), args.judge.as_deref());
+            override_request(req, rubric, args.judge.as_deref());
         }
     }
     Ok(units)

@@ -11,6 +11,9 @@ pub enum Exit {
     Failed,
     /// A usage or input problem, reported on stderr before anything was scored.
     Refused,
+    /// Stopped by this signal (2: SIGINT, 15: SIGTERM) after saying where it stopped and how
+    /// to go on; the process exits with 128 + the signal's number, as a shell reports it.
+    Interrupted(i32),
 }
 
 impl Exit {

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::domain::rubric::RubricArg;
 use crate::score::{RubricRef, ScoreRequest, Scorer};
 
 /// Fields of a line that are not part of the scoring request: taken off the JSON object before
@@ -78,11 +79,18 @@ pub fn nonblank_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
         .map(|(i, l)| (i + 1, l))
 }
 
-/// Applies `--rubric` and `--judge` to a request: the named rubric and the one judge replace
-/// whatever the group asked for.
-pub fn override_request(request: &mut ScoreRequest, rubric: Option<&str>, judge: Option<&str>) {
+/// Applies `--rubric` and `--judge` to a request: the rubric (sent by name, or a rubric file's
+/// inline) and the one judge replace whatever the group asked for.
+pub fn override_request(
+    request: &mut ScoreRequest,
+    rubric: Option<&RubricArg>,
+    judge: Option<&str>,
+) {
     if let Some(r) = rubric {
-        request.rubric = RubricRef::Named(r.to_string());
+        request.rubric = match &r.file_spec {
+            Some(spec) => RubricRef::Inline(Box::new(spec.clone())),
+            None => RubricRef::Named(r.given.clone()),
+        };
     }
     if let Some(j) = judge {
         request.judges = vec![j.to_string()];

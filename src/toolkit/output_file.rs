@@ -3,6 +3,9 @@
 //! content or the whole new one. A path that is not a regular file (`/dev/null`,
 //! `/dev/stdout`, a named pipe) is written in place: renaming onto it would replace the device
 //! or pipe with a plain file.
+//!
+//! And the format of a report file (`gavel eval -o`, `gavel diff -o`): the one `--format` asks
+//! for, else the one the file's name asks for ([`ReportFormat::choose`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -43,6 +46,39 @@ where
     written
 }
 
+/// How a report is written: a terminal summary, one JSON document, or a self-contained HTML
+/// page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Text,
+    Json,
+    Html,
+}
+
+impl ReportFormat {
+    /// The format a report file's name asks for: `.html` or `.htm` an HTML page, `.json` JSON,
+    /// anything else (`.txt`, `.md`, none) text.
+    pub fn of_path(path: &Path) -> ReportFormat {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("html" | "htm") => ReportFormat::Html,
+            Some("json") => ReportFormat::Json,
+            _ => ReportFormat::Text,
+        }
+    }
+
+    /// The format of a report: the one asked for (`--format`), else the output file's
+    /// ([`ReportFormat::of_path`]), else text.
+    pub fn choose(asked: Option<ReportFormat>, output: Option<&Path>) -> ReportFormat {
+        asked
+            .or_else(|| output.map(ReportFormat::of_path))
+            .unwrap_or(ReportFormat::Text)
+    }
+}
+
 /// Whether `path` names something that exists and is not a regular file.
 fn in_place(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file())
@@ -51,6 +87,21 @@ fn in_place(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_takes_the_format_asked_for_else_its_file_name() {
+        let f = |asked, out: Option<&str>| ReportFormat::choose(asked, out.map(Path::new));
+        assert_eq!(f(None, Some("r.html")), ReportFormat::Html);
+        assert_eq!(f(None, Some("out/R.HTM")), ReportFormat::Html);
+        assert_eq!(f(None, Some("r.json")), ReportFormat::Json);
+        assert_eq!(f(None, Some("r.md")), ReportFormat::Text);
+        assert_eq!(f(None, Some("report")), ReportFormat::Text);
+        assert_eq!(f(None, None), ReportFormat::Text);
+        assert_eq!(
+            f(Some(ReportFormat::Json), Some("r.html")),
+            ReportFormat::Json
+        );
+    }
 
     #[test]
     fn devices_are_written_in_place_and_files_replaced_whole() {

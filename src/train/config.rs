@@ -1,4 +1,5 @@
-//! `train.toml`: every option of `gavel train` (each is also a flag; see `cli`).
+//! `train.toml`: every option of `gavel train` (each is also a flag; see `cli`). Relative paths
+//! in the file are read from its folder ([`TrainConfig::from_file`]).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,8 @@ use super::lora::LoraConfig;
 use super::optim::{AdamWConfig, Schedule};
 use super::rollout::SamplingConfig;
 use super::TrainError;
+use crate::domain::config_path::{folder_of, in_folder};
+use crate::model::hub::config_model_path;
 
 /// Most extra draws of a step under dynamic sampling.
 pub const MAX_DYNAMIC_SAMPLING_ROUNDS: u32 = 16;
@@ -144,9 +147,13 @@ impl TrainConfig {
         }
     }
 
+    /// Reads a `train.toml`. Its relative paths (`model`, unless nothing is there and it reads
+    /// as a Hugging Face id; `tasks`, `offline`, `sft`, `init_adapter`, `output_dir`) are read
+    /// from the file's folder, as `gavel.toml`'s are; a flag's or environment variable's path
+    /// (`--tasks`, `GAVEL_TRAIN_OUTPUT_DIR`) from the current directory.
     pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
         let text = std::fs::read_to_string(path).map_err(TrainError::file(path))?;
-        toml::from_str(&text).map_err(|e| {
+        let mut c: TrainConfig = toml::from_str(&text).map_err(|e| {
             let line = e
                 .span()
                 .map(|s| text[..s.start].matches('\n').count() + 1)
@@ -156,7 +163,33 @@ impl TrainConfig {
                 path.display(),
                 e.message().lines().next().unwrap_or("invalid")
             ))
-        })
+        })?;
+        c.read_paths_from(folder_of(path), &text);
+        Ok(c)
+    }
+
+    /// Reads the relative paths the file (`text`) wrote from `folder`, the file's own; the
+    /// built-in default of a key it leaves out (`output_dir`) stays the current directory's.
+    fn read_paths_from(&mut self, folder: &Path, text: &str) {
+        let written = toml::from_str::<toml::Table>(text).unwrap_or_default();
+        let has = |key: &str| written.contains_key(key);
+        if has("model") {
+            self.model = config_model_path(folder, &self.model);
+        }
+        if has("output_dir") {
+            self.output_dir = in_folder(folder, &self.output_dir);
+        }
+        for p in [
+            &mut self.tasks,
+            &mut self.offline,
+            &mut self.sft,
+            &mut self.init_adapter,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *p = in_folder(folder, p);
+        }
     }
 
     /// Checks every number and that the inputs are named, for training: a group needs two
@@ -304,6 +337,33 @@ mod tests {
             let e = c.source().unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
         }
+    }
+
+    #[test]
+    fn relative_paths_are_read_from_the_file_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cfg/train.toml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            "model = \"Qwen/Qwen2.5-0.5B-Instruct\"\ntasks = \"t.jsonl\"\n\
+             init_adapter = \"/abs/a\"\noutput_dir = \"../run\"\n",
+        )
+        .unwrap();
+        let c = TrainConfig::from_file(&path).unwrap();
+        let folder = dir.path().join("cfg");
+        assert_eq!(c.model, Path::new("Qwen/Qwen2.5-0.5B-Instruct"));
+        assert_eq!(c.tasks, Some(folder.join("t.jsonl")));
+        assert_eq!(c.init_adapter, Some(PathBuf::from("/abs/a")));
+        assert_eq!(c.output_dir, folder.join("../run"));
+        std::fs::write(&path, "model = \"m.gguf\"\n").unwrap();
+        let c = TrainConfig::from_file(&path).unwrap();
+        assert_eq!(c.model, folder.join("m.gguf"));
+        assert_eq!(
+            c.output_dir,
+            Path::new("gavel-train"),
+            "a default stays the cwd's"
+        );
     }
 
     #[test]

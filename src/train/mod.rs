@@ -15,7 +15,8 @@
 //!   inference network's features, a differentiable head over the top layers).
 //! - [`toy`]: `gavel train toy`, with its own tiny model ([`toy_model`]).
 //! - [`plan`]: what one `gavel train` runs (the binary's flags make it); [`config`]: the TOML
-//!   config the flags override.
+//!   config the flags override; [`run_dir`]: the output folder a run starts in, continues
+//!   (`--resume`) or starts again over (`--overwrite`).
 //! - [`crate::domain::rng`]: the one seeded generator everything random draws from.
 //!
 //! This module and `judge::local` never import each other: what both need is in
@@ -36,6 +37,7 @@ pub mod optim;
 pub mod plan;
 pub mod probe;
 pub mod rollout;
+pub mod run_dir;
 pub mod run_log;
 pub mod sample;
 pub mod scoring;

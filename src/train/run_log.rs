@@ -1,5 +1,6 @@
 //! What a training run writes as it goes, the same for GRPO and SFT: one JSON line per step
-//! (or probe) appended to `metrics.jsonl` in the output folder, and a progress bar.
+//! (or probe) appended to `metrics.jsonl` in the output folder (the progress bar is
+//! `toolkit::progress`'s).
 
 use std::fs::File;
 use std::io::Write;
@@ -59,23 +60,6 @@ fn step_of(line: &str) -> Option<u64> {
         .ok()?
         .get("step")?
         .as_u64()
-}
-
-/// The run's progress bar over `steps`, at `step` (a resumed run starts part way); hidden
-/// unless `show`.
-pub fn progress_bar(steps: u64, step: u64, show: bool) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(steps);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
-        )
-        .expect("template"),
-    );
-    bar.set_position(step);
-    bar
 }
 
 #[cfg(test)]

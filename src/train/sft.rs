@@ -34,12 +34,13 @@ use super::config::{TrainConfig, TrainSource};
 use super::offline::tokenize;
 use super::optim::{accumulate, clip_grad_norm, named_grads};
 use super::rollout::PolicyModel;
-use super::run_log::{progress_bar, MetricsFile};
+use super::run_log::MetricsFile;
 use super::trainer::{Source, Trainer};
 use super::TrainError;
 use crate::domain::rng::Rng;
 use crate::domain::trajectory::parse_trajectory;
 use crate::toolkit::groupfile::{nonblank_lines, read_text};
+use crate::toolkit::progress::progress_bar;
 
 /// One tokenized chat example.
 #[derive(Debug, Clone, PartialEq)]
@@ -277,7 +278,7 @@ impl Sft {
         let out = self.trainer.cfg.output_dir.clone();
         let mut metrics = MetricsFile::open(&out, self.trainer.step)?;
         let (steps, every) = (self.trainer.cfg.steps, self.trainer.cfg.save_every);
-        let bar = progress_bar(steps, self.trainer.step, progress);
+        let bar = progress_bar(steps, self.trainer.step, "steps", progress);
         let mut all = Vec::new();
         while self.trainer.step < steps {
             let m = self.train_step()?;

@@ -114,21 +114,37 @@ pub fn write_toy(dir: &Path) -> Result<(PathBuf, PathBuf), TrainError> {
 }
 
 /// Writes `cfg` as a `train.toml`, so every later stage (`train sample`, `--sft`, `--offline`,
-/// online GRPO) runs on the toy with `--config` and the same settings. Its paths are as given,
-/// relative to the folder `gavel train toy` ran in, as `train.toml`'s paths are.
+/// online GRPO) runs on the toy with `--config` and the same settings. Its paths are written
+/// relative to the file's folder (they are under it), as `train.toml`'s paths are read.
 pub fn write_toy_config(path: &Path, cfg: &TrainConfig) -> Result<(), TrainError> {
-    let body = toml::to_string(cfg).map_err(|e| {
+    let folder = path.parent().unwrap_or(Path::new(""));
+    let beside = |p: &Path| -> PathBuf {
+        match p.strip_prefix(folder) {
+            Ok(rel) if !folder.as_os_str().is_empty() => rel.to_path_buf(),
+            _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+        }
+    };
+    let mut cfg = cfg.clone();
+    cfg.model = beside(&cfg.model);
+    cfg.tasks = cfg.tasks.as_deref().map(beside);
+    cfg.output_dir = beside(&cfg.output_dir);
+    let body = toml::to_string(&cfg).map_err(|e| {
         TrainError::Config(format!(
             "{}: cannot write the toy config: {e}",
             path.display()
         ))
     })?;
     let text = format!(
-        "# The toy run's settings, written by `gavel train toy`. Paths are relative to the folder\n\
-         # it ran in; every key is also a flag of `gavel train` (a flag wins).\n\n{body}"
+        "# The toy run's settings, written by `gavel train toy`. Paths are read from this file's\n\
+         # folder; every key is also a flag of `gavel train` (a flag wins).\n\n{body}"
     );
     std::fs::write(path, text).map_err(TrainError::file(path))
 }
+
+/// The toy run's optimizer steps, unless `--steps` says otherwise.
+pub const TOY_STEPS: u64 = 300;
+/// The toy run's seed, unless `--seed` says otherwise.
+pub const TOY_SEED: u64 = 7;
 
 /// The toy run's settings (tuned to learn in well under a minute on two cores, debug build).
 pub fn toy_config(model: PathBuf, tasks: PathBuf, output_dir: PathBuf) -> TrainConfig {
@@ -136,13 +152,13 @@ pub fn toy_config(model: PathBuf, tasks: PathBuf, output_dir: PathBuf) -> TrainC
         model,
         tasks: Some(tasks),
         output_dir,
-        steps: 300,
+        steps: TOY_STEPS,
         prompts_per_step: 8,
         group_size: 16,
         micro_batch_groups: 8,
         learning_rate: 1e-2,
         max_grad_norm: 1.0,
-        seed: 7,
+        seed: TOY_SEED,
         lora: LoraConfig {
             r: 8,
             alpha: 16.0,
@@ -166,14 +182,19 @@ mod tests {
     #[test]
     fn the_written_train_toml_reads_back_as_the_toy_config() {
         let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t");
+        std::fs::create_dir_all(t.join("toy-model")).unwrap();
         let mut c = toy_config(
-            "t/toy-model".into(),
-            "t/toy-tasks.jsonl".into(),
-            "t/run".into(),
+            t.join("toy-model"),
+            t.join("toy-tasks.jsonl"),
+            t.join("run"),
         );
         c.seed = 3;
-        let path = dir.path().join("train.toml");
+        let path = t.join("train.toml");
         write_toy_config(&path, &c).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("model = \"toy-model\""), "{text}");
+        assert!(text.contains("output_dir = \"run\""), "{text}");
         let back = TrainConfig::from_file(&path).unwrap();
         assert_eq!(back, c);
         back.validate().unwrap();

@@ -15,12 +15,13 @@ use super::filter::FilterState;
 use super::grpo::GrpoInputs;
 use super::optim::{accumulate, clip_grad_norm, named_grads, AdamW};
 use super::rollout::{sample_groups, PolicyModel, SampledCompletion};
-use super::run_log::{progress_bar, MetricsFile};
+use super::run_log::MetricsFile;
 use super::scoring::Rewarder;
 use super::tasks::Task;
 use super::TrainError;
 use crate::domain::rng::Rng;
 use crate::domain::stats;
+use crate::toolkit::progress::progress_bar;
 
 /// One prompt's completions with their scores.
 #[derive(Debug, Clone)]
@@ -495,7 +496,7 @@ impl Trainer {
     pub fn run(&mut self, progress: bool) -> Result<Vec<StepMetrics>, TrainError> {
         let out = &self.cfg.output_dir;
         let mut metrics = MetricsFile::open(out, self.step)?;
-        let bar = progress_bar(self.cfg.steps, self.step, progress);
+        let bar = progress_bar(self.cfg.steps, self.step, "steps", progress);
         let mut all = Vec::new();
         while self.step < self.cfg.steps {
             if let Some(p) = self.probe_if_due()? {

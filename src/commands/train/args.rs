@@ -19,6 +19,8 @@ use gavel::train::filter::FilterConfig;
 use gavel::train::grpo::{IsLevel, LossType, TisMode};
 use gavel::train::optim::Schedule;
 use gavel::train::plan::{RunOptions, TrainPlan};
+use gavel::train::run_dir::Resume;
+use gavel::train::toy::{TOY_SEED, TOY_STEPS};
 use gavel::train::TrainError;
 use serde::de::DeserializeOwned;
 
@@ -97,18 +99,31 @@ pub struct ToyArgs {
     #[arg(
         long,
         env = "GAVEL_TRAIN_STEPS",
-        help = "Optimizer steps in all [default: the toy run's]"
+        help = format!("Optimizer steps in all [default: {TOY_STEPS}, the toy run's]")
     )]
     pub steps: Option<u64>,
     #[arg(
         long,
         env = "GAVEL_TRAIN_SEED",
-        help = "Seed of the toy run [default: the toy run's]"
+        help = format!("Seed of the toy run [default: {TOY_SEED}, the toy run's]")
     )]
     pub seed: Option<u64>,
     /// No progress bar (metrics still go to metrics.jsonl).
     #[arg(long, env = "GAVEL_TRAIN_QUIET", default_value_t = false)]
     pub quiet: bool,
+    /// Continue the toy run in --output-dir from its last checkpoint (to more --steps, say)
+    /// instead of refusing a folder that holds one.
+    #[arg(
+        long,
+        env = "GAVEL_TRAIN_TOY_RESUME",
+        default_value_t = false,
+        conflicts_with = "overwrite"
+    )]
+    pub resume: bool,
+    /// Write the toy again and train from the start in a --output-dir that holds a toy run,
+    /// removing the old toy's files (its model, tasks, train.toml and run/).
+    #[arg(long, env = "GAVEL_TRAIN_TOY_OVERWRITE", default_value_t = false)]
+    pub overwrite: bool,
 }
 
 /// Declares a group of flags, each in one place: its field (the flag `--field-name`), the value it
@@ -427,9 +442,20 @@ pub struct TrainArgs {
     pub sampling: SamplingFlags,
     #[command(flatten)]
     pub lora: LoraFlags,
-    /// Continue from this checkpoint directory [default: start at step 0].
-    #[arg(long, env = "GAVEL_TRAIN_RESUME")]
-    pub resume: Option<PathBuf>,
+    /// Continue the run in --output-dir from its last checkpoint, or from this checkpoint
+    /// folder [default: start at step 0, in an empty or new --output-dir].
+    #[arg(
+        long,
+        env = "GAVEL_TRAIN_RESUME",
+        num_args = 0..=1,
+        value_name = "CHECKPOINT",
+        conflicts_with = "overwrite"
+    )]
+    pub resume: Option<Option<PathBuf>>,
+    /// Start at step 0 in an --output-dir that holds a run, removing its metrics.jsonl and
+    /// checkpoints (other files stay) [default: such a folder is refused].
+    #[arg(long, env = "GAVEL_TRAIN_OVERWRITE", default_value_t = false)]
+    pub overwrite: bool,
     /// No progress bar (metrics still go to metrics.jsonl).
     #[arg(long, env = "GAVEL_TRAIN_QUIET", default_value_t = false)]
     pub quiet: bool,
@@ -461,7 +487,11 @@ impl TrainArgs {
             store_url: None,
         };
         let run = RunOptions {
-            resume: a.resume.clone(),
+            resume: a.resume.clone().map(|r| match r {
+                Some(dir) => Resume::From(dir),
+                None => Resume::Last,
+            }),
+            overwrite: a.overwrite,
             quiet: a.quiet,
         };
         Ok(match a.action.clone() {
@@ -509,6 +539,10 @@ impl TrainArgs {
                 overlay!(t => a.run; output_dir, steps);
                 overlay!(t => a.sampling; seed);
                 a.quiet |= t.quiet;
+                a.overwrite |= t.overwrite;
+                if t.resume {
+                    a.resume = Some(None);
+                }
             }
         }
         a

@@ -125,8 +125,8 @@ pub fn render(report: &Report) -> String {
         tau_svg(report)
     );
 
-    // DiffSummary table and top movers.
-    h.push_str("<section class=\"cols\">\n<div>\n<h2>DiffSummary</h2>\n<div class=\"box\"><table class=\"kv\">\n");
+    // The summary table and top movers.
+    h.push_str("<section class=\"cols\">\n<div>\n<h2>Summary</h2>\n<div class=\"box\"><table class=\"kv\">\n");
     let pct = s
         .fraction_groups_with_rank_flips
         .map_or(String::new(), |f| format!(" ({:.0}%)", f * 100.0));

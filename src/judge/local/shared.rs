@@ -57,7 +57,7 @@ pub fn load_local_judges(
         let model = LoadedModel::load(&spec).map_err(|e| (tables.clone(), e))?;
         let info = model.info();
         let names: Vec<&str> = group.iter().map(|(name, _)| *name).collect();
-        tracing::info!(judges = ?names, model = ?info.name, arch = ?info.arch, format = ?info.format,
+        tracing::info!(judges = ?names, model = info.name.as_deref().unwrap_or("unnamed"), arch = ?info.arch, format = ?info.format,
             dtype = %info.dtype, device = %info.device, template = ?model.chat_template().origin(),
             adapters = spec.adapters.len(), load_s = started.elapsed().as_secs_f64(),
             "local judge model loaded");

@@ -20,8 +20,9 @@ use crate::model::adapter::{base_record, JudgeRecord, LoraConfig, ADAPTER_CONFIG
 use crate::model::{DeviceSpec, LocalError, ModelFiles, OpenDevice};
 use crate::score::{verdict_choices, Scorer};
 use crate::toolkit::groupfile::read_groups;
+use crate::toolkit::progress::progress_bar;
 use crate::train::checkpoint::{self, TrainerState};
-use crate::train::run_log::{progress_bar, MetricsFile};
+use crate::train::run_log::MetricsFile;
 use crate::train::scoring::ScoreFailure;
 use crate::train::TrainError;
 
@@ -204,7 +205,7 @@ pub fn run(args: &JudgeTrainOptions, rt: &tokio::runtime::Handle) -> Result<(), 
         figures_line(&base_dev)
     );
     let mut metrics = MetricsFile::open(&args.output, start)?;
-    let progress = progress_bar(total, start, !args.quiet);
+    let progress = progress_bar(total, start, "steps", !args.quiet);
     let adapted: Vec<usize> = (first..layers).collect();
     let mode_names: Vec<String> = modes.iter().map(|m| m.name().to_string()).collect();
     let record = |figures: &fit::DevFigures, step: u64| JudgeRecord {
@@ -422,11 +423,12 @@ fn featurize(
             truths,
         });
     }
-    let bar = if quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        crate::cli::progress_bar(chunks.len() as u64, &format!("{what} groups × modes"))
-    };
+    let bar = progress_bar(
+        chunks.len() as u64,
+        0,
+        &format!("{what} groups × modes"),
+        !quiet,
+    );
     // Without a terminal (a job's log) the bar draws nothing, and this pass can take an hour:
     // a line every twentieth of it instead.
     let log_every = if quiet || std::io::stderr().is_terminal() {
