@@ -627,11 +627,12 @@ fn calibration_file() -> String {
     out
 }
 
-/// `--calibrate`: the threshold follows from the data by hand. At α = δ = 0.1 the candidates
-/// 0.9 (35 of 35 right: bound 0.1^(1/35) = 0.936) and 0.7 (45 of 45: 0.950) pass and 0.5 (55
-/// of 65) fails, so the threshold is 0.7; at α = 0.05 even 0.9 fails (0.936 < 0.95); on 20
-/// groups there are too few pairs to test; a listwise verdict cannot be calibrated; and α
-/// outside (0, 1) is refused before any call.
+/// `--calibrate`: the threshold follows from the data by hand. At α = δ = 0.1 a candidate must
+/// keep 38 pairs (so that one may be wrong): 0.9 (35 pairs) is skipped, 0.7 (45 of 45 right:
+/// bound 0.1^(1/45) = 0.950) passes and 0.5 (55 of 65) fails, so the threshold is 0.7; at
+/// α = 0.08 a candidate must keep 48, and the first, 0.5, fails; on 20 groups there are too
+/// few pairs to test; a listwise verdict cannot be calibrated; and α outside (0, 1) is refused
+/// before any call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibrate_chooses_the_lowest_threshold_whose_bound_holds() {
     use gavel::eval::calibrate::clopper_pearson_lower;
@@ -685,7 +686,7 @@ async fn calibrate_chooses_the_lowest_threshold_whose_bound_holds() {
     );
     assert_eq!(
         (c["min_pairs"].as_u64(), c["tested"].as_u64()),
-        (Some(30), Some(3))
+        (Some(38), Some(2))
     );
     let stop = &c["stopped_at"];
     assert_eq!(
@@ -714,8 +715,8 @@ async fn calibrate_chooses_the_lowest_threshold_whose_bound_holds() {
     ] {
         assert!(out.stdout.contains(want), "{want:?} in\n{}", out.stdout);
     }
-    // A stricter α: the most confident candidate already fails. Never an invented threshold.
-    let args = with(&["--calibrate", "--alpha", "0.05", "--format", "json"]);
+    // A stricter α: the first candidate tested already fails. Never an invented threshold.
+    let args = with(&["--calibrate", "--alpha", "0.08", "--format", "json"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run(s.command("eval", &args)).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -727,7 +728,8 @@ async fn calibrate_chooses_the_lowest_threshold_whose_bound_holds() {
         (Some(0), Some(1))
     );
     assert!(c["lower_bound"].is_null());
-    assert_eq!(f(&c["stopped_at"]["threshold"]), 0.9, "{c}");
+    assert_eq!(f(&c["stopped_at"]["threshold"]), 0.5, "{c}");
+    assert_eq!(c["min_pairs"].as_u64(), Some(48), "{c}");
     // 20 groups: 20 pairs, fewer than a candidate must keep.
     let args = with(&["--calibrate", "--limit", "20"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -735,7 +737,7 @@ async fn calibrate_chooses_the_lowest_threshold_whose_bound_holds() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
         out.stdout
-            .contains("no threshold: 20 labelled pairs with a confidence, and a threshold must keep at least 30")
+            .contains("no threshold: 20 labelled pairs with a confidence, and a threshold must keep at least 38")
             && out.stdout.contains("no threshold at α 0.1, δ 0.1: the stage can decide nothing"),
         "{}",
         out.stdout
@@ -772,6 +774,14 @@ async fn calibrate_chooses_the_lowest_threshold_whose_bound_holds() {
             out.stderr.trim(),
             format!("gavel eval: --alpha must be between 0 and 1 (exclusive), got {bad}")
         );
+    }
+    // --alpha or --delta without --calibrate would do nothing: refused, not ignored.
+    for flag in ["--alpha", "--delta"] {
+        let args = with(&[flag, "0.2"]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(s.command("eval", &args)).await;
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert!(out.stderr.contains("--calibrate"), "{}", out.stderr);
     }
     assert_eq!(mock.requests().len(), calls);
 }

@@ -15,13 +15,35 @@
 //!
 //! Pure code: items in, figures out (the eval report makes the items: `calibration_report.rs`).
 
-/// Fewest items a candidate must keep to be tested at all: the surest handful alone says too
-/// little (with fewer than ln δ / ln(1 − α) items the bound cannot reach 1 − α even if all are
-/// right: 22 at α = δ = 0.1), and testing them would only risk stopping the scan on noise.
-/// Thresholds that keep fewer are skipped, not failed. The first test is still the weakest: at
-/// α = δ = 0.1, 30 items pass only if all 30 are right, and one failure ends the scan. A larger
-/// value helps large sets and costs small ones their threshold.
-pub const MIN_KEPT: usize = 30;
+/// Fewest items any candidate must keep to be tested: the surest handful alone says too little
+/// (with fewer than ln δ / ln(1 − α) items the bound cannot reach 1 − α even if all are right:
+/// 22 at α = δ = 0.1), and testing them would only risk stopping the scan on noise.
+pub const MIN_KEPT_FLOOR: usize = 30;
+
+/// Most items [`min_kept`] asks for, whatever α and δ: a bound on its search (α of 10⁻⁷ or
+/// so); no labelled set is that large.
+const MIN_KEPT_CAP: usize = 10_000_000;
+
+/// The fewest items a candidate must keep to be tested at α and δ: enough that the first test
+/// survives one wrong item (the smallest n at which n − 1 right of n still passes: 38 at
+/// α = δ = 0.1, 77 at α = 0.05), and never fewer than [`MIN_KEPT_FLOOR`]. Thresholds that keep
+/// fewer are skipped, not failed.
+///
+/// Why one wrong item: a fixed sequence ends at its first failure, and a judge's surest
+/// handful often holds one confident mistake. With a first test that every item must pass
+/// (30 items at α = δ = 0.1), the 0.5B judge adapter's eighth surest dev group, wrong, ended
+/// the scan and left the stage no threshold at all, though its 39 surest were 38 right. The
+/// number depends on α and δ alone, never on the data, so the sequence is still fixed before
+/// any label is seen and the guarantee stands (the synthetic tests below check it).
+pub fn min_kept(alpha: f64, delta: f64) -> usize {
+    let (p, ln_delta) = (1.0 - alpha, delta.ln());
+    // P(X ≥ n − 1 | n, p) = p^(n−1) · (p + n·α), which falls as n grows.
+    let passes = |n: usize| (n - 1) as f64 * p.ln() + (p + n as f64 * alpha).ln() <= ln_delta;
+    (2..MIN_KEPT_CAP)
+        .find(|&n| passes(n))
+        .unwrap_or(MIN_KEPT_CAP)
+        .max(MIN_KEPT_FLOOR)
+}
 
 /// One candidate threshold and what it keeps.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +63,8 @@ pub struct Calibration {
     pub delta: f64,
     /// Items calibrated on (those with a finite confidence).
     pub items: usize,
+    /// Items a candidate had to keep to be tested ([`min_kept`]).
+    pub min_kept: usize,
     /// The lowest candidate that passed, with those above it; `None` when none did: at this α
     /// and δ the stage can decide nothing and must escalate every item.
     pub threshold: Option<f64>,
@@ -52,10 +76,10 @@ pub struct Calibration {
     /// `correct / kept`, and its lower bound; `None` without a threshold.
     pub accuracy: Option<f64>,
     pub lower_bound: Option<f64>,
-    /// Candidates tested (each keeping at least [`MIN_KEPT`] items), the failing one included.
+    /// Candidates tested (each keeping at least `min_kept` items), the failing one included.
     pub tested: usize,
     /// The candidate the scan stopped at, the first to fail; `None` when every candidate passed
-    /// or none kept [`MIN_KEPT`] items. Says how far from passing the next step down was.
+    /// or none kept `min_kept` items. Says how far from passing the next step down was.
     pub stopped_at: Option<Candidate>,
 }
 
@@ -153,6 +177,7 @@ pub fn calibrate(items: &[(f64, bool)], alpha: f64, delta: f64) -> Calibration {
     let lf = ln_factorials(n);
     let ln_delta = delta.ln();
     let target = 1.0 - alpha;
+    let min = min_kept(alpha, delta);
     let bound = |kept: usize, correct: usize| match correct {
         0 => 0.0,
         c if c == kept => delta.powf(1.0 / kept as f64),
@@ -169,7 +194,7 @@ pub fn calibrate(items: &[(f64, bool)], alpha: f64, delta: f64) -> Calibration {
             kept += 1;
             i += 1;
         }
-        if kept < MIN_KEPT {
+        if kept < min {
             continue;
         }
         tested += 1;
@@ -193,6 +218,7 @@ pub fn calibrate(items: &[(f64, bool)], alpha: f64, delta: f64) -> Calibration {
             alpha,
             delta,
             items: n,
+            min_kept: min,
             threshold: Some(threshold),
             kept,
             correct,
@@ -206,6 +232,7 @@ pub fn calibrate(items: &[(f64, bool)], alpha: f64, delta: f64) -> Calibration {
             alpha,
             delta,
             items: n,
+            min_kept: min,
             threshold: None,
             kept: 0,
             correct: 0,
@@ -333,24 +360,57 @@ mod tests {
             1e-15
         ));
         assert!(s.lower_bound < 0.9);
-        // A stricter α: 0.9 keeps 40 all right, bound 0.944 < 0.95: nothing passes.
+        // A stricter α: a candidate must keep 77, so 0.9, 0.7 and 0.5 are skipped and the
+        // first test is at 0.3: 460 right of 470, bound ≥ 0.95.
         let c = calibrate(&items, 0.05, 0.1);
+        assert_eq!(
+            (c.min_kept, c.threshold, c.kept, c.tested),
+            (77, Some(0.3), 470, 1)
+        );
+        // Stricter still (α 0.02): the same first candidate fails. Nothing passes.
+        let c = calibrate(&items, 0.02, 0.1);
         assert_eq!((c.threshold, c.kept, c.coverage), (None, 0, 0.0));
         assert_eq!((c.accuracy, c.lower_bound, c.tested), (None, None, 1));
-        assert_eq!(c.stopped_at.unwrap().threshold, 0.9);
+        assert_eq!(c.stopped_at.unwrap().threshold, 0.3);
+    }
+
+    #[test]
+    fn the_first_test_survives_one_wrong_item() {
+        // The numbers by hand: 37 right of 38 at α = δ = 0.1 passes (P(X ≥ 37) = 0.0948 ≤
+        // 0.1), 36 of 37 does not (0.1035).
+        let lf = ln_factorials(40);
+        assert!(ln_upper_tail(&lf, 38, 37, 0.9) <= 0.1f64.ln());
+        assert!(ln_upper_tail(&lf, 37, 36, 0.9) > 0.1f64.ln());
+        assert_eq!(min_kept(0.1, 0.1), 38);
+        assert_eq!(min_kept(0.05, 0.1), 77);
+        // Where one mistake could pass in fewer, the floor holds.
+        assert_eq!(min_kept(0.3, 0.3), MIN_KEPT_FLOOR);
+        // Tiny α: large, and finite.
+        assert!(min_kept(1e-4, 0.1) > 30_000);
+        // The surest 38 with one confident mistake among them (the 8th), as the 0.5B adapter's
+        // dev groups had: a threshold, where a first test of 30 that all must pass (29 of 30:
+        // fails) would have ended the scan at its first step.
+        assert!(ln_upper_tail(&lf, 30, 29, 0.9) > 0.1f64.ln());
+        let mut items: Vec<(f64, bool)> =
+            (0..60).map(|i| (1.0 - i as f64 / 100.0, i != 7)).collect();
+        items.extend((0..40).map(|i| (0.3 - i as f64 / 1000.0, false)));
+        let c = calibrate(&items, 0.1, 0.1);
+        assert_eq!(c.min_kept, 38);
+        assert!(c.threshold.is_some() && c.kept >= 60, "{c:?}");
+        assert!(c.stopped_at.is_some_and(|s| s.kept > c.kept), "{c:?}");
     }
 
     #[test]
     fn too_few_items_give_no_threshold() {
-        // 29 right items: never enough to test.
-        let c = calibrate(&vec![(0.99, true); MIN_KEPT - 1], 0.1, 0.1);
+        // 37 right items at α = δ = 0.1: never enough to test.
+        let c = calibrate(&vec![(0.99, true); min_kept(0.1, 0.1) - 1], 0.1, 0.1);
         assert_eq!((c.threshold, c.tested, c.stopped_at), (None, 0, None));
-        // 10 tied at the top are not tested alone: the first candidate is where 30 are kept.
+        // 10 tied at the top are not tested alone: the first candidate is where 38 are kept.
         let mut items = vec![(0.99, true); 10];
-        items.extend((0..25).map(|i| (0.5 + i as f64 / 100.0, true)));
+        items.extend((0..35).map(|i| (0.5 + i as f64 / 100.0, true)));
         let c = calibrate(&items, 0.1, 0.1);
         assert_eq!(c.threshold, Some(0.5));
-        assert_eq!((c.kept, c.tested), (35, 6), "candidates 0.55 down to 0.50");
+        assert_eq!((c.kept, c.tested), (45, 8), "candidates 0.57 down to 0.50");
         // Every item tied: one candidate.
         let c = calibrate(&vec![(0.4, true); 60], 0.1, 0.1);
         assert_eq!((c.threshold, c.kept, c.coverage), (Some(0.4), 60, 1.0));
@@ -391,7 +451,7 @@ mod tests {
     #[test]
     fn the_guarantee_holds_on_synthetic_confidences() {
         // At most δ of the calibrations keep items whose true accuracy is under 1 − α, plus
-        // three standard errors of a 300-draw share (0.05). (Measured: 0.027 at δ = 0.1, 0.17
+        // three standard errors of a 300-draw share (0.05). (Measured: 0.043 at δ = 0.1, 0.17
         // at δ = 0.3.)
         for delta in [0.1, 0.3] {
             let (bad, _, _) = synthetic(500, delta, 300);
@@ -408,16 +468,17 @@ mod tests {
 
     #[test]
     fn the_threshold_is_not_absurdly_careful() {
-        // With 2,000 items, most calibrations find a threshold, keeping well over half of the
-        // best possible 40 % (measured: none 0.13, mean coverage 0.27). With 500, the scan
-        // often stops at its first, 30-item candidate, where a single wrong item fails the
-        // test (all 30 must be right at α = δ = 0.1): none 0.38, mean coverage 0.12.
+        // With 2,000 items, every calibration finds a threshold, keeping over three quarters
+        // of the best possible 40 % (measured: none 0.00, mean coverage 0.31; with a first
+        // test of 30 that all must pass it was none 0.13, coverage 0.27). With 500, the scan
+        // still stops at its first, 38-item candidate now and then (two wrong items fail it):
+        // none 0.17, mean coverage 0.18 (it was 0.38 and 0.12).
         let (_, none, coverage) = synthetic(2000, 0.1, 100);
         assert!(
-            none < 0.25 && coverage > 0.22 && coverage <= 0.4,
+            none < 0.1 && coverage > 0.27 && coverage <= 0.4,
             "{none} {coverage}"
         );
         let (_, none, coverage) = synthetic(500, 0.1, 300);
-        assert!(none < 0.5 && coverage > 0.08, "{none} {coverage}");
+        assert!(none < 0.3 && coverage > 0.14, "{none} {coverage}");
     }
 }

@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 
-use super::calibrate::{calibrate, MIN_KEPT};
+use super::calibrate::calibrate;
 use super::choice::ModeAsked;
 use super::confidence::judged_groups;
 use super::judged::{Combo, GroupRun, LabelledGroup};
@@ -39,7 +39,7 @@ pub struct CalibrateOptions {
 pub enum NoThreshold {
     /// No judging carried a confidence for every trajectory (listwise verdicts carry none).
     NoConfidence,
-    /// Fewer labelled pairs than a candidate must keep ([`MIN_KEPT`]).
+    /// Fewer labelled pairs than a candidate must keep ([`super::calibrate::min_kept`]).
     TooFewPairs,
     /// The most confident candidate already fails: at this α and δ the judge, as a stage, can
     /// decide nothing.
@@ -83,7 +83,8 @@ pub struct CalibrationResult {
     /// The kept pairs' accuracy and its Clopper–Pearson lower bound (level δ).
     pub accuracy: Option<f64>,
     pub lower_bound: Option<f64>,
-    /// Pairs a candidate must keep to be tested.
+    /// Pairs a candidate must keep to be tested (at this α and δ: the first test survives one
+    /// wrong pair).
     pub min_pairs: usize,
     /// Candidates tested, most confident first, the failing one included.
     pub tested: usize,
@@ -139,7 +140,7 @@ pub fn calibration_result(
         None
     } else if judged.is_empty() {
         Some(NoThreshold::NoConfidence)
-    } else if c.items < MIN_KEPT {
+    } else if c.items < c.min_kept {
         Some(NoThreshold::TooFewPairs)
     } else {
         Some(NoThreshold::BoundTooLow)
@@ -170,7 +171,7 @@ pub fn calibration_result(
         group_coverage: share(kept_groups, judged.len()),
         accuracy: c.accuracy.map(tidy),
         lower_bound: c.lower_bound.map(tidy),
-        min_pairs: MIN_KEPT,
+        min_pairs: c.min_kept,
         tested: c.tested,
         stopped_at: c.stopped_at.map(|s| StoppedAt {
             threshold: s.threshold,

@@ -67,6 +67,8 @@ impl Scorer {
                     .increment(1);
                 }
                 None => {
+                    tracing::debug!(cascade = %cascade.name, %stage, escalated = i,
+                        "cascade stage decided the group");
                     metrics::counter!("gavel_cascade_decisions_total",
                         "cascade" => cascade.name.clone(), "stage" => stage.clone())
                     .increment(1);
