@@ -4,7 +4,6 @@
 //! best checkpoint kept.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
@@ -418,19 +417,6 @@ pub fn fit(
         }
     }
     Ok(())
-}
-
-/// `dir/checkpoint-STEP` of the highest step in `dir`, if any.
-pub fn last_checkpoint(dir: &Path) -> Option<(u64, PathBuf)> {
-    std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let step = name.strip_prefix("checkpoint-")?.parse::<u64>().ok()?;
-            Some((step, e.path()))
-        })
-        .max_by_key(|(s, _)| *s)
 }
 
 /// AdamW as the loop uses it: no weight decay on the adapters.

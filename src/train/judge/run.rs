@@ -186,7 +186,7 @@ pub fn run(args: &JudgeTrainOptions, rt: &tokio::runtime::Handle) -> Result<(), 
     let mut start = 0;
     let mut best = fit::Best::NONE;
     if args.resume {
-        if let Some((step, dir)) = fit::last_checkpoint(&args.output) {
+        if let Some((step, dir)) = crate::train::run_dir::last_checkpoint(&args.output) {
             checkpoint::load_adapters(&dir, &vars)?;
             let (state, moments) = checkpoint::load_state(&dir)?;
             opt.load_state(&moments, state.adam_t)
