@@ -66,7 +66,7 @@ impl std::str::FromStr for JudgeMode {
 
 impl JudgeMode {
     /// A local judge's mode when its config names none: pointwise ranked best on every labelled
-    /// set with both test models (README, "Judge quality").
+    /// set with both test models (BENCHMARKS.md, "Judge quality").
     pub const LOCAL_DEFAULT: JudgeMode = JudgeMode::Pointwise;
 
     pub const NAMES: &'static str = "\"listwise\", \"pointwise\" or \"pairwise\"";

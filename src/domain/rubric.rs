@@ -39,7 +39,7 @@ pub enum RubricError {
     Unknown { name: String, known: String },
 }
 
-/// A checklist item (see the "Rewards" section of the README).
+/// A checklist item (docs/rewards.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChecklistItem {

@@ -77,7 +77,7 @@ pub struct CommonSettings {
     /// How the judge is asked (`listwise`, `pointwise` or `pairwise`; the last two read token
     /// probabilities: a remote judge's server must return `logprobs`); a request's
     /// `judge_mode` overrides it. Default: `pointwise` for local judges (the most accurate on
-    /// the labelled sets, README "Judge quality"), `listwise` for remote ones.
+    /// the labelled sets, BENCHMARKS.md "Judge quality"), `listwise` for remote ones.
     pub mode: Option<JudgeMode>,
     /// The judge's context window; a group whose prompt (plus `max_tokens`) exceeds it is judged
     /// in overlapping chunks that share anchor trajectories. Unset = never split (local: the

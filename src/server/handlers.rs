@@ -254,7 +254,7 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
 }
 
 pub async fn not_found() -> ApiError {
-    ApiError::NotFound("no such route; see the README for the API".into())
+    ApiError::NotFound("no such route; see docs/api.md for the API".into())
 }
 
 pub async fn method_not_allowed() -> impl IntoResponse {

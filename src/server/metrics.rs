@@ -17,7 +17,7 @@ const SECONDS_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0,
 ];
 
-/// Every metric gavel exports, with its `# HELP` text (the README lists the same).
+/// Every metric gavel exports, with its `# HELP` text (docs/production.md lists the same).
 const DESCRIPTIONS: &[(&str, &str)] = &[
     (
         "gavel_http_requests_total",

@@ -144,7 +144,7 @@ mod tests {
         }
     }
 
-    /// The tasks README's training section and examples/train.toml point at read as they are
+    /// The tasks docs/training.md and examples/train.toml point at read as they are
     /// (a verifier they name with an option it does not have stopped the documented run).
     #[test]
     fn the_example_tasks_read() {

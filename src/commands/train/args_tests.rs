@@ -42,7 +42,7 @@ fn flags_before_an_action_apply_to_it_and_the_action_s_own_win() {
         panic!("{a:?}")
     };
     assert_eq!(s.output, PathBuf::from("s.jsonl"));
-    // The README's merge and toy commands.
+    // The merge and toy commands of docs/training.md.
     let a = parse(&[
         "--model",
         "base",

@@ -32,7 +32,7 @@ impl RemoteJudge {
             let line = format!(
                 "judge {:?} (model {:?} at {}) cannot judge pointwise or pairwise: its server {why}; \
                  ask it listwise, or serve the model where token probabilities are returned \
-                 (README, \"Remote judges\")",
+                 (docs/judges.md, \"Remote judges: probability modes\")",
                 self.name, self.model, self.base_url
             );
             tracing::error!(judge = %self.name, "{line}");

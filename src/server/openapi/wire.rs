@@ -171,8 +171,8 @@ impl PartialSchema for Panel {
 
 impl ToSchema for Panel {}
 
-/// A verifier spec. See the README's Verifiers table for each type's fields; every verifier
-/// also takes `name` and `weight`.
+/// A verifier spec. See the verifiers table of docs/rewards.md for each type's fields; every
+/// verifier also takes `name` and `weight`.
 #[derive(ToSchema)]
 pub struct Verifier {
     #[serde(rename = "type")]
