@@ -243,9 +243,11 @@ async fn the_trainer_takes_its_model_by_id() {
         assert!(dir.join("merged").join(f).is_file(), "merged/{f}");
     }
 
-    // Not in the cache: the trainer stops with the same one line as the judge.
+    // Not in the cache: the trainer stops with the same one line as the judge (in a folder of
+    // its own: `run` holds a run now, which a new one is refused).
     let mut missing = train;
     missing[4] = "tiny-org/Absent";
+    missing[8] = "run-absent";
     let out = run(gavel(&missing)).await;
     assert_ne!(out.code, Some(0));
     assert!(
