@@ -130,11 +130,24 @@ async fn a_failing_stage_escalates_and_a_failing_last_stage_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let gavel = daemon("c2", &fast, &strong, &dir.path().join("store"), 0.6).await;
     fast.set_fallback(Behaviour::Status(500, None, "down".into()));
+    let before = (fast.calls(), strong.calls());
     let (status, body) = gavel
         .post("/v1/score_group", &marked_group(&[0.95, 0.05]))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(stages(&body), ["strong", "strong"], "{body}");
+    // The failed stage's attempts are counted apart from the calls behind the verdict.
+    assert_eq!(
+        body["usage"]["failed_calls"].as_u64(),
+        Some((fast.calls() - before.0) as u64),
+        "{body}"
+    );
+    assert!(fast.calls() > before.0);
+    assert_eq!(
+        body["usage"]["judge_calls"].as_u64(),
+        Some((strong.calls() - before.1) as u64),
+        "{body}"
+    );
     let text = gavel.metrics_text().await;
     assert!(
         text.contains(

@@ -226,7 +226,7 @@ async fn judge_diff_reports_exact_numbers_html_and_reruns_from_the_cache() {
     );
     assert!(t.contains("rank flips in 1 of 3 groups (33%)"), "{t}");
     assert!(
-        t.contains("judge calls A 0 · B 0 · cache hits A 3 · B 3"),
+        t.contains("judge calls A 0 · B 0 · failed calls A 0 · B 0 · cache hits A 3 · B 3"),
         "{t}"
     );
 }
@@ -404,6 +404,8 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
     );
     assert_eq!(sm["trajectories_compared"], 2);
     assert_eq!(sm["judge_calls"], json!({"a": 2, "b": 1}));
+    // The 500 cost a call that gave no verdict: counted apart, not lost.
+    assert_eq!(sm["failed_calls"], json!({"a": 0, "b": 1}));
 
     // Again, as a table: group 1 fails no more (its verdict was never stored, the judge is
     // asked again and now answers); the cached verdicts are not asked for.
@@ -425,6 +427,11 @@ async fn a_failing_judge_fails_its_group_and_exits_1() {
     .await;
     assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
     assert!(out.stdout.contains("[1] line 1 · FAILED"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("failed calls A 0 · B 1"),
+        "{}",
+        out.stdout
+    );
     assert!(
         out.stdout.contains("side B: judge_unavailable: "),
         "{}",

@@ -352,6 +352,12 @@ async fn a_judge_failure_is_counted_never_scored() {
     );
     // The failed group is left out, not scored 0: the others are all right.
     assert_eq!(f(&r["pairwise_accuracy"]), 1.0);
+    // Its one call (a 400 is not retried) is counted apart from the calls that gave verdicts.
+    assert_eq!(r["usage"]["failed_calls"], 1, "{r}");
+    assert_eq!(
+        r["usage"]["judge_calls"].as_u64(),
+        Some(mock.calls() as u64 - 1)
+    );
 }
 
 /// A judge without a key: every judging is invalid, and the report says why in the judge's own

@@ -305,8 +305,12 @@ async fn judge_failures_are_rejected_and_can_be_retried() {
     let job = Job::new(&mock);
     let input = job.write_lines("in.jsonl", &groups(4));
     mock.set_fallback(Behaviour::Status(500, None, "down".into()));
-    let (code, _) = job.run(&input, &["--progress", "none"]).await;
+    let (code, stderr) = job.run(&input, &["--progress", "none"]).await;
     assert_eq!(code, Some(1));
+    // Every attempt (1 + max_retries 1, for 4 groups) is in the summary, apart from the calls
+    // that gave verdicts.
+    assert!(stderr.contains("\"failed_calls\":8"), "{stderr}");
+    assert!(stderr.contains("\"judge_calls\":0"), "{stderr}");
     assert!(job.lines("out.jsonl").is_empty());
     let rejects = job.lines("out.jsonl.rejects.jsonl");
     assert_eq!(rejects.len(), 4);

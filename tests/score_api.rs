@@ -430,6 +430,9 @@ async fn judge_failures_map_to_typed_errors_or_null_rewards() {
     assert_eq!(body["advantages"], json!([0.0, 0.0]));
     assert_eq!(body["scores"][0]["score"], Value::Null);
     assert_eq!(body["error"]["type"], "judge_unavailable");
+    // The three attempts are in the usage, apart from calls that gave verdicts.
+    assert_eq!(body["usage"]["failed_calls"], 3, "{body}");
+    assert_eq!(body["usage"]["judge_calls"], 0, "{body}");
 
     // A 400 from the judge is not retried.
     let before = mock.calls();

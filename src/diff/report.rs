@@ -33,6 +33,10 @@ pub struct SideUsage {
     pub cache_hits: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Calls that gave no verdict used (a judge that failed), and their tokens.
+    pub failed_calls: u64,
+    pub failed_prompt_tokens: u64,
+    pub failed_completion_tokens: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
 }
@@ -43,6 +47,9 @@ impl SideUsage {
         self.cache_hits += u.cache_hits;
         self.prompt_tokens += u.prompt_tokens;
         self.completion_tokens += u.completion_tokens;
+        self.failed_calls += u.failed_calls;
+        self.failed_prompt_tokens += u.failed_prompt_tokens;
+        self.failed_completion_tokens += u.failed_completion_tokens;
         if let Some(c) = u.cost {
             self.cost = Some(self.cost.unwrap_or(0.0) + c);
         }
@@ -161,6 +168,8 @@ pub struct DiffSummary {
     /// The largest |delta| across all groups, biggest first (at most 5).
     pub top_movers: Vec<TopMover>,
     pub judge_calls: PerSide<u64>,
+    /// Calls that gave no verdict used (a judge that failed), apart from `judge_calls`.
+    pub failed_calls: PerSide<u64>,
     pub cache_hits: PerSide<u64>,
 }
 
@@ -271,10 +280,13 @@ fn summarise(groups: &[GroupReport]) -> DiffSummary {
     top_movers.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()));
     top_movers.truncate(5);
     let mut judge_calls = PerSide::default();
+    let mut failed_calls = PerSide::default();
     let mut cache_hits = PerSide::default();
     for g in groups {
         judge_calls.a += g.usage.a.judge_calls;
         judge_calls.b += g.usage.b.judge_calls;
+        failed_calls.a += g.usage.a.failed_calls;
+        failed_calls.b += g.usage.b.failed_calls;
         cache_hits.a += g.usage.a.cache_hits;
         cache_hits.b += g.usage.b.cache_hits;
     }
@@ -293,6 +305,7 @@ fn summarise(groups: &[GroupReport]) -> DiffSummary {
             .then(|| stats::tidy(with_flips as f64 / compared.len() as f64)),
         top_movers,
         judge_calls,
+        failed_calls,
         cache_hits,
     }
 }
@@ -322,11 +335,15 @@ pub fn build_report(
                         judges_used[s].insert(format!("{} ({})", j.name, j.model));
                     }
                 }
-                Err((kind, message)) => errors.push(GroupError {
-                    side: ["a", "b"][s],
-                    kind: kind.clone(),
-                    message: message.clone(),
-                }),
+                Err(failed) => {
+                    group_usage[s].add(&failed.usage);
+                    usage[s].add(&failed.usage);
+                    errors.push(GroupError {
+                        side: ["a", "b"][s],
+                        kind: failed.kind.clone(),
+                        message: failed.message.clone(),
+                    })
+                }
             }
         }
         let comparison = match out {

@@ -183,8 +183,13 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(out, "  {flips} · {} flipped pairs", s.rank_flips);
     let _ = writeln!(
         out,
-        "  judge calls A {} · B {} · cache hits A {} · B {}",
-        s.judge_calls.a, s.judge_calls.b, s.cache_hits.a, s.cache_hits.b
+        "  judge calls A {} · B {} · failed calls A {} · B {} · cache hits A {} · B {}",
+        s.judge_calls.a,
+        s.judge_calls.b,
+        s.failed_calls.a,
+        s.failed_calls.b,
+        s.cache_hits.a,
+        s.cache_hits.b
     );
     if !s.top_movers.is_empty() {
         let _ = writeln!(out, "  moved most:");

@@ -168,7 +168,7 @@ fn results_table(h: &mut String, report: &EvalReport) {
             num(r.calibration.mean_best),
             num(r.calibration.mean_worst),
             r.invalid.to_string(),
-            r.usage.judge_calls.to_string(),
+            calls_cell(r.usage.judge_calls, r.usage.failed_calls),
             format!("{} · {}", r.usage.prompt_tokens, r.usage.completion_tokens),
             r.seconds_per_group
                 .map_or_else(|| "—".into(), |s| format!("{s:.2}")),
@@ -599,4 +599,13 @@ pub fn render(report: &EvalReport) -> String {
          counted, never scored; their groups are left out of every figure.",
     );
     h
+}
+
+/// Judge calls, with the failed ones beside them when there were any.
+fn calls_cell(calls: u64, failed: u64) -> String {
+    if failed == 0 {
+        calls.to_string()
+    } else {
+        format!("{calls} (+{failed} failed)")
+    }
 }

@@ -49,7 +49,7 @@ use crate::toolkit::exit::Exit;
 use crate::toolkit::groupfile::{
     label_of, override_request, print_problems, read_checked, Extra, GroupIn,
 };
-use crate::toolkit::outcome::{group_outcome, GroupOutcome};
+use crate::toolkit::outcome::{group_outcome, FailedGroup, GroupOutcome};
 use crate::toolkit::progress::{progress_bar, stderr_is_terminal};
 pub use attack_report::{AttackResult, AttackSummary};
 pub use attacks::AttackOptions;
@@ -444,12 +444,14 @@ fn rank_by_component(outcome: &mut GroupOutcome, name: &str) {
                 .first()
                 .map(|s| s.components.keys().map(String::as_str).collect())
                 .unwrap_or_default();
-            *outcome = Err((
-                "no_component".into(),
-                format!(
-                    "no component {name:?} (the rewards have: {})",
-                    known.join(", ")
-                ),
+            let message = format!(
+                "no component {name:?} (the rewards have: {})",
+                known.join(", ")
+            );
+            *outcome = Err(FailedGroup::new(
+                "no_component",
+                message,
+                resp.usage.clone(),
             ));
         }
     }

@@ -15,6 +15,7 @@ use super::stats::{
 };
 use crate::domain::attack::Attack;
 use crate::domain::stats::{cmp_eps, mean, tidy};
+use crate::score::Usage;
 use crate::toolkit::html::clip;
 
 /// Misranked groups kept per result (worst first).
@@ -65,6 +66,25 @@ pub struct EvalUsage {
     pub cached_prompt_tokens: u64,
     /// Forward passes a local judge's model ran.
     pub forward_passes: u64,
+    /// Calls that gave no verdict used (a judge that failed), and their tokens: apart from the
+    /// figures above.
+    pub failed_calls: u64,
+    pub failed_prompt_tokens: u64,
+    pub failed_completion_tokens: u64,
+}
+
+impl EvalUsage {
+    fn add(&mut self, u: &Usage) {
+        self.judge_calls += u.judge_calls;
+        self.cache_hits += u.cache_hits;
+        self.prompt_tokens += u.prompt_tokens;
+        self.completion_tokens += u.completion_tokens;
+        self.cached_prompt_tokens += u.cached_prompt_tokens;
+        self.forward_passes += u.forward_passes;
+        self.failed_calls += u.failed_calls;
+        self.failed_prompt_tokens += u.failed_prompt_tokens;
+        self.failed_completion_tokens += u.failed_completion_tokens;
+    }
 }
 
 /// Pairwise accuracy of one reward component (`judge`, a verifier) on its own.
@@ -243,24 +263,19 @@ pub fn set_result(
         for j in &run.judgings {
             match &j.outcome {
                 Ok(resp) => {
-                    let u = &resp.usage;
-                    usage.judge_calls += u.judge_calls;
-                    usage.cache_hits += u.cache_hits;
-                    usage.prompt_tokens += u.prompt_tokens;
-                    usage.completion_tokens += u.completion_tokens;
-                    usage.cached_prompt_tokens += u.cached_prompt_tokens;
-                    usage.forward_passes += u.forward_passes;
+                    usage.add(&resp.usage);
                     if resp.rewards.iter().any(Option::is_none) {
                         invalid += 1;
                         *errors.entry("null_reward".into()).or_default() += 1;
                     }
                 }
-                Err((kind, message)) => {
+                Err(failed) => {
+                    usage.add(&failed.usage);
                     invalid += 1;
-                    *errors.entry(kind.clone()).or_default() += 1;
+                    *errors.entry(failed.kind.clone()).or_default() += 1;
                     error_messages
-                        .entry(kind.clone())
-                        .or_insert_with(|| message.clone());
+                        .entry(failed.kind.clone())
+                        .or_insert_with(|| failed.message.clone());
                 }
             }
         }

@@ -104,6 +104,13 @@ fn block(out: &mut String, r: &SetResult, orders: usize) {
         r.seconds_per_group
             .map_or_else(|| "—".into(), |s| format!("{s:.2}"))
     );
+    if u.failed_calls > 0 || u.failed_prompt_tokens > 0 {
+        let _ = writeln!(
+            out,
+            "  failed: {} judge calls · {} prompt + {} completion tokens (no verdict used; not in the usage above)",
+            u.failed_calls, u.failed_prompt_tokens, u.failed_completion_tokens
+        );
+    }
     if u.forward_passes > 0 {
         let _ = writeln!(
             out,

@@ -85,6 +85,76 @@ impl JudgeError {
     }
 }
 
+/// What judging spent: the calls made to the judge and the tokens it reported for them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Spent {
+    pub fn add(&mut self, o: Spent) {
+        self.calls += o.calls;
+        self.prompt_tokens += o.prompt_tokens;
+        self.completion_tokens += o.completion_tokens;
+    }
+
+    /// What a completion cost: its attempts, and the tokens of the one that answered.
+    pub fn of(c: &Completion) -> Spent {
+        Spent {
+            calls: u64::from(c.attempts),
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+        }
+    }
+}
+
+/// A judge's failure with what was spent on the way to it (every attempt a remote judge made,
+/// the tokens of replies that gave no usable verdict). Usage reports count it apart from the
+/// calls that gave verdicts, so a run whose judge failed throughout does not read as free.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{error}")]
+pub struct JudgeFailure {
+    pub error: JudgeError,
+    pub spent: Spent,
+}
+
+impl From<JudgeError> for JudgeFailure {
+    /// A failure that cost nothing (refused before any call: not configured, queue full).
+    fn from(error: JudgeError) -> Self {
+        JudgeFailure {
+            error,
+            spent: Spent::default(),
+        }
+    }
+}
+
+impl JudgeFailure {
+    pub fn new(error: JudgeError, spent: Spent) -> Self {
+        JudgeFailure { error, spent }
+    }
+
+    /// The machine-readable `error.type` of this failure.
+    pub fn error_type(&self) -> ErrorType {
+        self.error.error_type()
+    }
+
+    /// The same failure with `prefix: ` before its message.
+    pub fn context(self, prefix: &str) -> JudgeFailure {
+        JudgeFailure {
+            error: self.error.context(prefix),
+            spent: self.spent,
+        }
+    }
+
+    /// The same failure, having also spent `more` before it.
+    pub fn after(mut self, more: Spent) -> JudgeFailure {
+        self.spent.add(more);
+        self
+    }
+}
+
 /// One completion from a judge.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
@@ -163,13 +233,13 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
         &self,
         messages: &[ChatMessage],
         schema: &Value,
-    ) -> Result<Completion, JudgeError>;
+    ) -> Result<Completion, JudgeFailure>;
 
     /// The judge's own answer to a task, `messages` being the messages that set it (a rubric
     /// with `reference = "judge"` grades against it): free text, as the judge's model answers
     /// the task itself (a local judge without its adapter, a remote one without the verdict's
     /// schema), at most the settings' `max_reference_bytes`.
-    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError>;
+    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeFailure>;
 
     /// The judge's token-probability reading (pointwise and pairwise modes), where it offers
     /// it. `None`: it judges listwise only, and the scorer refuses the other modes for it.

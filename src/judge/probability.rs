@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 
-use super::{Completion, JudgeError};
+use super::{Completion, JudgeError, JudgeFailure};
 use crate::domain::prompt::ChatMessage;
 
 /// Each choice's probability as a judge's next token (pointwise and pairwise judging).
@@ -34,7 +34,7 @@ pub trait ProbabilityJudge: Send + Sync {
         &self,
         prompts: Vec<Vec<ChatMessage>>,
         choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError>;
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeFailure>;
 
     /// A free-text explanation of each of `prompts`, after probability-mode scores (asked only
     /// of judges whose settings say it [`super::JudgeSettings::explains`]): a group's

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::settings::DEFAULT_PAIRWISE_OPPONENTS;
 use super::{
-    ChoiceProbabilities, Completion, Judge, JudgeError, JudgeInfo, JudgeSettings, ProbabilityJudge,
-    StructuredOutput,
+    ChoiceProbabilities, Completion, Judge, JudgeError, JudgeFailure, JudgeInfo, JudgeSettings,
+    ProbabilityJudge, StructuredOutput,
 };
 use crate::domain::prompt::{ChatMessage, JudgeMode};
 
@@ -74,12 +74,12 @@ impl Judge for UnconfiguredJudge {
         &self,
         _messages: &[ChatMessage],
         _schema: &Value,
-    ) -> Result<Completion, JudgeError> {
-        self.refuse()
+    ) -> Result<Completion, JudgeFailure> {
+        Ok(self.refuse()?)
     }
 
-    async fn answer(&self, _messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
-        self.refuse()
+    async fn answer(&self, _messages: &[ChatMessage]) -> Result<Completion, JudgeFailure> {
+        Ok(self.refuse()?)
     }
 
     /// Offered, so that a request in a probability mode is refused for what is missing (the
@@ -95,8 +95,8 @@ impl ProbabilityJudge for UnconfiguredJudge {
         &self,
         _prompts: Vec<Vec<ChatMessage>>,
         _choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
-        self.refuse()
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeFailure> {
+        Ok(self.refuse()?)
     }
 
     async fn explain(
@@ -126,7 +126,7 @@ mod tests {
         let missing = JudgeError::NotConfigured(judge.reason.clone());
         assert_eq!(
             reader.choice_probabilities(Vec::new(), &[]).await,
-            Err(missing.clone())
+            Err(missing.clone().into())
         );
         assert_eq!(reader.explain(Vec::new()).await, Err(missing));
     }

@@ -198,7 +198,8 @@ pub async fn run(source: &ConfigSource, args: &RescoreOptions) -> Result<Exit, C
                 stats.add(&usage);
                 (Sink::Output, v)
             }
-            Outcome::Rejected(v) => {
+            Outcome::Rejected(v, usage) => {
+                stats.add(&usage);
                 stats.rejects += 1;
                 (Sink::Rejects, v)
             }
@@ -230,6 +231,9 @@ pub async fn run(source: &ConfigSource, args: &RescoreOptions) -> Result<Exit, C
         "judge_calls": stats.usage.judge_calls,
         "prompt_tokens": stats.usage.prompt_tokens,
         "completion_tokens": stats.usage.completion_tokens,
+        "failed_calls": stats.usage.failed_calls,
+        "failed_prompt_tokens": stats.usage.failed_prompt_tokens,
+        "failed_completion_tokens": stats.usage.failed_completion_tokens,
         "cost": stats.usage.cost,
         "rejects": stats.rejects,
         "rejects_file": rejects_path.display().to_string(),

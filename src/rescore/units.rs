@@ -40,7 +40,8 @@ pub(super) struct Unit {
 /// What the writer gets for a unit.
 pub(super) enum Outcome {
     Scored(Value, Box<Usage>),
-    Rejected(Value),
+    /// A rejects line, with what the judge spent on it before it failed.
+    Rejected(Value, Box<Usage>),
 }
 
 /// The input as JSONL text and its name: the file, or the scoring-log rows that match the
@@ -244,7 +245,7 @@ pub(super) async fn score_unit(scorer: &Scorer, u: &Unit, file: &str) -> Outcome
             out.insert("error_type".into(), json!("invalid_input"));
             out.insert("reason".into(), json!(reason));
             out.insert("unit".into(), json!(u.key));
-            return Outcome::Rejected(Value::Object(out));
+            return Outcome::Rejected(Value::Object(out), Box::default());
         }
     };
     match scorer.score_group(req).await {
@@ -273,7 +274,7 @@ pub(super) async fn score_unit(scorer: &Scorer, u: &Unit, file: &str) -> Outcome
             out.insert("error_type".into(), json!(kind));
             out.insert("reason".into(), json!(e.to_string()));
             out.insert("unit".into(), json!(u.key));
-            Outcome::Rejected(Value::Object(out))
+            Outcome::Rejected(Value::Object(out), Box::new(Usage::failed(e.spent())))
         }
     }
 }

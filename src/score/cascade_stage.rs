@@ -54,12 +54,13 @@ impl Scorer {
             };
             match escalation {
                 Some(cause) => {
-                    if let (Ok(o), Escalation::Unsure) = (&judged.outcome, cause) {
-                        spent.add_spent(&o.usage);
-                    }
-                    if let Err(e) = &judged.outcome {
-                        tracing::warn!(cascade = %cascade.name, %stage, error = %e,
-                            "cascade stage failed; the group goes to the next stage");
+                    match &judged.outcome {
+                        Ok(o) => spent.add_spent(&o.usage),
+                        Err(e) => {
+                            tracing::warn!(cascade = %cascade.name, %stage, error = %e,
+                                "cascade stage failed; the group goes to the next stage");
+                            spent.add_failed(e.spent);
+                        }
                     }
                     metrics::counter!("gavel_cascade_escalations_total",
                         "cascade" => cascade.name.clone(), "stage" => stage.clone(),
@@ -72,11 +73,15 @@ impl Scorer {
                     metrics::counter!("gavel_cascade_decisions_total",
                         "cascade" => cascade.name.clone(), "stage" => stage.clone())
                     .increment(1);
-                    if let Ok(o) = &mut judged.outcome {
-                        o.usage.add_spent(&spent);
-                        for s in &mut o.scores {
-                            s.stage = Some(stage.clone());
+                    match &mut judged.outcome {
+                        Ok(o) => {
+                            o.usage.add_spent(&spent);
+                            for s in &mut o.scores {
+                                s.stage = Some(stage.clone());
+                            }
                         }
+                        // The last stage failed: what the earlier ones spent is part of it.
+                        Err(f) => f.spent.add(spent.spent()),
                     }
                     return Ok(judged);
                 }

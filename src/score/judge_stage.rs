@@ -9,12 +9,12 @@ use super::response::{ErrorBody, TrajectoryScore, Usage, VersionInfo};
 use super::{ScoreError, ScoreRequest, Scorer};
 use crate::domain::reward::JUDGE;
 use crate::domain::rubric::Rubric;
-use crate::judge::{JudgeError, JudgeInfo};
+use crate::judge::{JudgeError, JudgeFailure, JudgeInfo};
 
 /// What the judge stage gives the pipeline: the outcome (a failure kept, for the request's
 /// `on_judge_error` to decide) and which template and judges made it.
 pub(super) struct JudgedGroup {
-    pub outcome: Result<JudgeOutcome, JudgeError>,
+    pub outcome: Result<JudgeOutcome, JudgeFailure>,
     pub template: VersionInfo,
     pub judges: Vec<JudgeInfo>,
 }
@@ -80,7 +80,7 @@ impl Scorer {
 /// 429), never a null reward.
 pub(super) fn merge_judge_scores(
     scores: &mut [TrajectoryScore],
-    outcome: Result<JudgeOutcome, JudgeError>,
+    outcome: Result<JudgeOutcome, JudgeFailure>,
     on_error: OnJudgeError,
 ) -> Result<(Usage, Option<ErrorBody>), ScoreError> {
     match outcome {
@@ -96,8 +96,11 @@ pub(super) fn merge_judge_scores(
             }
             Ok((outcome.usage, None))
         }
-        Err(e) if on_error == OnJudgeError::Null && !matches!(e, JudgeError::Overloaded(_)) => {
-            tracing::warn!(error = %e, "judge failed; answering reward null as the request asked");
+        Err(e)
+            if on_error == OnJudgeError::Null && !matches!(e.error, JudgeError::Overloaded(_)) =>
+        {
+            tracing::warn!(error = %e, failed_calls = e.spent.calls,
+                "judge failed; answering reward null as the request asked");
             for s in scores.iter_mut() {
                 s.components.insert(JUDGE.into(), None);
             }
@@ -105,7 +108,7 @@ pub(super) fn merge_judge_scores(
                 kind: e.error_type(),
                 message: e.to_string(),
             };
-            Ok((Usage::default(), Some(body)))
+            Ok((Usage::failed(e.spent), Some(body)))
         }
         Err(e) => Err(e.into()),
     }

@@ -33,7 +33,7 @@ use crate::domain::reward::{advantages, AdvantageOverflow, ScaleRewards};
 use crate::domain::rubric::{Rubric, RubricError, RubricSet};
 use crate::domain::trajectory::InputError;
 use crate::judge::config::JudgeConfig;
-use crate::judge::{self, Judge, JudgeError, Panel};
+use crate::judge::{self, Judge, JudgeError, JudgeFailure, Panel, Spent};
 use crate::store::{StoreError, VerdictStore};
 
 pub use judging::cache_key;
@@ -62,8 +62,9 @@ pub enum ScoreError {
     NoDefaultJudge(String),
     #[error(transparent)]
     Prompt(#[from] PromptError),
+    /// The judge failed, having spent what the failure carries.
     #[error(transparent)]
-    Judge(#[from] JudgeError),
+    Judge(#[from] JudgeFailure),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A judge call's rendered prompt is over `[server] max_prompt_bytes`.
@@ -72,6 +73,23 @@ pub enum ScoreError {
          ({max}): send shorter trajectories or a smaller group"
     )]
     PromptTooLarge { bytes: usize, max: usize },
+}
+
+impl From<JudgeError> for ScoreError {
+    /// A judge failure that cost no call.
+    fn from(e: JudgeError) -> Self {
+        ScoreError::Judge(e.into())
+    }
+}
+
+impl ScoreError {
+    /// What the judge spent on a request that failed (nothing for any failure but the judge's).
+    pub fn spent(&self) -> Spent {
+        match self {
+            ScoreError::Judge(f) => f.spent,
+            _ => Spent::default(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,7 @@ use crate::domain::prompt::{GroupExtras, JudgeMode, PromptError, Prompts, Render
 use crate::domain::rubric::Rubric;
 use crate::domain::stats::tidy;
 use crate::domain::trajectory::content_hash;
-use crate::judge::{Judge, JudgeError};
+use crate::judge::{Judge, JudgeError, JudgeFailure};
 use crate::store::{StoredScore, StoredVerdict};
 
 /// Groups up to this many distinct trajectories are judged on every ordered pair; larger ones on
@@ -311,7 +311,7 @@ impl Scorer {
         judge: &dyn Judge,
         m: usize,
         probe: &ProbePlan,
-    ) -> Result<StoredVerdict, JudgeError> {
+    ) -> Result<StoredVerdict, JudgeFailure> {
         let name = judge.info().name;
         let deadline = judge.settings().deadline;
         let explains = judge.settings().explains;
@@ -319,7 +319,8 @@ impl Scorer {
         let Some(reader) = judge.probabilities() else {
             return Err(JudgeError::Unavailable(format!(
                 "judge {name:?} cannot read token probabilities: ask it listwise"
-            )));
+            ))
+            .into());
         };
         let choices = verdict_choices(probe.mode);
         let asking = async {
@@ -352,14 +353,14 @@ impl Scorer {
                     explanations[c] = r.text;
                 }
             }
-            Ok::<_, JudgeError>((firsts, coverage, explanations, t))
+            Ok::<_, JudgeFailure>((firsts, coverage, explanations, t))
         };
         let (firsts, coverage, mut explanations, t) =
             tokio::time::timeout(deadline, asking).await.map_err(|_| {
-                JudgeError::Timeout(format!(
+                JudgeFailure::from(JudgeError::Timeout(format!(
                     "judge {name:?}: verdict deadline of {:.1}s passed",
                     deadline.as_secs_f64()
-                ))
+                )))
             })??;
         let (scores, confidence) = match probe.mode {
             JudgeMode::Pairwise => (

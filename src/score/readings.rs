@@ -15,7 +15,7 @@ use serde_json::{json, Map};
 use super::{Scorer, CACHE_SCHEMA};
 use crate::domain::prompt::ChatMessage;
 use crate::domain::trajectory::content_hash;
-use crate::judge::{ChoiceProbabilities, Judge, JudgeError, ProbabilityJudge};
+use crate::judge::{ChoiceProbabilities, Judge, JudgeError, JudgeFailure, ProbabilityJudge};
 use crate::store::{StoredScore, StoredVerdict};
 
 /// One prompt's reading, from the judge or the store.
@@ -107,7 +107,7 @@ impl Scorer {
         reader: &dyn ProbabilityJudge,
         prompts: &[Vec<ChatMessage>],
         choices: &[Vec<String>],
-    ) -> Result<(Vec<Reading>, ReadCost), JudgeError> {
+    ) -> Result<(Vec<Reading>, ReadCost), JudgeFailure> {
         let keys: Vec<String> = prompts
             .iter()
             .map(|p| reading_key(judge, choices, p))

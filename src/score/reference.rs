@@ -17,7 +17,7 @@ use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::prompt::ChatMessage;
 use crate::domain::rubric::{ReferenceSource, Rubric};
 use crate::domain::trajectory::{content_hash, InputError, Role, Trajectory};
-use crate::judge::{Judge, JudgeError};
+use crate::judge::{Judge, JudgeError, JudgeFailure, Spent};
 use crate::store::{StoredScore, StoredVerdict};
 
 /// Shown by `render` in place of the judge's answer, which only scoring asks for.
@@ -43,7 +43,7 @@ impl Scorer {
         &self,
         rubric: &Rubric,
         req: &ScoreRequest,
-    ) -> Result<Option<Result<JudgeReference, JudgeError>>, ScoreError> {
+    ) -> Result<Option<Result<JudgeReference, JudgeFailure>>, ScoreError> {
         if !wants_judge_reference(rubric, req) {
             return Ok(None);
         }
@@ -64,7 +64,7 @@ impl Scorer {
         &self,
         judge: &dyn Judge,
         task: Vec<ChatMessage>,
-    ) -> Result<Result<JudgeReference, JudgeError>, ScoreError> {
+    ) -> Result<Result<JudgeReference, JudgeFailure>, ScoreError> {
         let key = reference_key(judge, &task);
         if let Some(text) = stored_answer(self.store.get(&key).await?) {
             return Ok(Ok(JudgeReference {
@@ -85,10 +85,13 @@ impl Scorer {
             Err(e) => return Ok(Err(e)),
         };
         if completion.text.is_empty() {
-            return Ok(Err(JudgeError::InvalidOutput(format!(
-                "judge {:?} wrote an empty answer to the task (rubric reference = \"judge\")",
-                judge.info().name
-            ))));
+            return Ok(Err(JudgeFailure::new(
+                JudgeError::InvalidOutput(format!(
+                    "judge {:?} wrote an empty answer to the task (rubric reference = \"judge\")",
+                    judge.info().name
+                )),
+                Spent::of(&completion),
+            )));
         }
         let stored = StoredVerdict {
             scores: vec![StoredScore {

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use crate::domain::error_type::ErrorType;
 use crate::domain::prompt::ChatMessage;
-use crate::judge::JudgeInfo;
+use crate::judge::{JudgeInfo, Spent};
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct VersionInfo {
@@ -72,11 +72,21 @@ pub struct TrajectoryScore {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
 pub struct Usage {
+    /// Calls that gave the verdicts this reply rests on (a verdict's retries and re-ask
+    /// included).
     pub judge_calls: u64,
     pub cache_hits: u64,
-    /// Tokens the judge reported for the calls made for this request (0 on a cache hit).
+    /// Tokens the judge reported for those calls (0 on a cache hit).
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Calls that gave no verdict this reply uses, counted apart: every attempt of a judging
+    /// that failed (after its retries, or an unusable verdict after the re-ask), a cascade
+    /// stage that failed or was unsure of the group, and the calls judged beside a failure
+    /// (their verdicts are stored, so asking again costs no call for them).
+    pub failed_calls: u64,
+    /// Tokens the judge reported for the failed calls (a server reports none with an error).
+    pub failed_prompt_tokens: u64,
+    pub failed_completion_tokens: u64,
     /// Of `prompt_tokens`, those a local judge did not prefill again (KV of a shared prefix
     /// reused across permutations and requests).
     #[serde(skip_serializing_if = "is_zero")]
@@ -112,6 +122,30 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Usage {
+    /// The usage of a judging that failed having spent `spent`.
+    pub fn failed(spent: Spent) -> Usage {
+        let mut u = Usage::default();
+        u.add_failed(spent);
+        u
+    }
+
+    /// Counts `spent` as failed calls and their tokens.
+    pub fn add_failed(&mut self, spent: Spent) {
+        self.failed_calls += spent.calls;
+        self.failed_prompt_tokens += spent.prompt_tokens;
+        self.failed_completion_tokens += spent.completion_tokens;
+    }
+
+    /// What the verdicts behind this usage spent, as calls and tokens (failed ones included):
+    /// for a judging that fails after them, whose reply uses none of them.
+    pub fn spent(&self) -> Spent {
+        Spent {
+            calls: self.judge_calls + self.failed_calls,
+            prompt_tokens: self.prompt_tokens + self.failed_prompt_tokens,
+            completion_tokens: self.completion_tokens + self.failed_completion_tokens,
+        }
+    }
+
     pub fn add(&mut self, o: &Usage) {
         self.add_spent(o);
         self.clamped_scores += o.clamped_scores;
@@ -127,6 +161,9 @@ impl Usage {
     /// cascade's earlier stages, costs more but is still one group.
     pub fn add_spent(&mut self, o: &Usage) {
         self.judge_calls += o.judge_calls;
+        self.failed_calls += o.failed_calls;
+        self.failed_prompt_tokens += o.failed_prompt_tokens;
+        self.failed_completion_tokens += o.failed_completion_tokens;
         self.cache_hits += o.cache_hits;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;

@@ -95,8 +95,10 @@ impl From<ScoreError> for ApiError {
             ScoreError::Rubric(RubricError::Unknown { .. } | RubricError::Invalid { .. })
             | ScoreError::UnknownJudge { .. } => ApiError::InvalidRequest(e.to_string()),
             ScoreError::PromptTooLarge { .. } => ApiError::PayloadTooLarge(e.to_string()),
-            ScoreError::Judge(JudgeError::Overloaded(m)) => ApiError::Overloaded(m),
-            ScoreError::Judge(j) => ApiError::Judge(j),
+            ScoreError::Judge(f) => match f.error {
+                JudgeError::Overloaded(m) => ApiError::Overloaded(m),
+                j => ApiError::Judge(j),
+            },
             ScoreError::Rubric(RubricError::Io(..))
             | ScoreError::Prompt(_)
             | ScoreError::Store(_) => {

@@ -61,6 +61,15 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
         "Verdicts that failed after every retry, by judge and error type",
     ),
     (
+        "gavel_judge_failed_calls_total",
+        "Judge calls spent on verdicts that failed (every attempt, an unusable reply and its \
+         re-ask), by judge: the calls that gave no verdict",
+    ),
+    (
+        "gavel_judge_failed_tokens_total",
+        "Tokens the judge reported for calls that gave no verdict, by judge and kind",
+    ),
+    (
         "gavel_judge_reasks_total",
         "Structural re-asks after an unusable verdict, by judge",
     ),

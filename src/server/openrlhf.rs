@@ -68,7 +68,7 @@ impl OpenRlhf {
                     let resp = tokio::time::timeout(deadline, scorer.score_group(&req))
                         .await
                         .map_err(|_| {
-                            shared(ScoreError::Judge(JudgeError::Timeout(format!(
+                            shared(ScoreError::from(JudgeError::Timeout(format!(
                                 "judging the group took longer than request_timeout_s ({}s)",
                                 deadline.as_secs_f64()
                             ))))

@@ -168,6 +168,32 @@ async fn metrics_cover_requests_judges_queue_depth_cache_and_errors() {
         sample(&text, "gavel_judge_scores_clamped_total", &judge),
         Some(1.0)
     );
+    // Calls that gave no verdict are counted apart, with their tokens: the 400 above (one
+    // call, no tokens), then an unusable reply and its re-ask (two calls of 100 prompt tokens).
+    assert_eq!(
+        sample(&text, "gavel_judge_failed_calls_total", &judge),
+        Some(1.0)
+    );
+    mock.push(Behaviour::Content("no verdict here".into()));
+    mock.push(Behaviour::Content("still none".into()));
+    let mut group = marked_group(&[0.13, 0.14]);
+    group["on_judge_error"] = serde_json::json!("null");
+    let (status, body) = gavel.post("/v1/score_group", &group).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["error"]["type"], "judge_invalid_output", "{body}");
+    assert_eq!(body["usage"]["failed_calls"], 2, "{body}");
+    assert_eq!(body["usage"]["failed_prompt_tokens"], 200, "{body}");
+    assert_eq!(body["usage"]["prompt_tokens"], 0, "{body}");
+    let text = gavel.metrics_text().await;
+    assert_eq!(
+        sample(&text, "gavel_judge_failed_calls_total", &judge),
+        Some(3.0)
+    );
+    let prompt = [("judge", "queued"), ("kind", "prompt")];
+    assert_eq!(
+        sample(&text, "gavel_judge_failed_tokens_total", &prompt),
+        Some(200.0)
+    );
     // Every exported name is described and starts with gavel_.
     for name in gavel::server::metrics::names() {
         assert!(name.starts_with("gavel_"), "{name}");

@@ -92,7 +92,7 @@ def test_a_judge_failure_warns_once_naming_the_daemons_error(gavel_url, broken_j
 
 BATCH_OF_FAILURES = {
     "scale_rewards": "group",
-    "usage": {"judge_calls": 3, "cache_hits": 1, "prompt_tokens": 300, "completion_tokens": 30},
+    "usage": {"judge_calls": 3, "cache_hits": 1, "prompt_tokens": 300, "completion_tokens": 30, "failed_calls": 4},
     "results": [
         {"rewards": [None, None], "advantages": [0.0, 0.0], "scores": [], "error": {"type": "judge_timeout", "message": "deadline passed"}},
         {"rewards": [None, None], "advantages": [0.0, 0.0], "scores": [], "error": {"type": "judge_invalid_output", "message": "no verdict after a re-ask"}},
@@ -130,11 +130,12 @@ def test_each_cause_warns_once_and_reaches_trls_loggers(stub):
     assert "judge_timeout: deadline passed" in first[0] and "2 of 6 completions in 1 group(s)" in first[0]
     assert "judge_invalid_output: no verdict after a re-ask" in first[1]
     assert "no_reward: no component of the reward applied" in first[2] and "1 of 6" in first[2]
-    assert metrics[:6] == [
+    assert metrics[:7] == [
         ("judge/judge_calls", 3.0), ("judge/cache_hits", 1.0), ("judge/prompt_tokens", 300.0),
-        ("judge/completion_tokens", 30.0), ("judge/failed_groups", 2.0), ("judge/no_reward", 5.0),
+        ("judge/completion_tokens", 30.0), ("judge/failed_calls", 4.0), ("judge/failed_groups", 2.0),
+        ("judge/no_reward", 5.0),
     ]
-    assert metrics[6:] == metrics[:6]
+    assert metrics[7:] == metrics[:7]
     assert extra["judge/error"][0] == ["judge_timeout"] * 2 + ["judge_invalid_output"] * 2 + ["no_reward", ""]
     assert extra["judge/explanation"][0] == ["deadline passed"] * 2 + ["no verdict after a re-ask"] * 2 + ["no component of the reward applied", "fine"]
     f.close()
@@ -162,7 +163,7 @@ def test_reports_usage_and_explanations_through_trls_loggers(gavel_url, broken_j
         assert out == [0.9, 0.1, 0.4, 0.7]
         assert metrics == {
             "gavel/judge_calls": 2.0, "gavel/cache_hits": 0.0, "gavel/prompt_tokens": 200.0,
-            "gavel/completion_tokens": metrics["gavel/completion_tokens"], "gavel/failed_groups": 0.0, "gavel/no_reward": 0.0,
+            "gavel/completion_tokens": metrics["gavel/completion_tokens"], "gavel/failed_calls": 0.0, "gavel/failed_groups": 0.0, "gavel/no_reward": 0.0,
         }
         assert all(isinstance(v, float) for v in metrics.values())
         assert extra["gavel/error"] == [""] * 4

@@ -162,6 +162,10 @@ pub fn render(report: &Report) -> String {
             format!("{} · {}", s.judge_calls.a, s.judge_calls.b),
         ),
         (
+            "failed calls A · B",
+            format!("{} · {}", s.failed_calls.a, s.failed_calls.b),
+        ),
+        (
             "cache hits A · B",
             format!("{} · {}", s.cache_hits.a, s.cache_hits.b),
         ),

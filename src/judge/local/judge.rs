@@ -10,8 +10,8 @@ use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
 use crate::domain::prompt::ChatMessage;
 use crate::judge::config::LocalConfig;
 use crate::judge::{
-    cut_text, ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeInfo,
-    JudgeSettings, ProbabilityJudge, StructuredOutput,
+    cut_text, ChoiceProbabilities, Completion, Judge, JudgeAdapter, JudgeError, JudgeFailure,
+    JudgeInfo, JudgeSettings, ProbabilityJudge, StructuredOutput,
 };
 use crate::model::adapter::{AdapterInfo, Reach};
 use crate::model::{LocalError, ModelInfo};
@@ -232,7 +232,7 @@ impl Judge for LocalJudge {
         &self,
         messages: &[ChatMessage],
         schema: &Value,
-    ) -> Result<Completion, JudgeError> {
+    ) -> Result<Completion, JudgeFailure> {
         let (ids, items) = schema_ids(schema);
         let request = Request {
             messages: messages.to_vec(),
@@ -241,12 +241,12 @@ impl Judge for LocalJudge {
             free_text_bytes: None,
             adapter: self.adapter_slot(),
         };
-        self.generate(request).await
+        Ok(self.generate(request).await?)
     }
 
     /// The base model's own answer (no adapter: the adapter is trained to give verdicts),
     /// decoded as free text up to `max_reference_bytes`.
-    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeFailure> {
         let max_bytes = self.settings.max_reference_bytes;
         let mut completion = self
             .generate(Request {
@@ -270,7 +270,7 @@ impl ProbabilityJudge for LocalJudge {
         &self,
         prompts: Vec<Vec<ChatMessage>>,
         choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeFailure> {
         let probed = self
             .engine
             .probe(ProbeRequest {

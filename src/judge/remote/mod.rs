@@ -37,8 +37,8 @@ use transport::{
 use super::config::{is_openai, RemoteConfig, DEFAULT_TOP_LOGPROBS};
 use super::limits::JudgeLimits;
 use super::{
-    cut_text, Completion, Judge, JudgeError, JudgeInfo, JudgeSettings, ProbabilityJudge,
-    StructuredOutput,
+    cut_text, Completion, Judge, JudgeError, JudgeFailure, JudgeInfo, JudgeSettings,
+    ProbabilityJudge, Spent, StructuredOutput,
 };
 use crate::domain::error_chain::with_causes;
 use crate::domain::error_type::RetryCause;
@@ -329,13 +329,13 @@ impl Judge for RemoteJudge {
         &self,
         messages: &[ChatMessage],
         schema: &Value,
-    ) -> Result<Completion, JudgeError> {
+    ) -> Result<Completion, JudgeFailure> {
         Ok(self.call(messages, Ask::Verdict(schema)).await?.0)
     }
 
     /// The model's answer to the task, without the verdict's schema, cut to
     /// `max_reference_bytes`.
-    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeError> {
+    async fn answer(&self, messages: &[ChatMessage]) -> Result<Completion, JudgeFailure> {
         let mut completion = self.call(messages, Ask::Answer).await?.0;
         completion.text = cut_text(&completion.text, self.settings.max_reference_bytes);
         Ok(completion)
@@ -414,12 +414,13 @@ impl RemoteJudge {
 
     /// One completion, retried per the judge's policy, bounded by the verdict deadline. Every
     /// attempt passes the judge's rate and concurrency limits first. With it, the first
-    /// generated token's log-probabilities where the server gave them.
+    /// generated token's log-probabilities where the server gave them. A failure carries the
+    /// calls sent before it (servers report no tokens with an error).
     async fn call(
         &self,
         messages: &[ChatMessage],
         ask: Ask<'_>,
-    ) -> Result<(Completion, Option<ReplyToken>), JudgeError> {
+    ) -> Result<(Completion, Option<ReplyToken>), JudgeFailure> {
         let schema = match ask {
             Ask::Verdict(schema) => Some(schema),
             _ => None,
@@ -443,6 +444,16 @@ impl RemoteJudge {
         let mut retries: BTreeMap<String, u64> = BTreeMap::new();
         let mut timeouts = 0u32;
         let mut attempt = 0u32;
+        let mut calls_sent = 0u64;
+        let failed = |error: JudgeError, calls: u64| {
+            JudgeFailure::new(
+                error,
+                Spent {
+                    calls,
+                    ..Spent::default()
+                },
+            )
+        };
         loop {
             attempt += 1;
             let queued = GaugeGuard::raise(
@@ -454,11 +465,14 @@ impl RemoteJudge {
             )
             .await
             .map_err(|_| {
-                JudgeError::Timeout(format!(
-                    "judge {:?}: verdict deadline of {:.1}s passed waiting for the judge's rate limits",
-                    self.name,
-                    self.settings.deadline.as_secs_f64()
-                ))
+                failed(
+                    JudgeError::Timeout(format!(
+                        "judge {:?}: verdict deadline of {:.1}s passed waiting for the judge's rate limits",
+                        self.name,
+                        self.settings.deadline.as_secs_f64()
+                    )),
+                    calls_sent,
+                )
             })?;
             drop(queued);
             let left = self.settings.deadline.saturating_sub(started.elapsed());
@@ -469,6 +483,7 @@ impl RemoteJudge {
             );
             let chat = self.client.chat();
             let call = chat.create_byot::<_, Value>(request.clone());
+            calls_sent += 1;
             let result = tokio::time::timeout(limit, call).await;
             let result = result.map(|r| r.and_then(|raw| self.read_reply(raw)));
             drop(calling);
@@ -523,12 +538,14 @@ impl RemoteJudge {
                         let refusal = self.scrub(refusal);
                         drop(admission);
                         let Some(next) = self.step_down(dialect) else {
-                            return Err(self.format_refused(dialect, &refusal));
+                            return Err(failed(self.format_refused(dialect, &refusal), calls_sent));
                         };
                         tracing::warn!(judge = %self.name, base_url = %self.base_url, refused = dialect.name(),
                             now = next.name(), error = %refusal, "judge's server refuses this structured output; asking in the next");
                         dialect = next;
-                        request = self.build(messages, ask, dialect)?;
+                        request = self
+                            .build(messages, ask, dialect)
+                            .map_err(|e| failed(e, calls_sent))?;
                         // Not a failed attempt: the same request, in words the server takes.
                         attempt -= 1;
                         continue;
@@ -537,10 +554,13 @@ impl RemoteJudge {
                         .then(|| logprobs_refusal(&e))
                         .flatten()
                     {
-                        return Err(self.cannot_read_probabilities(&format!(
-                            "refuses logprobs: {}",
-                            self.scrub(refusal)
-                        )));
+                        return Err(failed(
+                            self.cannot_read_probabilities(&format!(
+                                "refuses logprobs: {}",
+                                self.scrub(refusal)
+                            )),
+                            calls_sent,
+                        ));
                     }
                     classify(e)
                 }
@@ -556,10 +576,10 @@ impl RemoteJudge {
                     let message = self.scrub(message);
                     metrics::counter!("gavel_judge_calls_total", "judge" => self.name.clone(), "outcome" => "fatal")
                         .increment(1);
-                    return Err(JudgeError::Unavailable(format!(
-                        "judge {:?}: {message}",
-                        self.name
-                    )));
+                    return Err(failed(
+                        JudgeError::Unavailable(format!("judge {:?}: {message}", self.name)),
+                        calls_sent,
+                    ));
                 }
                 Failure::Retry {
                     message,
@@ -588,11 +608,12 @@ impl RemoteJudge {
                     "judge {:?} failed after {why}; last error: {message}",
                     self.name
                 );
-                return Err(if timeouts == attempt || (timed_out && out_of_time) {
+                let error = if timeouts == attempt || (timed_out && out_of_time) {
                     JudgeError::Timeout(message)
                 } else {
                     JudgeError::Unavailable(message)
-                });
+                };
+                return Err(failed(error, calls_sent));
             }
             *retries.entry(cause.as_str().to_string()).or_default() += 1;
             metrics::counter!("gavel_judge_retries_total", "judge" => self.name.clone(), "cause" => cause.as_str()).increment(1);

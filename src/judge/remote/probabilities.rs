@@ -7,12 +7,12 @@
 //! to another mode.
 
 use async_trait::async_trait;
-use futures::future::try_join_all;
+use futures::future::join_all;
 
 use super::{Ask, RemoteJudge};
 use crate::domain::prompt::ChatMessage;
 use crate::domain::verdict::answer_masses;
-use crate::judge::{ChoiceProbabilities, JudgeError, ProbabilityJudge};
+use crate::judge::{ChoiceProbabilities, JudgeError, JudgeFailure, ProbabilityJudge, Spent};
 
 /// The question a judge configured for a probability mode is asked once at start, to learn
 /// whether its server gives token probabilities (a few tokens, answered in one).
@@ -51,15 +51,24 @@ impl RemoteJudge {
         &self,
         prompt: &[ChatMessage],
         choices: &[Vec<String>],
-    ) -> Result<ChoiceProbabilities, JudgeError> {
+    ) -> Result<ChoiceProbabilities, JudgeFailure> {
         let mut began = String::new();
         let mut prompt_tokens = 0;
+        // The reads that gave no usable answer, for a failure to report.
+        let mut spent = Spent::default();
         for _ in 0..ASKS {
-            let (completion, first) = self.call(prompt, Ask::Probabilities).await?;
+            let (completion, first) = self
+                .call(prompt, Ask::Probabilities)
+                .await
+                .map_err(|f| f.after(spent))?;
             prompt_tokens += completion.prompt_tokens;
+            spent.add(Spent::of(&completion));
             let Some(first) = first.filter(|f| !f.top_logprobs.is_empty()) else {
-                return Err(self.cannot_read_probabilities(
-                    "answers without logprobs (or without top_logprobs)",
+                return Err(JudgeFailure::new(
+                    self.cannot_read_probabilities(
+                        "answers without logprobs (or without top_logprobs)",
+                    ),
+                    spent,
                 ));
             };
             let mut tokens: Vec<(String, f64)> = first
@@ -89,13 +98,16 @@ impl RemoteJudge {
             .iter()
             .filter_map(|c| c.first().map(String::as_str))
             .collect();
-        Err(JudgeError::InvalidOutput(format!(
-            "judge {:?}: neither answer ({}) was among the {} most likely first tokens of its \
-             reply (it began {began:?}), asked {ASKS} times: no verdict",
-            self.name,
-            answers.join(", "),
-            self.top_logprobs
-        )))
+        Err(JudgeFailure::new(
+            JudgeError::InvalidOutput(format!(
+                "judge {:?}: neither answer ({}) was among the {} most likely first tokens of its \
+                 reply (it began {began:?}), asked {ASKS} times: no verdict",
+                self.name,
+                answers.join(", "),
+                self.top_logprobs
+            )),
+            spent,
+        ))
     }
 
     /// For a judge configured in a probability mode: whether its server gives token
@@ -116,7 +128,7 @@ impl RemoteJudge {
             vec!["yes".to_string(), "Yes".to_string()],
             vec!["no".to_string(), "No".to_string()],
         ];
-        match self.read_one(&prompt, &yes_no).await {
+        match self.read_one(&prompt, &yes_no).await.map_err(|f| f.error) {
             Ok(_) | Err(JudgeError::InvalidOutput(_)) => Ok(()),
             Err(e @ JudgeError::UnsupportedMode(_)) => Err(e.to_string()),
             Err(e) => Err(format!(
@@ -137,9 +149,9 @@ impl ProbabilityJudge for RemoteJudge {
         &self,
         prompts: Vec<Vec<ChatMessage>>,
         choices: &[Vec<String>],
-    ) -> Result<Vec<ChoiceProbabilities>, JudgeError> {
+    ) -> Result<Vec<ChoiceProbabilities>, JudgeFailure> {
         if let Some(line) = self.probability_problem() {
-            return Err(JudgeError::UnsupportedMode(line.to_string()));
+            return Err(JudgeError::UnsupportedMode(line.to_string()).into());
         }
         let mut unique: Vec<&Vec<ChatMessage>> = Vec::new();
         let mut which = Vec::with_capacity(prompts.len());
@@ -150,7 +162,31 @@ impl ProbabilityJudge for RemoteJudge {
             });
             which.push(i);
         }
-        let read = try_join_all(unique.iter().map(|p| self.read_one(p, choices))).await?;
+        // Every read to its end (each is bounded by the deadline), so that a failure reports
+        // what its siblings spent too.
+        let reads = join_all(unique.iter().map(|p| self.read_one(p, choices))).await;
+        let mut spent = Spent::default();
+        let mut failure: Option<JudgeFailure> = None;
+        let mut read = Vec::with_capacity(reads.len());
+        for r in reads {
+            match r {
+                Ok(c) => {
+                    spent.add(Spent {
+                        calls: 1,
+                        prompt_tokens: c.prompt_tokens,
+                        completion_tokens: 0,
+                    });
+                    read.push(c);
+                }
+                Err(f) => match &mut failure {
+                    Some(first) => first.spent.add(f.spent),
+                    None => failure = Some(f),
+                },
+            }
+        }
+        if let Some(f) = failure {
+            return Err(f.after(spent));
+        }
         let mut seen = vec![false; read.len()];
         Ok(which
             .into_iter()

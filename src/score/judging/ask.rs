@@ -7,12 +7,13 @@ use crate::domain::error_type::RetryCause;
 
 impl Scorer {
     /// Asks the judge for a verdict: one call, and one structural re-ask stating the exact
-    /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline.
+    /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline. A
+    /// failure carries the calls and tokens spent on it (an unusable first answer included).
     pub(super) async fn ask_judge(
         &self,
         plan: &Plan<'_>,
         i: usize,
-    ) -> Result<StoredVerdict, JudgeError> {
+    ) -> Result<StoredVerdict, JudgeFailure> {
         if let Some(probe) = &plan.probes[i] {
             let judge = &plan.panel.members()[plan.skeleton.samples[i].judge];
             return self
@@ -34,6 +35,7 @@ impl Scorer {
         let conversation = async {
             let mut messages = rendered.messages.clone();
             let first = judge.complete(&messages, &schema).await?;
+            let first_spent = Spent::of(&first);
             let first_prompt_tokens = first.prompt_tokens;
             let (mut prompt_tokens, mut completion_tokens, mut calls) =
                 (first.prompt_tokens, first.completion_tokens, 1u32);
@@ -49,13 +51,20 @@ impl Scorer {
                     let reask = self
                         .prompts
                         .render_reask(&problem.to_string(), &rendered.ids)
-                        .map_err(|e| JudgeError::InvalidOutput(e.to_string()))?;
+                        .map_err(|e| {
+                            JudgeFailure::new(JudgeError::InvalidOutput(e.to_string()), first_spent)
+                        })?;
                     messages.push(ChatMessage {
                         role: "assistant".into(),
                         content: first.text,
                     });
                     messages.push(reask);
-                    let second = judge.complete(&messages, &schema).await?;
+                    let second = judge
+                        .complete(&messages, &schema)
+                        .await
+                        .map_err(|f| f.after(first_spent))?;
+                    let mut both = first_spent;
+                    both.add(Spent::of(&second));
                     prompt_tokens += second.prompt_tokens;
                     completion_tokens += second.completion_tokens;
                     cached += second.cached_prompt_tokens;
@@ -68,9 +77,12 @@ impl Scorer {
                         .entry(RetryCause::Reask.as_str().into())
                         .or_default() += 1;
                     parse_verdict(&second.text, &opts).map_err(|again| {
-                        JudgeError::InvalidOutput(format!(
-                            "judge {name:?} gave an unusable verdict twice; first: {problem}; after the re-ask: {again}"
-                        ))
+                        JudgeFailure::new(
+                            JudgeError::InvalidOutput(format!(
+                                "judge {name:?} gave an unusable verdict twice; first: {problem}; after the re-ask: {again}"
+                            )),
+                            both,
+                        )
                     })?
                 }
             };
@@ -81,7 +93,7 @@ impl Scorer {
                 first_prompt_tokens,
                 forwards,
             );
-            Ok::<_, JudgeError>((parsed, tokens, calls, retries))
+            Ok::<_, JudgeFailure>((parsed, tokens, calls, retries))
         };
         let (
             parsed,
@@ -97,10 +109,11 @@ impl Scorer {
         ) = tokio::time::timeout(deadline, conversation)
             .await
             .map_err(|_| {
-                JudgeError::Timeout(format!(
+                // What the calls cut off by the deadline spent is not known: none is counted.
+                JudgeFailure::from(JudgeError::Timeout(format!(
                     "judge {name:?}: verdict deadline of {:.1}s passed",
                     deadline.as_secs_f64()
-                ))
+                )))
             })??;
         let (counted, without) = estimate_tokens(plan, i, first_prompt_tokens);
         let clamped_scores = parsed.iter().filter(|x| x.clamped).count() as u32;

@@ -29,7 +29,7 @@ use crate::domain::stats::mean_std;
 use crate::domain::trajectory::content_hash;
 use crate::domain::verdict::verdict_schema;
 use crate::domain::verdict::{parse_verdict, ParseOptions};
-use crate::judge::{Judge, JudgeError, JudgeInfo, Panel};
+use crate::judge::{Judge, JudgeError, JudgeFailure, JudgeInfo, Panel, Spent};
 use crate::store::{StoredScore, StoredVerdict};
 
 mod aggregate;

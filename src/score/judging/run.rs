@@ -6,21 +6,34 @@ use super::*;
 
 impl Scorer {
     /// Runs every sample (cache, single-flight, judge) and aggregates. A store failure is a
-    /// `ScoreError`; a judge failure is the inner `JudgeError`.
+    /// `ScoreError`; a judge failure is the inner `JudgeFailure` (the first sample's to fail),
+    /// which carries every call the group spent: the failed samples' and those of the samples
+    /// judged beside them, whose verdicts are stored but not used by this reply.
     pub(in crate::score) async fn judge_group(
         &self,
         plan: &Plan<'_>,
-    ) -> Result<Result<JudgeOutcome, JudgeError>, ScoreError> {
+    ) -> Result<Result<JudgeOutcome, JudgeFailure>, ScoreError> {
         let results = futures::future::join_all(
             (0..plan.skeleton.samples.len()).map(|i| self.run_sample(plan, i)),
         )
         .await;
         let mut per_sample = Vec::with_capacity(results.len());
+        let mut failure: Option<JudgeFailure> = None;
+        let mut spent = Spent::default();
         for r in results {
             match r? {
-                Ok(s) => per_sample.push(s),
-                Err(e) => return Ok(Err(e)),
+                Ok(s) => {
+                    spent.add(s.usage.spent());
+                    per_sample.push(s)
+                }
+                Err(f) => match &mut failure {
+                    Some(first) => first.spent.add(f.spent),
+                    None => failure = Some(f),
+                },
             }
+        }
+        if let Some(f) = failure {
+            return Ok(Err(f.after(spent)));
         }
         Ok(Ok(aggregate_samples(
             &plan.skeleton,
@@ -60,7 +73,7 @@ impl Scorer {
         &self,
         plan: &Plan<'_>,
         i: usize,
-    ) -> Result<Result<SampleResult, JudgeError>, ScoreError> {
+    ) -> Result<Result<SampleResult, JudgeFailure>, ScoreError> {
         let s = &plan.skeleton.samples[i];
         let judge = &plan.panel.members()[s.judge];
         let mut usage = Usage::default();
@@ -98,11 +111,13 @@ impl Scorer {
                             usage.cost = judge.cost(v.prompt_tokens, v.completion_tokens);
                             v
                         }
-                        Err(e) => {
+                        Err(f) => {
+                            let name = judge.info().name;
                             metrics::counter!("gavel_judge_errors_total",
-                                "judge" => judge.info().name, "type" => e.error_type().as_str())
+                                "judge" => name.clone(), "type" => f.error_type().as_str())
                             .increment(1);
-                            return Ok(Err(e));
+                            count_failed(&name, f.spent);
+                            return Ok(Err(f));
                         }
                     },
                 }
@@ -113,6 +128,16 @@ impl Scorer {
         add_counted_tokens(&mut usage, &verdict);
         Ok(Ok(sample_result(plan.rubric, &s.ids, &verdict, usage)))
     }
+}
+
+/// Counts on `/metrics` what a failed verdict spent, apart from the calls that gave verdicts.
+fn count_failed(judge: &str, spent: Spent) {
+    metrics::counter!("gavel_judge_failed_calls_total", "judge" => judge.to_string())
+        .increment(spent.calls);
+    metrics::counter!("gavel_judge_failed_tokens_total", "judge" => judge.to_string(), "kind" => "prompt")
+        .increment(spent.prompt_tokens);
+    metrics::counter!("gavel_judge_failed_tokens_total", "judge" => judge.to_string(), "kind" => "completion")
+        .increment(spent.completion_tokens);
 }
 
 /// Whether `verdict` has a score entry for every id of the sample and, under a checklist

@@ -223,6 +223,7 @@ class _Scored:
             ("cache_hits", float(u.cache_hits)),
             ("prompt_tokens", float(u.prompt_tokens)),
             ("completion_tokens", float(u.completion_tokens)),
+            ("failed_calls", float(u.failed_calls)),
             ("failed_groups", float(self.failed_groups)),
             ("no_reward", float(sum(r is None for r in self.rewards))),
         ]

@@ -28,6 +28,11 @@ class Usage:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Calls that gave no verdict used (a judge that failed), and their tokens: counted apart
+    #: from ``judge_calls`` and the tokens above.
+    failed_calls: int = 0
+    failed_prompt_tokens: int = 0
+    failed_completion_tokens: int = 0
     prompt_tokens_deduped: int = 0
     prompt_tokens_without_dedup: int = 0
     tokens_saved_by_dedup: int = 0
