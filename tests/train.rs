@@ -372,6 +372,10 @@ fn offline_bad_lines_name_file_line_and_problem() {
         ),
         (
             r#"{"rewards": [1, 0], "trajectories": [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]}"#,
+            "trajectories[0]: no assistant message",
+        ),
+        (
+            r#"{"rewards": [1, 0], "trajectories": [[{"role": "assistant", "content": "x"}, {"role": "user", "content": "a"}], [{"role": "user", "content": "a"}, {"role": "assistant", "content": "c"}]]}"#,
             "trajectories[0]: no assistant turn",
         ),
         (

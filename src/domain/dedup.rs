@@ -58,6 +58,10 @@ impl Default for DedupSection {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct JudgeMessage {
     pub role: Role,
+    /// The model's reasoning, where the request's reasoning rule shows it (it is dropped from
+    /// the group before this is built otherwise); before the content, as it was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "json_or_text_opt"
@@ -298,6 +302,7 @@ impl JudgeInput {
 fn to_judge_message(m: &Message, map_id: impl Fn(&str) -> String) -> JudgeMessage {
     JudgeMessage {
         role: m.role,
+        reasoning: m.reasoning.clone(),
         content: m.content.clone(),
         content_ref: None,
         tool_calls: m

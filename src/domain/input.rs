@@ -10,26 +10,7 @@ use serde_json::{Number, Value};
 
 use crate::domain::trajectory::{type_name, InputError};
 
-/// The problem of an unknown field `key` among `known`: the nearest known name when `key` looks
-/// like a typo of it, else the whole list (`label` names it, e.g. "known").
-pub fn unknown_field(key: &str, known: &[&str], label: &str) -> String {
-    match nearest(key, known) {
-        Some(k) => format!("unknown field, did you mean {k}?"),
-        None => format!("unknown field ({label}: {})", known.join(", ")),
-    }
-}
-
-/// The known name closest to `key`, if it is close enough to be what was meant: at most a
-/// third of its letters off (one for short names), case ignored. Ties go to the first listed.
-fn nearest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
-    let key = key.to_lowercase();
-    known
-        .iter()
-        .map(|k| (strsim::damerau_levenshtein(&key, &k.to_lowercase()), *k))
-        .filter(|(d, k)| *d <= (k.chars().count() / 3).max(1))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
-}
+pub use super::spelling::unknown_field;
 
 /// Where an integer was expected and `n` is not one that fits: "too large: N" for an integer
 /// beyond what the field can hold (JSON keeps such a number only as the nearest float, which

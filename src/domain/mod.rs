@@ -4,7 +4,7 @@
 //! [`json_text`], [`rubric`]), what it answers ([`verdict`]), the verifiable rewards
 //! ([`verify`]), and how it all becomes rewards and advantages ([`reward`]); plus what every
 //! layer shares: [`error_chain`] (an error with its causes), [`error_type`] (`error.type`), [`rng`] (the one seeded generator),
-//! [`seconds`] (durations in configuration), [`config_path`] (paths in a configuration file), [`secret`] (strings that never print themselves),
+//! [`seconds`] (durations in configuration), [`config_path`] (paths in a configuration file), [`secret`] (strings that never print themselves), [`spelling`] ("did you mean"),
 //! [`stats`] (the statistics every tool shares).
 
 pub mod attack;
@@ -21,6 +21,7 @@ pub mod rng;
 pub mod rubric;
 pub mod seconds;
 pub mod secret;
+pub mod spelling;
 pub mod stats;
 pub mod trajectory;
 pub mod verdict;

@@ -338,7 +338,7 @@ fn strict_undefined_fails_loudly() {
     std::fs::write(dir.path().join("bad.user.jinja"), "x").unwrap();
     let prompts = Prompts::load(Some(dir.path())).unwrap();
     let g = parse_trajectories(
-        &json!([{"messages": [{"role": "user", "content": "q"}]}]),
+        &json!([{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]),
         64,
     )
     .unwrap();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::reward::Policy;
-use crate::domain::trajectory::content_hash;
+use crate::domain::trajectory::{content_hash, ReasoningRule};
 
 /// Rubrics shipped with gavel: (name, file text).
 const BUILT_IN: &[(&str, &str)] = &[
@@ -95,6 +95,11 @@ pub struct RubricSpec {
     /// against). Unset: the task's own messages, unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_instruction: Option<String>,
+    /// Whether the judge sees the reasoning assistant messages carry (`reasoning_content`,
+    /// `thinking`, `reasoning`): `"drop"` (unset: the default) or `"show"`. A request's
+    /// `reasoning` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningRule>,
 }
 
 /// Where a group's reference answer comes from when the request brings none.
@@ -118,6 +123,7 @@ pub struct Rubric {
     pub permutations: Option<u32>,
     pub reference: Option<ReferenceSource>,
     pub reference_instruction: Option<String>,
+    pub reasoning: Option<ReasoningRule>,
     /// `sha256:` of everything that changes rewards (not the name or description).
     pub version: String,
     /// `sha256:` of what the judge reads (text and items): part of the verdict cache key, so a
@@ -210,6 +216,11 @@ impl Rubric {
             (Some(r), None) => content_hash(&(changes_rewards, r)),
             (Some(r), Some(i)) => content_hash(&(changes_rewards, r, i)),
         };
+        // Likewise: a rubric that does not set `reasoning` keeps its version.
+        let version = match spec.reasoning {
+            None => version,
+            Some(r) => content_hash(&(version, "reasoning", r)),
+        };
         Ok(Rubric {
             name: spec.name.unwrap_or_else(|| fallback_name.to_string()),
             description: spec.description,
@@ -221,6 +232,7 @@ impl Rubric {
             permutations: spec.permutations,
             reference: spec.reference,
             reference_instruction: spec.reference_instruction,
+            reasoning: spec.reasoning,
             version,
             judge_version,
         })

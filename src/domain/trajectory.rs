@@ -8,6 +8,42 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::spelling::misspelt;
+
+/// The fields of a trajectory object gavel reads; others (ART's `tools`, `logs`, ...) are kept
+/// out of judging, but a near miss of one of these is refused.
+const TRAJECTORY_FIELDS: &[&str] = &[
+    "messages",
+    "messages_and_choices",
+    "reward",
+    "metrics",
+    "metadata",
+];
+
+/// The fields of a message gavel reads (the reasoning ones included); as for a trajectory, a
+/// near miss of one is refused, anything else (OpenAI's `refusal`, `audio`, ...) ignored.
+const MESSAGE_FIELDS: &[&str] = &[
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "reasoning_content",
+    "thinking",
+    "reasoning",
+];
+
+/// `at.key: unknown field, did you mean known?` for a near miss of a known field.
+fn check_spelling(obj: &Map<String, Value>, known: &[&str], at: &str) -> Result<(), InputError> {
+    match misspelt(obj, known) {
+        Some((key, meant)) => Err(InputError::new(
+            format!("{at}.{key}"),
+            format!("unknown field, did you mean {meant}?"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Largest group gavel accepts regardless of configuration (the daemon's `max_group_size` can
 /// only lower it).
 pub const MAX_GROUP_SIZE: usize = 64;
@@ -63,6 +99,57 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The model's reasoning before its answer, from `reasoning_content`, `thinking` or
+    /// `reasoning` (what chat templates of reasoning models produce): shown to the judge or
+    /// dropped by the [`ReasoningRule`], never silently.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+}
+
+/// Fields of a message that may carry the model's reasoning, in the order they are read.
+pub const REASONING_FIELDS: &[&str] = &["reasoning_content", "thinking", "reasoning"];
+
+/// Whether the judge sees the reasoning messages carry (`reasoning = "drop" | "show"`, per
+/// rubric or request; the request's wins). Dropped by default: the judge grades what the agent
+/// said and did, and reasoning is often longer than the answer; the reply counts what was
+/// dropped (`reasoning_dropped`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningRule {
+    /// Left out of the judge's prompt (and of its cache keys).
+    #[default]
+    Drop,
+    /// Shown to the judge, as the message's `reasoning`.
+    Show,
+}
+
+/// The group without the reasoning its messages carry, and how many messages had some; `None`
+/// when none had any (nothing to copy).
+pub fn without_reasoning(group: &[Trajectory]) -> Option<(Vec<Trajectory>, usize)> {
+    let count = group
+        .iter()
+        .flat_map(|t| &t.messages)
+        .filter(|m| m.reasoning.is_some())
+        .count();
+    if count == 0 {
+        return None;
+    }
+    let mut group = group.to_vec();
+    for m in group.iter_mut().flat_map(|t| t.messages.iter_mut()) {
+        m.reasoning = None;
+    }
+    Some((group, count))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -155,6 +242,7 @@ pub fn parse_trajectory(v: &Value, at: &str) -> Result<Trajectory, InputError> {
     let (list, list_field, obj) = match v {
         Value::Array(list) => (list, "", None),
         Value::Object(obj) => {
+            check_spelling(obj, TRAJECTORY_FIELDS, at)?;
             if let Some(m) = obj.get("messages") {
                 let list = m.as_array().ok_or_else(|| {
                     InputError::new(
@@ -200,6 +288,15 @@ pub fn parse_trajectory(v: &Value, at: &str) -> Result<Trajectory, InputError> {
             _ => m,
         };
         messages.push(parse_message(m, &path)?);
+    }
+    // The judge scores the agent's turns: without one there is nothing to judge (a request
+    // that sent only the prompt), and a score would be the judge's guess. An empty assistant
+    // message is a turn (a policy that answered nothing) and is judged as one.
+    if !messages.iter().any(|m| m.role == Role::Assistant) {
+        return Err(InputError::new(
+            format!("{at}{list_field}"),
+            "no assistant message: nothing to judge",
+        ));
     }
     let mut traj = Trajectory {
         messages,
@@ -249,6 +346,7 @@ fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
             format!("expected a message object, got {}", type_name(v)),
         )
     })?;
+    check_spelling(obj, MESSAGE_FIELDS, at)?;
     let role_v = obj
         .get("role")
         .ok_or_else(|| InputError::new(format!("{at}.role"), "missing"))?;
@@ -288,6 +386,12 @@ fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
     }
     let tool_call_id = opt_string(obj.get("tool_call_id"), at, "tool_call_id")?;
     let name = opt_string(obj.get("name"), at, "name")?;
+    let mut reasoning = None;
+    for field in REASONING_FIELDS {
+        if let Some(r) = opt_string(obj.get(*field), at, field)? {
+            reasoning.get_or_insert(r);
+        }
+    }
     if role == Role::Tool && tool_call_id.is_none() && role_s == "tool" {
         return Err(InputError::new(
             format!("{at}.tool_call_id"),
@@ -306,6 +410,7 @@ fn parse_message(v: &Value, at: &str) -> Result<Message, InputError> {
         tool_calls,
         tool_call_id,
         name,
+        reasoning,
     })
 }
 
@@ -369,6 +474,7 @@ fn parse_tool_call(v: &Value, at: &str) -> Result<ToolCall, InputError> {
     let obj = v
         .as_object()
         .ok_or_else(|| InputError::new(at, format!("expected an object, got {}", type_name(v))))?;
+    check_spelling(obj, &["id", "type", "function"], at)?;
     let id = opt_string(obj.get("id"), at, "id")?.unwrap_or_default();
     let func_v = obj
         .get("function")
@@ -379,6 +485,7 @@ fn parse_tool_call(v: &Value, at: &str) -> Result<ToolCall, InputError> {
             format!("expected an object, got {}", type_name(func_v)),
         )
     })?;
+    check_spelling(func, &["name", "arguments"], &format!("{at}.function"))?;
     let name = opt_string(func.get("name"), at, "function.name")?
         .ok_or_else(|| InputError::new(format!("{at}.function.name"), "missing"))?;
     // Arguments are a JSON string in OpenAI's format; some loggers store the parsed object.
@@ -403,100 +510,5 @@ pub fn content_hash<T: Serialize + ?Sized>(v: &T) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn err(v: Value) -> String {
-        parse_trajectories(&v, 64).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn accepts_openai_messages_with_tool_calls_and_parts() {
-        let v = json!([{"messages": [
-            {"role": "system", "content": "sys"},
-            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-            {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "42"},
-            {"role": "assistant", "content": "ANSWER: 42"}],
-          "reward": 0.5, "metrics": {"turns": 3}}]);
-        let t = &parse_trajectories(&v, 64).unwrap()[0];
-        assert_eq!(t.messages.len(), 5);
-        assert_eq!(t.messages[1].content.as_deref(), Some("a\nb"));
-        assert_eq!(t.messages[2].tool_calls[0].name, "f");
-        assert_eq!(t.messages[3].tool_call_id.as_deref(), Some("c1"));
-        assert_eq!(t.reward, Some(0.5));
-        assert_eq!(t.metrics["turns"], 3);
-        assert_eq!(t.final_answer(), Some("ANSWER: 42"));
-    }
-
-    #[test]
-    fn accepts_art_messages_and_choices() {
-        let v = json!([{"messages_and_choices": [
-            {"role": "user", "content": "q"},
-            {"finish_reason": "stop", "index": 0, "logprobs": null,
-             "message": {"role": "assistant", "content": "answer"}}],
-          "reward": 1.0, "metrics": {}}]);
-        let t = &parse_trajectories(&v, 64).unwrap()[0];
-        assert_eq!(t.messages[1].role, Role::Assistant);
-        assert_eq!(t.messages[1].content.as_deref(), Some("answer"));
-    }
-
-    #[test]
-    fn refusals_name_trajectory_message_and_field() {
-        let ok = json!({"role": "user", "content": "x"});
-        assert_eq!(
-            err(json!([{"messages": [ok]}, {"messages": [ok, {"role": "robot", "content": "x"}]}])),
-            "trajectories[1].messages[1].role: unknown role \"robot\" (expected system, user, assistant or tool)"
-        );
-        assert_eq!(
-            err(json!([{"messages": [ok, {"role": "tool", "content": "x"}]}])),
-            "trajectories[0].messages[1].tool_call_id: missing (required for role \"tool\")"
-        );
-        assert_eq!(
-            err(json!([{"messages": [{"role": "user", "content": 5}]}])),
-            "trajectories[0].messages[0].content: expected a string, null or a list of text parts, got a number"
-        );
-        assert_eq!(
-            err(json!([{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}])),
-            "trajectories[0].messages[0].content[0].type: unsupported content part \"image_url\": only text parts can be judged"
-        );
-        assert_eq!(
-            err(json!([{"msgs": []}])),
-            "trajectories[0]: missing \"messages\" (or ART's \"messages_and_choices\")"
-        );
-        assert_eq!(
-            err(json!([])),
-            "trajectories: a group needs at least one trajectory"
-        );
-        assert_eq!(
-            err(json!([{"messages": []}])),
-            "trajectories[0].messages: no messages"
-        );
-        assert_eq!(
-            err(json!([{"messages": [ok], "reward": "high"}])),
-            "trajectories[0].reward: expected a number or null, got a string"
-        );
-        assert_eq!(
-            err(json!([{"messages": [{"role": "assistant", "tool_calls": [{"id": "1"}]}]}])),
-            "trajectories[0].messages[0].tool_calls[0].function: missing"
-        );
-        let too_many: Vec<Value> = (0..65).map(|_| json!({"messages": [ok]})).collect();
-        assert_eq!(
-            err(Value::Array(too_many)),
-            "trajectories: 65 trajectories, more than the maximum group size of 64"
-        );
-    }
-
-    #[test]
-    fn content_hash_is_stable_and_sensitive() {
-        let a = json!({"b": 1, "a": [1, 2]});
-        assert_eq!(content_hash(&a), content_hash(&a.clone()));
-        assert_ne!(
-            content_hash(&a),
-            content_hash(&json!({"b": 1, "a": [2, 1]}))
-        );
-        assert!(content_hash(&a).starts_with("sha256:"));
-    }
-}
+#[path = "trajectory_tests.rs"]
+mod tests;

@@ -153,6 +153,7 @@ mod tests {
             judges: Vec::new(),
             judge_reference: None,
             error: None,
+            reasoning_dropped: 0,
         }
     }
 

@@ -222,6 +222,7 @@ pub fn group_request(cfg: &OpenRlhfConfig, labels: &LabelUse, samples: &[Sample]
         tool_calls: Vec::new(),
         tool_call_id: None,
         name: None,
+        reasoning: None,
     };
     let trajectories = samples
         .iter()

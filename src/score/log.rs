@@ -80,6 +80,9 @@ pub fn request_body(req: &ScoreRequest) -> Value {
     if req.on_judge_error == OnJudgeError::Null {
         body.insert("on_judge_error".into(), json!("null"));
     }
+    if let Some(r) = req.reasoning {
+        body.insert("reasoning".into(), json!(r));
+    }
     Value::Object(body)
 }
 
@@ -128,12 +131,17 @@ fn message(m: &Message) -> Value {
     if let Some(n) = &m.name {
         o.insert("name".into(), json!(n));
     }
+    // As OpenAI-compatible servers write a reasoning model's thinking.
+    if let Some(r) = &m.reasoning {
+        o.insert("reasoning_content".into(), json!(r));
+    }
     Value::Object(o)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::trajectory::ReasoningRule;
 
     /// Every option set away from its default, and every message shape.
     fn rich() -> Value {
@@ -146,7 +154,7 @@ mod tests {
                         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]},
                     {"role": "tool", "tool_call_id": "c1", "content": "42"},
                     {"role": "function", "name": "f", "content": "legacy"},
-                    {"role": "assistant", "content": "ANSWER: 42"}],
+                    {"role": "assistant", "content": "ANSWER: 42", "thinking": "6 times 7"}],
                  "reward": 0.5, "metrics": {"turns": 3}, "metadata": {"run": "r1"}},
                 {"messages_and_choices": [
                     {"role": "user", "content": "q"},
@@ -160,7 +168,8 @@ mod tests {
             "verifiers": [{"type": "answer_line", "expected": "42"}],
             "policy": {"type": "gate", "gate": "answer_line"},
             "scale_rewards": "none",
-            "on_judge_error": "null"
+            "on_judge_error": "null",
+            "reasoning": "show"
         })
     }
 
@@ -178,6 +187,11 @@ mod tests {
         assert_eq!(again.policy, req.policy);
         assert_eq!(again.scale_rewards, ScaleRewards::None);
         assert_eq!(again.on_judge_error, OnJudgeError::Null);
+        assert_eq!(again.reasoning, Some(ReasoningRule::Show));
+        assert_eq!(
+            again.trajectories[0].messages[5].reasoning.as_deref(),
+            Some("6 times 7")
+        );
         assert_eq!(
             body["trajectories"][0]["messages"][2]["tool_calls"][0]["function"]["arguments"],
             json!("{\"x\":1}")
@@ -187,7 +201,7 @@ mod tests {
     #[test]
     fn defaults_stay_out_of_the_body() {
         let req = ScoreRequest::from_json(
-            &json!([{"messages": [{"role": "user", "content": "q"}]}]),
+            &json!([{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}]),
             64,
         )
         .unwrap();

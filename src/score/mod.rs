@@ -31,7 +31,7 @@ use crate::domain::dedup::DedupConfig;
 use crate::domain::prompt::{PromptError, Prompts};
 use crate::domain::reward::{advantages, AdvantageOverflow, ScaleRewards};
 use crate::domain::rubric::{Rubric, RubricError, RubricSet};
-use crate::domain::trajectory::InputError;
+use crate::domain::trajectory::{without_reasoning, InputError, ReasoningRule};
 use crate::judge::config::JudgeConfig;
 use crate::judge::{self, Judge, JudgeError, JudgeFailure, Panel, Spent};
 use crate::store::{StoreError, VerdictStore};
@@ -362,6 +362,8 @@ impl Scorer {
     /// by stage.
     async fn score_group_unlogged(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
+        let (reasoning_dropped, shown) = reasoning_shown(&rubric, req);
+        let req = shown.as_ref().unwrap_or(req);
         let plan = reward_plan::plan_rewards(&rubric, req)?;
         // Under `reference = "judge"`, the judge's own answer first: verifiers that read the
         // group's reference and the judge's prompts (cache keys, remembered plans) then see it
@@ -421,6 +423,7 @@ impl Scorer {
             judges,
             judge_reference,
             error,
+            reasoning_dropped: reasoning_dropped as u64,
         })
     }
 
@@ -473,6 +476,33 @@ impl Scorer {
             scale_rewards: batch.scale_rewards,
             usage,
         })
+    }
+}
+
+/// The request as the judge sees it under its reasoning rule (the request's, else the
+/// rubric's, else `drop`), and how many messages' reasoning was dropped: `None` when the
+/// request is seen as it is (reasoning shown, or none to drop).
+pub(crate) fn reasoning_shown(
+    rubric: &Rubric,
+    req: &ScoreRequest,
+) -> (usize, Option<ScoreRequest>) {
+    let rule = req.reasoning.or(rubric.reasoning).unwrap_or_default();
+    if rule == ReasoningRule::Show {
+        return (0, None);
+    }
+    match without_reasoning(&req.trajectories) {
+        None => (0, None),
+        Some((trajectories, dropped)) => {
+            tracing::debug!(
+                dropped,
+                "reasoning left out of the judge's prompt (reasoning = drop)"
+            );
+            let req = ScoreRequest {
+                trajectories,
+                ..req.clone()
+            };
+            (dropped, Some(req))
+        }
     }
 }
 

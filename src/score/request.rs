@@ -6,7 +6,9 @@ use crate::domain::input::{deserialize, not_an_integer, unknown_field};
 use crate::domain::prompt::JudgeMode;
 use crate::domain::reward::{Policy, ScaleRewards};
 use crate::domain::rubric::RubricSpec;
-use crate::domain::trajectory::{parse_trajectories, type_name, InputError, Trajectory};
+use crate::domain::trajectory::{
+    parse_trajectories, type_name, InputError, ReasoningRule, Trajectory,
+};
 use crate::judge::Aggregate;
 
 /// A rubric named in the request or given inline.
@@ -50,6 +52,8 @@ pub struct ScoreRequest {
     pub policy: Option<Policy>,
     pub scale_rewards: ScaleRewards,
     pub on_judge_error: OnJudgeError,
+    /// Whether the judge sees the messages' reasoning; `None` = the rubric's, else dropped.
+    pub reasoning: Option<ReasoningRule>,
 }
 
 /// Every field a scoring request may have.
@@ -66,6 +70,7 @@ pub const REQUEST_FIELDS: &[&str] = &[
     "policy",
     "scale_rewards",
     "on_judge_error",
+    "reasoning",
 ];
 
 /// Most orders one group may be judged in.
@@ -103,6 +108,7 @@ impl ScoreRequest {
             policy: None,
             scale_rewards: ScaleRewards::Group,
             on_judge_error: OnJudgeError::Fail,
+            reasoning: None,
         }
     }
 
@@ -259,6 +265,13 @@ impl ScoreRequest {
             Some(Some("null")) => OnJudgeError::Null,
             Some(_) => return Err(fail("on_judge_error", "expected \"fail\" or \"null\"")),
         };
+        req.reasoning = match obj.get("reasoning") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|_| fail("reasoning", "expected \"drop\" or \"show\""))?,
+            ),
+        };
         Ok(req)
     }
 }
@@ -327,7 +340,7 @@ mod tests {
 
     #[test]
     fn batch_errors_name_the_group() {
-        let ok = json!({"messages": [{"role": "user", "content": "q"}]});
+        let ok = json!({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]});
         let bad = json!({"groups": [{"trajectories": [ok]}, {"trajectories": [{"messages": [{"role": "x", "content": "q"}]}]}]});
         let e = BatchRequest::from_json(&bad, 64).unwrap_err().to_string();
         assert!(
@@ -347,7 +360,7 @@ mod tests {
 
     #[test]
     fn options_parse() {
-        let ok = json!({"messages": [{"role": "user", "content": "q"}]});
+        let ok = json!({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]});
         let r = ScoreRequest::from_json(
             &json!({"trajectories": [ok], "scale_rewards": "none", "policy": {"type": "weighted", "weights": {"judge": 0}},
                     "verifiers": [{"type": "regex", "pattern": "x"}]}),

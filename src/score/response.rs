@@ -198,6 +198,10 @@ pub struct ScoreResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(inline)]
     pub error: Option<ErrorBody>,
+    /// Messages whose reasoning (`reasoning_content`, `thinking`, `reasoning`) the judge did
+    /// not see, under `reasoning = "drop"` (the default); absent when none had any.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reasoning_dropped: u64,
 }
 
 /// `POST /v1/score_groups`: one result per group, in order.

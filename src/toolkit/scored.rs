@@ -254,7 +254,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input = format!(
             "{{\"trajectories\":[{TRAJ},{TRAJ}],\"tools\":[{{\"type\":\"function\"}}]}}\n\
-             {{\"group_id\":\"g\",\"messages\":[{{\"role\":\"user\",\"content\":\"q\"}}]}}\n"
+             {{\"group_id\":\"g\",\"messages\":[{{\"role\":\"user\",\"content\":\"q\"}},{{\"role\":\"assistant\",\"content\":\"a\"}}]}}\n"
         );
         write(dir.path(), "in.jsonl", &input);
         let scored = write(

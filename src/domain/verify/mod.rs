@@ -211,6 +211,7 @@ pub(crate) mod tests {
 
     fn msg(role: Role, content: Option<&str>, calls: usize) -> Message {
         Message {
+            reasoning: None,
             role,
             content: content.map(str::to_string),
             tool_calls: (0..calls)

@@ -219,6 +219,8 @@ impl Scorer {
     /// Renders the judge prompt for a request without calling a judge.
     pub fn render(&self, req: &ScoreRequest) -> Result<RenderResponse, ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
+        let (_, shown) = super::super::reasoning_shown(&rubric, req);
+        let req = shown.as_ref().unwrap_or(req);
         // The first judge's prompt, as a panel of one.
         let panel = Panel::of_one(self.panel(req)?.lead().clone());
         // The judge's own answer is only asked for when scoring: a placeholder stands in.

@@ -19,6 +19,7 @@ use utoipa::{PartialSchema, ToSchema};
 use crate::domain::prompt::JudgeMode;
 use crate::domain::reward::{Policy, ScaleRewards};
 use crate::domain::rubric::RubricSpec;
+use crate::domain::trajectory::ReasoningRule;
 use crate::judge::Aggregate;
 use crate::score::OnJudgeError;
 
@@ -56,6 +57,13 @@ pub struct Message {
     /// Required for role `tool`.
     tool_call_id: Option<String>,
     name: Option<String>,
+    /// The model's reasoning (as OpenAI-compatible servers write a reasoning model's
+    /// thinking): shown to the judge or dropped by the request's `reasoning`.
+    reasoning_content: Option<String>,
+    /// The same, as some chat templates name it (read when `reasoning_content` is absent).
+    thinking: Option<String>,
+    /// The same, as yet others name it.
+    reasoning: Option<String>,
 }
 
 /// A tool call in OpenAI's format.
@@ -246,6 +254,10 @@ pub struct Group {
     #[serde(default)]
     #[schema(default = "fail")]
     on_judge_error: OnJudgeError,
+    /// Whether the judge sees the messages' reasoning (`reasoning_content`, `thinking`,
+    /// `reasoning`): `drop` (the reply's `reasoning_dropped` counts the messages) or `show`
+    /// (default: the rubric's `reasoning`, else `drop`).
+    reasoning: Option<ReasoningRule>,
 }
 
 /// Many groups (a training step) in one call.
