@@ -21,7 +21,9 @@ pub fn unknown_field(key: &str, known: &[&str], label: &str) -> String {
 
 /// The known name closest to `key`, if it is close enough to be what was meant: at most a
 /// third of its letters off (one for short names), case ignored. Ties go to the first listed.
-fn nearest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+/// Public so that a reader which keeps unknown fields aside (`score`'s group-file lines) can
+/// still refuse the ones that are typos of a known name.
+pub fn nearest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
     let key = key.to_lowercase();
     known
         .iter()
