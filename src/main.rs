@@ -164,14 +164,15 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    // Long-running commands (the daemon, rescore) log progress at info; the rest only warn.
+    // Long-running commands (the daemon, rescore, score) log progress at info; the rest only
+    // warn. `score` draws a bar instead of its progress lines where stderr is a terminal.
     let result = match cli.command {
         Command::Serve { common, args } => {
             init_logs(common.log_json, "info");
             commands::serve::run(common, args).await
         }
         Command::Score { common, args } => {
-            init_logs(common.log_json, "warn");
+            init_logs(common.log_json, "info");
             commands::score::run(common, args).await
         }
         Command::Render { common, args } => {

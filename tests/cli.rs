@@ -21,7 +21,8 @@ const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/groups");
 /// Variables (and clap env twins) that would change what the child does if they leaked in.
 const LEAKY_ENV: &str =
     "GAVEL_CONFIG GAVEL_STORE GAVEL_STORE_URL GAVEL_ADDR GAVEL_LOG_JSON GAVEL_RUBRIC GAVEL_JUDGE \
-    GAVEL_RENDER_FORMAT OPENAI_API_KEY OPENAI_BASE_URL GAVEL_JUDGE_MODEL RUST_LOG GAVEL_API_KEYS";
+    GAVEL_RENDER_FORMAT GAVEL_JUDGE_MODE GAVEL_PERMUTATIONS GAVEL_SCORE_OUTPUT GAVEL_RENDER_OUTPUT \
+    OPENAI_API_KEY OPENAI_BASE_URL GAVEL_JUDGE_MODEL RUST_LOG GAVEL_API_KEYS";
 
 /// A temp dir holding a config whose default judge `mock` is the mock, and a store path.
 struct Setup {

@@ -51,7 +51,8 @@ fn group_files() -> Vec<(String, bool)> {
     files
 }
 
-/// An eval set as plain groups: `gavel render` refuses `id`, `set` and `labels`.
+/// An eval set as plain groups: `gavel render` keeps `id`, `set` and `labels` aside now, but a
+/// build from before refused them, and `GAVEL_RENDER_BIN` may name one.
 fn unlabelled(file: &Path, out: &Path) {
     let text: String = std::fs::read_to_string(file)
         .unwrap()
@@ -122,6 +123,9 @@ fn every_shipped_prompt_renders_as_recorded() {
                 .env_remove("GAVEL_RUBRIC")
                 .env_remove("GAVEL_JUDGE")
                 .env_remove("GAVEL_RENDER_FORMAT")
+                .env_remove("GAVEL_RENDER_OUTPUT")
+                .env_remove("GAVEL_JUDGE_MODE")
+                .env_remove("GAVEL_PERMUTATIONS")
                 .args(["render", "--format", "json", "--config"])
                 .arg(&config_path)
                 .arg(&input)

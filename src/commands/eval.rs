@@ -57,7 +57,8 @@ pub struct EvalArgs {
     /// knows the truth.
     #[arg(long, env = "GAVEL_EVAL_SCORE", default_value = "reward", value_parser = ScoreTarget::parse)]
     pub score: ScoreTarget,
-    /// Passed through to every request: gavel's own order averaging within one judging.
+    /// Passed through to every request: gavel's own order averaging within one judging, 1
+    /// to 16.
     #[arg(long, env = "GAVEL_EVAL_PERMUTATIONS")]
     pub permutations: Option<u32>,
     /// Groups judged at once [default: 4, local judges too: a local judge runs each group's

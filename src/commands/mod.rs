@@ -29,9 +29,13 @@ use clap::Args;
 
 use gavel::cli::{CliError, ConfigSource};
 use gavel::config::{Config, Secret};
-use gavel::score::Scorer;
+use gavel::domain::prompt::JudgeMode;
+use gavel::score::{ScoreRequest, Scorer};
 use gavel::toolkit::exit::Exit;
-use gavel::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
+use gavel::toolkit::groupfile::{
+    check_permutations, override_judging, override_request, print_problems, read_checked, GroupIn,
+    KeptAside,
+};
 
 /// `--config` and `--log-json`: the options of a command that reads gavel.toml but keeps no
 /// verdicts (`render`, `lint`), so its help lists no store options.
@@ -103,7 +107,9 @@ pub fn exit(e: Exit) -> ExitCode {
     })
 }
 
-/// `--rubric` and `--judge` of `score` and `render`.
+/// What `score` and `render` set on every group, over what its line asks for: `--rubric`,
+/// `--judge`, and the judging options `eval` has too (`--judge-mode`, `--permutations`, read
+/// and bounded alike), so a line is rendered and scored the way `eval` would judge it.
 #[derive(Args, Clone)]
 pub struct Overrides {
     /// Use this rubric for every group: a rubric file (a path with a `/` or ending in .toml,
@@ -114,18 +120,30 @@ pub struct Overrides {
     /// Use this judge (a name from the config) for every group.
     #[arg(long, env = "GAVEL_JUDGE")]
     judge: Option<String>,
+    /// Judging mode for every group (listwise, pointwise, pairwise; the last two read token
+    /// probabilities: a local judge's, or a remote judge's logprobs); replaces a line's own
+    /// `judge_mode` [default: the line's, else each judge's configured mode].
+    #[arg(long = "judge-mode", env = "GAVEL_JUDGE_MODE")]
+    judge_mode: Option<JudgeMode>,
+    /// Orders each group is judged in and averaged over, 1 to 16 (as given, then seeded
+    /// shuffles: gavel's position-bias control); replaces a line's own `permutations`
+    /// [default: the line's, else the rubric's, else 1].
+    #[arg(long, env = "GAVEL_PERMUTATIONS")]
+    permutations: Option<u64>,
 }
 
-/// Reads a group file with the shared reader, applies `--rubric`/`--judge` to every group and
-/// checks every group's request with `scorer` (see [`read_checked`]). An unknown `--rubric` or
-/// `--judge` is one usage line, `gavel CMD: --rubric: ...`, not the same problem on every line.
-/// `Err` is [`Exit::Refused`], after the problems are printed: nothing is judged.
+/// Reads a group file with the shared reader, applies the [`Overrides`] to every group and
+/// checks every group's request with `scorer` (see [`read_checked`]). A line's fields beyond
+/// the request (a labelled eval row's `id`, `labels`, `set`) are kept aside ([`KeptAside`]),
+/// not refused. A bad `--rubric`, `--judge` or `--permutations` is one usage line, `gavel CMD:
+/// --rubric: ...`, not the same problem on every line. `Err` is [`Exit::Refused`], after the
+/// problems are printed: nothing is judged.
 fn read_overridden(
     cmd: &str,
     path: &Path,
     scorer: &Scorer,
     o: &Overrides,
-) -> Result<Vec<GroupIn>, Exit> {
+) -> Result<Vec<GroupIn<KeptAside>>, Exit> {
     let mut usage = Vec::new();
     let mut rubric = None;
     if let Some(r) = &o.rubric {
@@ -139,17 +157,28 @@ fn read_overridden(
             usage.push(format!("gavel {cmd}: --judge: {e}"));
         }
     }
+    let mut permutations = None;
+    if let Some(k) = o.permutations {
+        match check_permutations(k) {
+            Ok(p) => permutations = Some(p),
+            Err(e) => usage.push(format!("gavel {cmd}: --permutations: {e}")),
+        }
+    }
     if !usage.is_empty() {
         return Err(print_problems(&usage));
     }
-    let mut groups = read_checked::<()>(path, scorer, |g| {
+    let apply = |r: &mut ScoreRequest| {
+        override_request(r, rubric.as_ref(), o.judge.as_deref());
+        override_judging(r, o.judge_mode, permutations);
+    };
+    let mut groups = read_checked::<KeptAside>(path, scorer, |g| {
         let mut r = g.request.clone();
-        override_request(&mut r, rubric.as_ref(), o.judge.as_deref());
+        apply(&mut r);
         vec![r]
     })
     .map_err(|p| print_problems(&p))?;
     for g in &mut groups {
-        override_request(&mut g.request, rubric.as_ref(), o.judge.as_deref());
+        apply(&mut g.request);
     }
     Ok(groups)
 }

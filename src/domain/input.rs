@@ -10,7 +10,7 @@ use serde_json::{Number, Value};
 
 use crate::domain::trajectory::{type_name, InputError};
 
-pub use super::spelling::unknown_field;
+pub use super::spelling::{nearest, unknown_field};
 
 /// Where an integer was expected and `n` is not one that fits: "too large: N" for an integer
 /// beyond what the field can hold (JSON keeps such a number only as the nearest float, which

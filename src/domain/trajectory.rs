@@ -12,7 +12,7 @@ use super::spelling::misspelt;
 
 /// The fields of a trajectory object gavel reads; others (ART's `tools`, `logs`, ...) are kept
 /// out of judging, but a near miss of one of these is refused.
-const TRAJECTORY_FIELDS: &[&str] = &[
+pub const TRAJECTORY_FIELDS: &[&str] = &[
     "messages",
     "messages_and_choices",
     "reward",

@@ -43,11 +43,11 @@ use crate::config::Config;
 use crate::domain::prompt::JudgeMode;
 use crate::domain::rubric::{RubricArg, RubricSet};
 use crate::domain::trajectory::{Role, Trajectory};
-use crate::score::request::MAX_PERMUTATIONS;
 use crate::score::{ScoreRequest, Scorer};
 use crate::toolkit::exit::Exit;
 use crate::toolkit::groupfile::{
-    label_of, override_request, print_problems, read_checked, Extra, GroupIn,
+    check_permutations, label_of, override_judging, override_request, print_problems, read_checked,
+    Extra, GroupIn,
 };
 use crate::toolkit::outcome::{group_outcome, FailedGroup, GroupOutcome};
 use crate::toolkit::progress::{progress_bar, stderr_is_terminal};
@@ -237,12 +237,7 @@ fn order_request(
 ) -> ScoreRequest {
     let mut r = g.request.clone();
     override_request(&mut r, v.rubric.as_ref(), v.judge.as_deref());
-    if v.mode.is_some() {
-        r.judge_mode = v.mode;
-    }
-    if permutations.is_some() {
-        r.permutations = permutations;
-    }
+    override_judging(&mut r, v.mode, permutations);
     r.trajectories = order.iter().map(|&i| trajectories[i].clone()).collect();
     r
 }
@@ -258,10 +253,8 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
     if args.orders == 0 || args.orders > MAX_ORDERS {
         return usage_error(&format!("--orders must be 1 to {MAX_ORDERS}"));
     }
-    if let Some(p) = args.permutations {
-        if p == 0 || p > MAX_PERMUTATIONS {
-            return usage_error(&format!("--permutations must be 1 to {MAX_PERMUTATIONS}"));
-        }
+    if let Some(Err(e)) = args.permutations.map(|p| check_permutations(p.into())) {
+        return usage_error(&format!("--permutations: {e}"));
     }
     if args.concurrency == Some(0) {
         return usage_error("--concurrency must be at least 1");

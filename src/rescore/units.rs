@@ -9,22 +9,12 @@ use super::{RescoreOptions, Shard};
 use crate::cli::CliError;
 use crate::domain::error_type::ErrorType;
 use crate::domain::rubric::RubricArg;
-use crate::domain::trajectory::content_hash;
-use crate::score::request::REQUEST_FIELDS;
+use crate::domain::trajectory::{content_hash, TRAJECTORY_FIELDS};
 use crate::score::{ScoreError, ScoreRequest, Scorer, Usage};
 use crate::store::{LogFilter, PgOptions, PgStore, ScoringLog};
 use crate::toolkit::groupfile::{
-    is_stdin, nonblank_lines, override_request, read_stdin, read_text, STDIN_NAME,
+    is_stdin, nonblank_lines, override_request, read_stdin, read_text, take_aside, STDIN_NAME,
 };
-
-/// Trajectory fields in the one-trajectory-per-line form.
-const TRAJECTORY_FIELDS: &[&str] = &[
-    "messages",
-    "messages_and_choices",
-    "reward",
-    "metrics",
-    "metadata",
-];
 
 /// One group of the input.
 #[derive(Debug, Clone)]
@@ -169,11 +159,11 @@ pub(super) fn read_units(
             entry.4.push('\n');
             continue;
         }
-        let (req, extra): (Map<String, Value>, Map<String, Value>) = obj
-            .iter()
-            .filter(|(k, _)| k.as_str() != "group_id")
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .partition(|(k, _)| REQUEST_FIELDS.contains(&k.as_str()));
+        // A line's own fields (an eval row's `id`, `labels`) are kept aside, as `score` keeps
+        // them, and echoed as `input_meta`.
+        let mut req = obj.clone();
+        let mut extra = take_aside(&mut req);
+        extra.retain(|k, _| k != "group_id");
         let body = ScoreRequest::from_json(&Value::Object(req), max_group_size)
             .map(|r| (r, extra))
             .map_err(|e| e.to_string());

@@ -9,13 +9,21 @@
 //! request against the scorer. `rescore` reads the same
 //! lines ([`read_text`], [`nonblank_lines`]) but builds its own units from them: a bad line there
 //! is a rejected group in its output, not a reason to stop, and one-trajectory lines are grouped
-//! by `group_id`. Every command applies `--rubric`/`--judge` with [`override_request`].
+//! by `group_id`. Every command applies `--rubric`/`--judge` with [`override_request`], and
+//! `--judge-mode`/`--permutations` with [`override_judging`].
+//!
+//! `rescore`, `score` and `render` keep a line's fields that are not the request's aside
+//! ([`take_aside`], [`KeptAside`]) rather than refusing them, so that a labelled eval row (`id`,
+//! `labels`, `set`) or a logged line with fields of its own is scored as the request it holds.
 
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::domain::input::{nearest, unknown_field};
+use crate::domain::prompt::JudgeMode;
 use crate::domain::rubric::RubricArg;
+use crate::score::request::{MAX_PERMUTATIONS, REQUEST_FIELDS};
 use crate::score::{RubricRef, ScoreRequest, Scorer};
 
 /// Fields of a line that are not part of the scoring request: taken off the JSON object before
@@ -33,6 +41,36 @@ pub trait Extra: Sized {
 impl Extra for () {
     fn take(_: &mut Map<String, Value>) -> Result<(), String> {
         Ok(())
+    }
+}
+
+/// Removes from `obj` every field that is not a scoring request's, and returns them in their
+/// order: what a reader that tolerates fields of its own keeps aside.
+pub fn take_aside(obj: &mut Map<String, Value>) -> Map<String, Value> {
+    let (request, aside) = std::mem::take(obj)
+        .into_iter()
+        .partition(|(k, _)| REQUEST_FIELDS.contains(&k.as_str()));
+    *obj = request;
+    aside
+}
+
+/// The fields of a line beyond the request, kept aside as [`take_aside`] keeps them (`score`
+/// echoes them as `input_meta`, as `rescore` does). A field that is a near miss of a request
+/// field (`permutatons`) is still refused with the request's own "did you mean" message: a typo
+/// kept aside would silently score the group without what it asked for.
+#[derive(Debug, Clone, Default)]
+pub struct KeptAside(pub Map<String, Value>);
+
+impl Extra for KeptAside {
+    fn take(obj: &mut Map<String, Value>) -> Result<KeptAside, String> {
+        let aside = take_aside(obj);
+        if let Some(k) = aside.keys().find(|k| nearest(k, REQUEST_FIELDS).is_some()) {
+            return Err(format!(
+                "{k}: {}",
+                unknown_field(k, REQUEST_FIELDS, "known")
+            ));
+        }
+        Ok(KeptAside(aside))
     }
 }
 
@@ -94,6 +132,32 @@ pub fn override_request(
     }
     if let Some(j) = judge {
         request.judges = vec![j.to_string()];
+    }
+}
+
+/// Applies `--judge-mode` and `--permutations` to a request: each, when given, replaces the
+/// group's own `judge_mode` or `permutations` (the command line wins, as `--rubric` does).
+pub fn override_judging(
+    request: &mut ScoreRequest,
+    judge_mode: Option<JudgeMode>,
+    permutations: Option<u32>,
+) {
+    if judge_mode.is_some() {
+        request.judge_mode = judge_mode;
+    }
+    if permutations.is_some() {
+        request.permutations = permutations;
+    }
+}
+
+/// `--permutations` checked against the bound a request's `permutations` has, in the API's
+/// words (`expected an integer from 1 to 16, got 17`), so the flag and the field refuse alike.
+pub fn check_permutations(k: u64) -> Result<u32, String> {
+    match u32::try_from(k) {
+        Ok(p) if (1..=MAX_PERMUTATIONS).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "expected an integer from 1 to {MAX_PERMUTATIONS}, got {k}"
+        )),
     }
 }
 
@@ -293,4 +357,57 @@ fn stdin_is_jsonl(text: &str) -> bool {
     nonblank_lines(text)
         .next()
         .is_some_and(|(_, l)| serde_json::from_str::<serde::de::IgnoredAny>(l).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_lines_own_fields_are_kept_aside_and_a_typo_refused() {
+        let mut obj = json!({"id": "r1", "trajectories": [], "labels": [1, 0], "set": "dev",
+                             "permutations": 2})
+        .as_object()
+        .unwrap()
+        .clone();
+        let KeptAside(aside) = KeptAside::take(&mut obj).unwrap();
+        assert_eq!(
+            Value::Object(aside),
+            json!({"id": "r1", "labels": [1, 0], "set": "dev"})
+        );
+        assert_eq!(
+            Value::Object(obj),
+            json!({"trajectories": [], "permutations": 2})
+        );
+        let mut typo = json!({"trajectories": [], "rubrik": "default"})
+            .as_object()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            KeptAside::take(&mut typo).unwrap_err(),
+            "rubrik: unknown field, did you mean rubric?"
+        );
+    }
+
+    #[test]
+    fn permutations_are_bounded_as_the_api_bounds_them() {
+        assert_eq!(check_permutations(1), Ok(1));
+        assert_eq!(check_permutations(16), Ok(16));
+        for k in [0, 17, u64::from(u32::MAX) + 1] {
+            assert_eq!(
+                check_permutations(k),
+                Err(format!("expected an integer from 1 to 16, got {k}"))
+            );
+        }
+        // The flag's refusal is the request field's, word for word.
+        let t = json!({"messages": [{"role": "user", "content": "q"},
+                                    {"role": "assistant", "content": "a"}]});
+        let body = json!({"trajectories": [t.clone(), t], "permutations": 17});
+        let api = ScoreRequest::from_json(&body, 16).unwrap_err().to_string();
+        assert_eq!(
+            api,
+            format!("permutations: {}", check_permutations(17).unwrap_err())
+        );
+    }
 }

@@ -4,6 +4,8 @@
 //! `/dev/stdout`, a named pipe) is written in place: renaming onto it would replace the device
 //! or pipe with a plain file.
 //!
+//! [`LineSink`]: a command's lines on standard output as they come, or in its `-o` file.
+//!
 //! And the format of a report file (`gavel eval -o`, `gavel diff -o`): the one `--format` asks
 //! for, else the one the file's name asks for ([`ReportFormat::choose`]).
 
@@ -44,6 +46,51 @@ where
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Where a command's lines go (`gavel score`, `gavel render`): standard output as each comes,
+/// so a pipe sees every group as soon as it is done; or, with `-o`, the file, written whole at
+/// the end by [`write_lines`] so that a run that stops half way leaves no half file.
+pub struct LineSink {
+    path: Option<PathBuf>,
+    held: Vec<String>,
+    count: usize,
+}
+
+impl LineSink {
+    /// Lines to `path`, else to standard output.
+    pub fn new(path: Option<&Path>) -> LineSink {
+        LineSink {
+            path: path.map(Path::to_path_buf),
+            held: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// One line (or block of lines) of output, without its final newline.
+    pub fn push(&mut self, line: String) {
+        self.count += 1;
+        match self.path {
+            None => println!("{line}"),
+            Some(_) => self.held.push(line),
+        }
+    }
+
+    /// How many lines were pushed.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Writes the held lines to the file, parent folders made; the file written, `None` for
+    /// standard output. The error is one `PATH: cannot write: ...` line.
+    pub fn finish(self) -> Result<Option<PathBuf>, String> {
+        let Some(path) = self.path else {
+            return Ok(None);
+        };
+        write_lines(&path, &self.held)
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        Ok(Some(path))
+    }
 }
 
 /// How a report is written: a terminal summary, one JSON document, or a self-contained HTML
