@@ -83,6 +83,17 @@ pub const MAX_PANEL: usize = 16;
 /// Most verifiers one request (or one rubric plus the request's overrides) may carry.
 pub const MAX_VERIFIERS: usize = 64;
 
+/// A number of orders checked against [`MAX_PERMUTATIONS`], refused in the words the API and the
+/// CLI's `--permutations` share (`expected an integer from 1 to 16, got 17`).
+pub fn check_permutations(k: u64) -> Result<u32, String> {
+    match u32::try_from(k) {
+        Ok(p) if (1..=MAX_PERMUTATIONS).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "expected an integer from 1 to {MAX_PERMUTATIONS}, got {k}"
+        )),
+    }
+}
+
 /// `e` with its path under `prefix` (e.g. `groups[2]`).
 pub(crate) fn prefixed(prefix: &str, e: InputError) -> InputError {
     if prefix.is_empty() {
@@ -195,12 +206,8 @@ impl ScoreRequest {
                 let expected = format!("an integer from 1 to {MAX_PERMUTATIONS}");
                 match v {
                     Value::Number(n) => match n.as_u64() {
-                        Some(k) if (1..=u64::from(MAX_PERMUTATIONS)).contains(&k) => Some(k as u32),
                         Some(k) => {
-                            return Err(fail(
-                                "permutations",
-                                &format!("expected {expected}, got {k}"),
-                            ))
+                            Some(check_permutations(k).map_err(|m| fail("permutations", &m))?)
                         }
                         None => return Err(fail("permutations", &not_an_integer(n, &expected))),
                     },

@@ -23,7 +23,10 @@ use serde_json::{Map, Value};
 use crate::domain::input::{nearest, unknown_field};
 use crate::domain::prompt::JudgeMode;
 use crate::domain::rubric::RubricArg;
-use crate::score::request::{MAX_PERMUTATIONS, REQUEST_FIELDS};
+/// `--permutations` is checked as a request's `permutations` is, so the flag and the field
+/// refuse alike.
+pub use crate::score::request::check_permutations;
+use crate::score::request::REQUEST_FIELDS;
 use crate::score::{RubricRef, ScoreRequest, Scorer};
 
 /// Fields of a line that are not part of the scoring request: taken off the JSON object before
@@ -147,17 +150,6 @@ pub fn override_judging(
     }
     if permutations.is_some() {
         request.permutations = permutations;
-    }
-}
-
-/// `--permutations` checked against the bound a request's `permutations` has, in the API's
-/// words (`expected an integer from 1 to 16, got 17`), so the flag and the field refuse alike.
-pub fn check_permutations(k: u64) -> Result<u32, String> {
-    match u32::try_from(k) {
-        Ok(p) if (1..=MAX_PERMUTATIONS).contains(&p) => Ok(p),
-        _ => Err(format!(
-            "expected an integer from 1 to {MAX_PERMUTATIONS}, got {k}"
-        )),
     }
 }
 
