@@ -526,7 +526,7 @@ async fn bad_arguments_and_files_exit_2_before_any_judge_call() {
     let mut robot = marked_group(&[0.5, 0.5]);
     robot["trajectories"][0]["messages"][1]["role"] = json!("robot");
     let mut extra = marked_group(&[0.5]);
-    extra["group"] = json!(7);
+    extra["rubrc"] = json!("default");
     let mut bad_id = marked_group(&[0.5]);
     bad_id["group_id"] = json!([1]);
     let mut bad_rubric = marked_group(&[0.5]);
@@ -540,7 +540,7 @@ async fn bad_arguments_and_files_exit_2_before_any_judge_call() {
     let want = [
         format!("{bad}:2: not valid JSON"),
         format!("{bad}:3: trajectories[0].messages[1].role: unknown role \"robot\""),
-        format!("{bad}:4: group: unknown field"),
+        format!("{bad}:4: rubrc: unknown field, did you mean rubric?"),
         format!("{bad}:5: group_id: expected a string or a number"),
         format!("{bad}:6: rubric: unknown rubric \"missing_rubric\""),
     ];

@@ -269,7 +269,7 @@ async fn bad_lines_are_named_before_any_judge_call() {
         json!({"trajectories": [traj("a"), traj("b")], "labels": 1}),
         json!({"trajectories": [traj("a")], "labels": [1]}),
         json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "set": 3}),
-        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "colour": "red"}),
+        json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "judge_mod": "pairwise"}),
         json!({"trajectories": [traj("a"), traj("b")], "labels": [1, 0], "set": "all"}),
     ];
     let mut text: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -286,7 +286,7 @@ async fn bad_lines_are_named_before_any_judge_call() {
         (6, "labels: expected an array of numbers"),
         (7, "labels: all equal"),
         (8, "set: expected a non-empty string"),
-        (9, "colour: unknown field"),
+        (9, "judge_mod: unknown field, did you mean judge_mode?"),
         (10, "set: \"all\" is the name of the figures pooled"),
         (11, "not valid JSON"),
     ];

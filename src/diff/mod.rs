@@ -21,8 +21,11 @@ use crate::cli::{attach_store, build_scorer, CliError, ConfigSource};
 use crate::domain::rubric::{RubricArg, RubricSet};
 use crate::score::{ScoreRequest, Scorer};
 use crate::toolkit::exit::Exit;
-use crate::toolkit::groupfile::{override_request, print_problems, read_checked, GroupIn};
+use crate::toolkit::groupfile::{
+    override_request, print_problems, read_checked, GroupIn, KeptAside,
+};
 use crate::toolkit::outcome::{group_outcome, GroupOutcome};
+use crate::toolkit::output_file::{make_parent, write_text};
 
 pub use report::{
     build_report, compare_group, Comparison, DiffSummary, GroupError, GroupReport, Mover, PerSide,
@@ -108,7 +111,11 @@ pub fn sides(rubrics: &[String], judges: &[String]) -> Result<(Compare, [SideSpe
 }
 
 /// The request a group is scored with on one side (`rubric`: the side's `--rubric`, read).
-fn side_request(g: &GroupIn, side: &SideSpec, rubric: Option<&RubricArg>) -> ScoreRequest {
+fn side_request(
+    g: &GroupIn<KeptAside>,
+    side: &SideSpec,
+    rubric: Option<&RubricArg>,
+) -> ScoreRequest {
     let mut r = g.request.clone();
     override_request(&mut r, rubric, side.judge.as_deref());
     r
@@ -160,7 +167,7 @@ pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliE
         }
     }
     let scorer = build_scorer(&cfg)?;
-    let groups = match read_checked::<()>(&args.file, &scorer, |g| {
+    let groups = match read_checked::<KeptAside>(&args.file, &scorer, |g| {
         (0..2)
             .map(|i| side_request(g, &specs[i], read[i].as_ref()))
             .collect()
@@ -177,6 +184,9 @@ pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliE
             ]
         })
         .collect();
+    for path in args.output.iter().chain(&args.html) {
+        make_parent(path).map_err(CliError::Io)?;
+    }
 
     let scorer: Arc<Scorer> = attach_store(scorer, &cfg).await?;
     let outcomes = score_all(&scorer, &requests, args.concurrency).await;
@@ -196,10 +206,7 @@ pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliE
         }
         DiffFormat::Html => html::render(&report),
     };
-    let write = |path: &std::path::Path, doc: String| {
-        std::fs::write(path, doc)
-            .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))
-    };
+    let write = |path: &std::path::Path, doc: String| write_text(path, &doc).map_err(CliError::Io);
     match &args.output {
         Some(path) => write(path, doc)?,
         None => print!("{doc}"),

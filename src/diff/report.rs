@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{Compare, GroupIn, SideSpec};
+use super::{Compare, GroupIn, KeptAside, SideSpec};
 use crate::domain::stats;
 use crate::score::{ScoreResponse, Usage};
 use crate::toolkit::outcome::GroupOutcome;
@@ -317,7 +317,7 @@ pub fn build_report(
     compare: Compare,
     specs: &[SideSpec; 2],
     rubric_versions: &[Option<String>; 2],
-    groups: &[GroupIn],
+    groups: &[GroupIn<KeptAside>],
     outcomes: &[[GroupOutcome; 2]],
 ) -> Report {
     let mut usage = [SideUsage::default(), SideUsage::default()];

@@ -12,7 +12,21 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// `text` with every occurrence of the secret replaced by `[redacted]` (some servers quote
+    /// the key they refused). A "key" shorter than [`MIN_SCRUBBED_LEN`] is left: a server of
+    /// one's own is often given a placeholder such as `x` or `none`, which is no secret, and
+    /// replacing it everywhere would turn `text` into `te[redacted]t` in every message.
+    pub fn scrub(&self, text: String) -> String {
+        if self.0.chars().count() < MIN_SCRUBBED_LEN || !text.contains(&self.0) {
+            return text;
+        }
+        text.replace(&self.0, "[redacted]")
+    }
 }
+
+/// The shortest secret [`Secret::scrub`] replaces. API keys are 20 characters or more.
+pub const MIN_SCRUBBED_LEN: usize = 8;
 
 /// For clap: a secret given on the command line or in an environment variable.
 impl From<String> for Secret {
@@ -67,6 +81,27 @@ mod tests {
         let s = Secret::new("sk-123");
         assert_eq!(format!("{s} {s:?}"), "[redacted] [redacted]");
         assert_eq!(s.expose(), "sk-123");
+    }
+
+    #[test]
+    fn a_key_is_scrubbed_from_text_but_a_placeholder_is_not() {
+        let key = Secret::new("sk-abcdefgh12345");
+        assert_eq!(
+            key.scrub("Incorrect API key provided: sk-abcdefgh12345.".into()),
+            "Incorrect API key provided: [redacted]."
+        );
+        // `x` for a local server: the message keeps its words.
+        let placeholder = Secret::new("x");
+        let text = "Input should be 'text' or 'json_object'".to_string();
+        assert_eq!(placeholder.scrub(text.clone()), text);
+        assert_eq!(
+            Secret::new("1234567").scrub("a 1234567".into()),
+            "a 1234567"
+        );
+        assert_eq!(
+            Secret::new("12345678").scrub("a 12345678".into()),
+            "a [redacted]"
+        );
     }
 
     #[test]

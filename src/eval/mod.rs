@@ -47,9 +47,10 @@ use crate::score::{ScoreRequest, Scorer};
 use crate::toolkit::exit::Exit;
 use crate::toolkit::groupfile::{
     check_permutations, label_of, override_judging, override_request, print_problems, read_checked,
-    Extra, GroupIn,
+    Extra, GroupIn, KeptAside,
 };
 use crate::toolkit::outcome::{group_outcome, FailedGroup, GroupOutcome};
+use crate::toolkit::output_file::make_parent;
 use crate::toolkit::progress::{progress_bar, stderr_is_terminal};
 pub use attack_report::{AttackResult, AttackSummary};
 pub use attacks::AttackOptions;
@@ -142,6 +143,10 @@ impl Extra for Labels {
                 .collect::<Result<Vec<f64>, String>>()?,
             Some(_) => return Err("labels: expected an array of numbers".into()),
         };
+        // A line's other fields (a row written by `rescore` or a tool of the user's) are not
+        // eval's: left aside, as `score` and `diff` leave them, a near miss of a request field
+        // still refused.
+        KeptAside::take(obj)?;
         Ok(Labels { labels, id, set })
     }
 
@@ -309,6 +314,9 @@ pub async fn run(source: &ConfigSource, args: &EvalOptions) -> Result<Exit, CliE
     }
     if !problems.is_empty() {
         return Ok(print_problems(&problems));
+    }
+    if let Some(path) = &args.output {
+        make_parent(path).map_err(CliError::Io)?;
     }
 
     // Sets: the line's `set`, else the file's stem; `--limit` per set.

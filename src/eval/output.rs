@@ -9,6 +9,7 @@ use super::judged::Combo;
 use super::report::{EvalReport, SetResult, ALL_SETS};
 use super::{html, text, EvalFormat};
 use crate::cli::{plural, CliError};
+use crate::toolkit::output_file::write_text;
 
 /// Writes the report in `format` to `output` (else standard output), then the summary line.
 pub(super) fn write_report(
@@ -39,8 +40,7 @@ pub(super) fn write_report(
         EvalFormat::Html => html::render(report),
     };
     match output {
-        Some(path) => std::fs::write(path, doc)
-            .map_err(|e| CliError::Io(format!("{}: cannot write: {e}", path.display())))?,
+        Some(path) => write_text(path, &doc).map_err(CliError::Io)?,
         None => print!("{doc}"),
     }
     eprintln!("{}", summary_line(report, output));

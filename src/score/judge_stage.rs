@@ -1,15 +1,24 @@
-//! The judge stage of the pipeline: the judge's component for every trajectory of a group, from
-//! a remembered plan when every verdict is stored, else through judging's four stages; and its
-//! merge into the trajectories' scores.
+//! The judge stage of the pipeline, as a value: [`JudgeStage`] owns what judging a group needs
+//! beyond the judges a request names (the prompts, the verdict store, dedup, the prompt-size
+//! limit, the per-key locks that let concurrent requests share one judge call, and the plans
+//! remembered for groups seen before). It gives the judge's component for every trajectory of a
+//! group: from a remembered plan when every verdict is stored, else through judging's four
+//! stages (`judging/`). [`merge_judge_scores`] puts that component into the trajectories' scores.
+
+use std::sync::Arc;
 
 use super::judging::JudgeOutcome;
-use super::memo;
+use super::key_locks::KeyLocks;
+use super::memo::{self, PlanMemo};
 use super::request::OnJudgeError;
 use super::response::{ErrorBody, TrajectoryScore, Usage, VersionInfo};
 use super::{ScoreError, ScoreRequest, Scorer};
+use crate::domain::dedup::DedupConfig;
+use crate::domain::prompt::Prompts;
 use crate::domain::reward::JUDGE;
 use crate::domain::rubric::Rubric;
-use crate::judge::{JudgeError, JudgeFailure, JudgeInfo};
+use crate::judge::{JudgeError, JudgeFailure, JudgeInfo, Panel};
+use crate::store::VerdictStore;
 
 /// What the judge stage gives the pipeline: the outcome (a failure kept, for the request's
 /// `on_judge_error` to decide) and which template and judges made it.
@@ -19,12 +28,88 @@ pub(super) struct JudgedGroup {
     pub judges: Vec<JudgeInfo>,
 }
 
+/// Judging a group with a resolved panel: plans, store access, single-flight and the judge
+/// calls. Built once with the scorer; the scorer resolves which panel judges a request.
+#[derive(Debug)]
+pub(super) struct JudgeStage {
+    pub(super) prompts: Prompts,
+    pub(super) store: Arc<dyn VerdictStore>,
+    pub(super) dedup: DedupConfig,
+    /// `[server] max_prompt_bytes`: the largest rendered prompt of one judge call.
+    pub(super) max_prompt_bytes: usize,
+    /// One judge call per cache key in flight in this process (claims do it across replicas).
+    pub(super) inflight: KeyLocks,
+    plans: PlanMemo,
+}
+
+impl JudgeStage {
+    pub(super) fn new(
+        prompts: Prompts,
+        store: Arc<dyn VerdictStore>,
+        dedup: DedupConfig,
+        max_prompt_bytes: usize,
+    ) -> JudgeStage {
+        JudgeStage {
+            prompts,
+            store,
+            dedup,
+            max_prompt_bytes,
+            inflight: KeyLocks::default(),
+            plans: PlanMemo::default(),
+        }
+    }
+
+    /// The judge's component for every trajectory of the group, judged by `panel` in
+    /// `permutations` orders. A group seen before is answered from its remembered plan when
+    /// every verdict is stored; otherwise (or the first time) it is planned and rendered in
+    /// full. Errors here are the request's (prompt too large, store down); the judge's own
+    /// failure is in the outcome.
+    pub(super) async fn judge(
+        &self,
+        rubric: &Rubric,
+        panel: Panel,
+        permutations: u32,
+        req: &ScoreRequest,
+    ) -> Result<JudgedGroup, ScoreError> {
+        let judges = panel.infos();
+        let memo_key = memo::memo_key(rubric, &panel.names(), permutations, req);
+        if let Some(sk) = self.plans.get(&memo_key) {
+            if let Some(outcome) = self.judge_cached(&sk, rubric, &panel).await? {
+                return Ok(JudgedGroup {
+                    outcome: Ok(outcome),
+                    template: VersionInfo {
+                        name: sk.template_name.into(),
+                        version: sk.template_version.clone(),
+                    },
+                    judges,
+                });
+            }
+        }
+        let plan = self.plan(rubric, panel, permutations, req)?;
+        let template = VersionInfo {
+            name: plan.skeleton.template_name.into(),
+            version: plan.template_version(),
+        };
+        let outcome = match self.judge_group(&plan).await {
+            Ok(o) => {
+                self.plans.insert(memo_key, plan.skeleton.clone());
+                Ok(o)
+            }
+            Err(e) => Err(e.judge_failure()?),
+        };
+        Ok(JudgedGroup {
+            outcome,
+            template,
+            judges,
+        })
+    }
+}
+
 impl Scorer {
-    /// The judge's component for every trajectory of the group. A group seen before is answered
-    /// from its remembered plan when every verdict is stored; otherwise (or the first time) it
-    /// is planned and rendered in full. Errors here are the request's (unknown judge, prompt
-    /// too large, store down); a judge's own failure is in the outcome.
-    pub(super) async fn judge_stage(
+    /// The judge's component for every trajectory of the group, by the cascade or the panel the
+    /// request names (or the default judge). Errors here are the request's (unknown judge,
+    /// prompt too large, store down); a judge's own failure is in the outcome.
+    pub(super) async fn judge_request(
         &self,
         rubric: &Rubric,
         req: &ScoreRequest,
@@ -41,36 +126,10 @@ impl Scorer {
         rubric: &Rubric,
         req: &ScoreRequest,
     ) -> Result<JudgedGroup, ScoreError> {
-        let panel = self.panel(req)?;
-        let judges = panel.infos();
         let permutations = req.permutations.or(rubric.permutations).unwrap_or(1);
-        let memo_key = memo::memo_key(rubric, &panel.names(), permutations, req);
-        if let Some(sk) = self.plans.get(&memo_key) {
-            if let Some(outcome) = self.judge_cached(&sk, rubric, &panel).await? {
-                return Ok(JudgedGroup {
-                    outcome: Ok(outcome),
-                    template: VersionInfo {
-                        name: sk.template_name.into(),
-                        version: sk.template_version.clone(),
-                    },
-                    judges,
-                });
-            }
-        }
-        let plan = self.plan_judging(rubric, panel, permutations, req)?;
-        let template = VersionInfo {
-            name: plan.skeleton.template_name.into(),
-            version: plan.template_version(),
-        };
-        let outcome = self.judge_group(&plan).await?;
-        if outcome.is_ok() {
-            self.plans.insert(memo_key, plan.skeleton.clone());
-        }
-        Ok(JudgedGroup {
-            outcome,
-            template,
-            judges,
-        })
+        self.stage
+            .judge(rubric, self.panel(req)?, permutations, req)
+            .await
     }
 }
 

@@ -36,6 +36,8 @@ use crate::judge::config::JudgeConfig;
 use crate::judge::{self, Judge, JudgeError, JudgeFailure, Panel, Spent};
 use crate::store::{StoreError, VerdictStore};
 
+use judge_stage::JudgeStage;
+
 pub use judging::cache_key;
 pub use probes::{bradley_terry, verdict_choices, ProbePrompts};
 
@@ -90,6 +92,15 @@ impl ScoreError {
             _ => Spent::default(),
         }
     }
+
+    /// The judge's own failure, which the request's `on_judge_error` (or a cascade's next
+    /// stage) decides about; any other error as it is, for the caller to pass on with `?`.
+    pub(crate) fn judge_failure(self) -> Result<JudgeFailure, ScoreError> {
+        match self {
+            ScoreError::Judge(f) => Ok(f),
+            other => Err(other),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +130,8 @@ pub struct ScorerParts<'a> {
     pub max_prompt_bytes: usize,
 }
 
-/// The scoring core with everything it needs, built once and shared.
+/// The scoring core with everything it needs, built once and shared: what a request names
+/// (judges, cascades, rubrics) is resolved here; judging itself is the [`JudgeStage`]'s.
 #[derive(Debug)]
 pub struct Scorer {
     judges: judge::Judges,
@@ -127,14 +139,8 @@ pub struct Scorer {
     cascades: BTreeMap<String, Arc<judge::cascade::Cascade>>,
     default_judge: Option<String>,
     rubrics: RubricSet,
-    prompts: Prompts,
-    store: Arc<dyn VerdictStore>,
-    dedup: DedupConfig,
     max_group_size: usize,
-    /// `[server] max_prompt_bytes`: the largest rendered prompt of one judge call.
-    max_prompt_bytes: usize,
-    inflight: key_locks::KeyLocks,
-    plans: memo::PlanMemo,
+    stage: JudgeStage,
 }
 
 impl Scorer {
@@ -147,16 +153,16 @@ impl Scorer {
             judges,
             default_judge: parts.default_judge.map(str::to_string),
             rubrics: RubricSet::load(parts.rubrics_dir)?,
-            prompts: Prompts::load(parts.prompts_dir)?,
-            store,
-            dedup: DedupConfig {
-                min_shared_chars: parts.min_shared_chars,
-                enabled: true,
-            },
             max_group_size: parts.max_group_size,
-            max_prompt_bytes: parts.max_prompt_bytes,
-            inflight: key_locks::KeyLocks::default(),
-            plans: memo::PlanMemo::default(),
+            stage: JudgeStage::new(
+                Prompts::load(parts.prompts_dir)?,
+                store,
+                DedupConfig {
+                    min_shared_chars: parts.min_shared_chars,
+                    enabled: true,
+                },
+                parts.max_prompt_bytes,
+            ),
         })
     }
 
@@ -184,7 +190,7 @@ impl Scorer {
         }
     }
     pub fn store(&self) -> &Arc<dyn VerdictStore> {
-        &self.store
+        &self.stage.store
     }
 
     /// The request's rubric. An unknown name or an invalid inline rubric is a refusal of the
@@ -354,7 +360,7 @@ impl Scorer {
     /// The same scorer over another store: the CLI builds its scorer, checks the input with it,
     /// and only then opens the real store (a bad file never creates one).
     pub fn with_store(mut self, store: Arc<dyn VerdictStore>) -> Scorer {
-        self.store = store;
+        self.stage.store = store;
         self
     }
 
@@ -370,18 +376,21 @@ impl Scorer {
         // as one the request brought.
         // (A copy of the request carries it: one clone of the trajectories per such group,
         // small beside the judge calls it comes with.)
-        let made = self.group_reference(&rubric, req).await?;
+        let made = match self.group_reference(&rubric, req).await {
+            Ok(r) => Ok(r),
+            Err(e) => Err(e.judge_failure()?),
+        };
         let with_reference;
         let (req, judge_reference, reference_usage, reference_failure) = match made {
-            None => (req, None, None, None),
-            Some(Ok(r)) => {
+            Ok(None) => (req, None, None, None),
+            Ok(Some(r)) => {
                 with_reference = ScoreRequest {
                     reference: Some(r.text.clone()),
                     ..req.clone()
                 };
                 (&with_reference, Some(r.text), Some(r.usage), None)
             }
-            Some(Err(e)) => (req, None, None, Some(e)),
+            Err(e) => (req, None, None, Some(e)),
         };
         let mut scores = plan.verifier_scores(req);
         let (mut usage, mut template, mut judges, mut error) = Default::default();
@@ -391,7 +400,7 @@ impl Scorer {
             (usage, error) =
                 judge_stage::merge_judge_scores(&mut scores, Err(e), req.on_judge_error)?;
         } else if plan.policy.needs_judge() {
-            let judged = self.judge_stage(&rubric, req).await?;
+            let judged = self.judge_request(&rubric, req).await?;
             (usage, error) =
                 judge_stage::merge_judge_scores(&mut scores, judged.outcome, req.on_judge_error)?;
             template = Some(judged.template);
@@ -433,8 +442,9 @@ impl Scorer {
     pub async fn score_group(&self, req: &ScoreRequest) -> Result<ScoreResponse, ScoreError> {
         let started = std::time::Instant::now();
         let resp = self.score_group_unlogged(req).await?;
-        if self.store.keeps_scoring_log() {
-            self.store
+        if self.stage.store.keeps_scoring_log() {
+            self.stage
+                .store
                 .log_scored(&log::entry(req, &resp, started.elapsed()))
                 .await?;
         }

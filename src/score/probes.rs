@@ -7,6 +7,7 @@
 
 use serde_json::{json, Map};
 
+use super::judge_stage::JudgeStage;
 use super::{confidence, Scorer, CACHE_SCHEMA};
 use crate::domain::dedup::JudgeInput;
 use crate::domain::prompt::{GroupExtras, JudgeMode, PromptError, Prompts, RenderedPrompt};
@@ -279,13 +280,20 @@ impl Scorer {
         opponents: usize,
     ) -> Result<ProbePrompts, super::ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
-        let input = JudgeInput::build(&req.trajectories, &self.dedup);
+        let input = JudgeInput::build(&req.trajectories, &self.stage.dedup);
         let extras = GroupExtras {
             tools: req.tools.as_ref(),
             reference: req.reference.as_deref(),
             reply_schema: false,
         };
-        let plan = plan_probes(&self.prompts, mode, &input, &rubric, extras, opponents)?;
+        let plan = plan_probes(
+            &self.stage.prompts,
+            mode,
+            &input,
+            &rubric,
+            extras,
+            opponents,
+        )?;
         let shows = match mode {
             JudgeMode::Pairwise => plan.pairs.iter().map(|&(a, b)| vec![a, b]).collect(),
             _ => (0..plan.prompts.len()).map(|c| vec![c]).collect(),
@@ -302,7 +310,9 @@ impl Scorer {
             candidate_of,
         })
     }
+}
 
+impl JudgeStage {
     /// Asks a probability-mode sample: every prompt at once (the engine runs them as one job,
     /// on the prefix they share), bounded by the judge's verdict deadline.
     /// `m` is the group's number of distinct trajectories (candidates).

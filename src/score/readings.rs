@@ -12,7 +12,8 @@
 
 use serde_json::{json, Map};
 
-use super::{Scorer, CACHE_SCHEMA};
+use super::judge_stage::JudgeStage;
+use super::CACHE_SCHEMA;
 use crate::domain::prompt::ChatMessage;
 use crate::domain::trajectory::content_hash;
 use crate::judge::{ChoiceProbabilities, Judge, JudgeError, JudgeFailure, ProbabilityJudge};
@@ -96,7 +97,7 @@ fn from_stored(v: &StoredVerdict, choices: &[Vec<String>]) -> Option<Reading> {
     })
 }
 
-impl Scorer {
+impl JudgeStage {
     /// Each prompt's reading, in order: from the store where it is there, the rest asked of
     /// `reader` together (a local judge runs them on their shared prefix) and stored. A store
     /// that fails to read or write costs a judge call, never a verdict: it is logged, and the

@@ -12,6 +12,7 @@
 
 use serde_json::{json, Map};
 
+use super::judge_stage::JudgeStage;
 use super::response::Usage;
 use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
 use crate::domain::prompt::ChatMessage;
@@ -38,12 +39,12 @@ impl Scorer {
     /// The judge's own answer for a group whose rubric has `reference = "judge"` and whose
     /// request brings no reference (`None` otherwise): written by the first judge the request
     /// names (or the default judge). A request error when the group shares no task or names an
-    /// unknown judge; the judge's own failure is the inner error.
+    /// unknown judge; the judge's own failure is [`ScoreError::Judge`].
     pub(super) async fn group_reference(
         &self,
         rubric: &Rubric,
         req: &ScoreRequest,
-    ) -> Result<Option<Result<JudgeReference, JudgeFailure>>, ScoreError> {
+    ) -> Result<Option<JudgeReference>, ScoreError> {
         if !wants_judge_reference(rubric, req) {
             return Ok(None);
         }
@@ -52,46 +53,47 @@ impl Scorer {
             task_messages(&req.trajectories)?,
             rubric.reference_instruction.as_deref(),
         );
-        Ok(Some(
-            self.judge_reference(panel.lead().as_ref(), task).await?,
-        ))
+        let reference = self
+            .stage
+            .judge_reference(panel.lead().as_ref(), task)
+            .await?;
+        Ok(Some(reference))
     }
+}
 
+impl JudgeStage {
     /// The reference `judge` writes for `task`: from the store when it answered the same task
-    /// before, else asked (once across concurrent requests and replicas, like a verdict). The
-    /// judge's own failure is the inner error, for the request's `on_judge_error`.
+    /// before, else asked (once across concurrent requests and replicas, like a verdict).
     pub(super) async fn judge_reference(
         &self,
         judge: &dyn Judge,
         task: Vec<ChatMessage>,
-    ) -> Result<Result<JudgeReference, JudgeFailure>, ScoreError> {
+    ) -> Result<JudgeReference, ScoreError> {
         let key = reference_key(judge, &task);
         if let Some(text) = stored_answer(self.store.get(&key).await?) {
-            return Ok(Ok(JudgeReference {
+            return Ok(JudgeReference {
                 text,
                 usage: Usage::default(),
-            }));
+            });
         }
         let _guard = self.inflight.lock(&key).await;
         let _claim = self.store.claim(&key).await?;
         if let Some(text) = stored_answer(self.store.get(&key).await?) {
-            return Ok(Ok(JudgeReference {
+            return Ok(JudgeReference {
                 text,
                 usage: Usage::default(),
-            }));
+            });
         }
-        let completion = match judge.answer(&task).await {
-            Ok(c) => c,
-            Err(e) => return Ok(Err(e)),
-        };
+        let completion = judge.answer(&task).await?;
         if completion.text.is_empty() {
-            return Ok(Err(JudgeFailure::new(
+            return Err(JudgeFailure::new(
                 JudgeError::InvalidOutput(format!(
                     "judge {:?} wrote an empty answer to the task (rubric reference = \"judge\")",
                     judge.info().name
                 )),
                 Spent::of(&completion),
-            )));
+            )
+            .into());
         }
         let stored = StoredVerdict {
             scores: vec![StoredScore {
@@ -124,10 +126,10 @@ impl Scorer {
             cost: judge.cost(completion.prompt_tokens, completion.completion_tokens),
             ..Usage::default()
         };
-        Ok(Ok(JudgeReference {
+        Ok(JudgeReference {
             text: completion.text,
             usage,
-        }))
+        })
     }
 }
 

@@ -18,12 +18,42 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
 {
-    if in_place(path) {
-        let mut f = std::io::BufWriter::new(std::fs::OpenOptions::new().write(true).open(path)?);
+    write_with(path, |f| {
         for l in lines {
             f.write_all(l.as_ref().as_bytes())?;
             f.write_all(b"\n")?;
         }
+        Ok(())
+    })
+}
+
+/// Writes `text` as the whole of `path` (a report: `gavel eval -o`, `gavel diff -o`), the
+/// same way as [`write_lines`]. The error is one `PATH: cannot write: ...` line.
+pub fn write_text(path: &Path, text: &str) -> Result<(), String> {
+    write_with(path, |f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
+/// Makes the folder `path` will be written into, as `mkdir -p` would: called before a long job
+/// (an eval, a diff), so that a folder that cannot be made stops it before any judge call
+/// rather than after the last. The error is one `FOLDER: cannot create folder: ...` line.
+pub fn make_parent(path: &Path) -> Result<(), String> {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => std::fs::create_dir_all(dir)
+            .map_err(|e| format!("{}: cannot create folder: {e}", dir.display())),
+        None => Ok(()),
+    }
+}
+
+/// `write` into `path`: in place for a device or pipe, else into `PATH.tmp`, synced and
+/// renamed onto `PATH`, its folder made first.
+fn write_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if in_place(path) {
+        let mut f = std::io::BufWriter::new(std::fs::OpenOptions::new().write(true).open(path)?);
+        write(&mut f)?;
         return f.flush();
     }
     // Into a folder that does not exist yet: made, as `mkdir -p` would.
@@ -35,10 +65,7 @@ where
     let tmp = PathBuf::from(tmp);
     let written = (|| -> std::io::Result<()> {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        for l in lines {
-            f.write_all(l.as_ref().as_bytes())?;
-            f.write_all(b"\n")?;
-        }
+        write(&mut f)?;
         f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         std::fs::rename(&tmp, path)
     })();

@@ -221,3 +221,44 @@ async fn without_o_score_logs_its_progress_on_stderr_only() {
         "no summary without -o"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_and_diff_reports_go_into_new_folders_in_the_format_their_name_asks() {
+    let mock = MockJudge::start().await;
+    let s = setup(&mock);
+    let file = s.write("rows.jsonl", &format!("{}\n", labelled_row(&[0.2, 0.7])));
+    let out = run(s.command("eval", &["-o", "reports/eval/r.html", &file])).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "", "the report went to the file");
+    let page = std::fs::read_to_string(s.dir.path().join("reports/eval/r.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..60]);
+    let summary = out.stderr.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with("gavel eval: 1 group") && summary.ends_with("reports/eval/r.html"),
+        "{}",
+        out.stderr
+    );
+
+    let args = [
+        "--rubric",
+        "default",
+        "--rubric",
+        "default",
+        "--judge",
+        "mock",
+        "-o",
+        "reports/diff/d.json",
+        "--html",
+        "pages/d.html",
+        &file,
+    ];
+    let out = run(s.command("diff", &args)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.dir.path().join("reports/diff/d.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(doc["sides"].is_object(), "{doc}");
+    let page = std::fs::read_to_string(s.dir.path().join("pages/d.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..60]);
+}

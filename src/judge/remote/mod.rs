@@ -151,8 +151,8 @@ impl RemoteJudge {
     /// `text` with the judge's API key replaced: some servers quote the key they refused.
     fn scrub(&self, text: String) -> String {
         match &self.key {
-            Some(k) if text.contains(k.expose()) => text.replace(k.expose(), "[redacted]"),
-            _ => text,
+            Some(k) => k.scrub(text),
+            None => text,
         }
     }
 

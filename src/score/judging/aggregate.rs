@@ -1,8 +1,14 @@
 //! Aggregating: every sample's scores mapped back to the request's trajectories, chunks merged
 //! on one scale, orders and judges combined.
 
-use super::*;
-use crate::domain::stats::tidy;
+use std::collections::BTreeMap;
+
+use super::{ChunkScores, JudgeOutcome, JudgeScore, SampleResult, Skeleton, CHUNK_ANCHORS};
+use crate::domain::rubric::Rubric;
+use crate::domain::stats::{mean_std, tidy};
+use crate::judge::Panel;
+use crate::score::response::{ItemOut, Usage};
+use crate::score::samples::merge_chunks;
 
 /// Maps every sample's scores back to candidates, merges chunks, averages orders and judges.
 pub(super) fn aggregate_samples(

@@ -2,10 +2,15 @@
 //! problem if the first answer cannot be used, all bounded by the judge's verdict deadline; and
 //! the usage figures of the verdict.
 
-use super::*;
+use super::Plan;
 use crate::domain::error_type::RetryCause;
+use crate::domain::prompt::{count_tokens, quote_json, ChatMessage};
+use crate::domain::verdict::{parse_verdict, verdict_schema, ParseOptions};
+use crate::judge::{JudgeError, JudgeFailure, JudgeInfo, Spent};
+use crate::score::judge_stage::JudgeStage;
+use crate::store::{StoredScore, StoredVerdict};
 
-impl Scorer {
+impl JudgeStage {
     /// Asks the judge for a verdict: one call, and one structural re-ask stating the exact
     /// problem if the first answer cannot be used. Bounded by the judge's verdict deadline. A
     /// failure carries the calls and tokens spent on it (an unusable first answer included).

@@ -1,4 +1,5 @@
-//! The judge's part of scoring a group, in four stages, one child module each:
+//! The judge's part of scoring a group, in four stages, one child module each, all run by the
+//! [`JudgeStage`](super::judge_stage::JudgeStage):
 //! - [`plan`]: the samples (each judge of a panel × each of K candidate orders × each chunk of a
 //!   group too large for the judge's context), their prompts and cache keys;
 //! - [`run`]: each sample through the cache and single-flight (one judge call for concurrent
@@ -6,41 +7,28 @@
 //! - [`ask`]: one judge call, parse, one structural re-ask;
 //! - [`aggregate`]: the samples' scores back into one judge component per trajectory.
 //!
+//! And [`render`]: a request's first prompt, planned as scoring plans it, without a judge call.
 //! This module holds the types the stages pass along; `judge_stage.rs` chooses between a
 //! remembered plan and the four stages.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{json, Map};
-
-use super::probes::{plan_probes, probe_key, ProbePlan};
-use super::response::{CascadeStage, ItemOut, RenderResponse, Usage, VersionInfo};
-use super::samples::{chunk_candidates, merge_chunks, permutation_orders};
-use super::{ScoreError, ScoreRequest, Scorer, CACHE_SCHEMA};
+use super::probes::ProbePlan;
+use super::response::{ItemOut, Usage};
 use crate::domain::dedup::JudgeInput;
-use crate::domain::prompt::{
-    count_tokens, quote_json, shared_prefix_tokens, ChatMessage, GroupExtras, RenderedPrompt,
-    DEFAULT_PROMPT,
-};
-use crate::domain::rubric::checklist_score;
+use crate::domain::prompt::RenderedPrompt;
 use crate::domain::rubric::Rubric;
-use crate::domain::stats::mean_std;
-use crate::domain::trajectory::content_hash;
-use crate::domain::verdict::verdict_schema;
-use crate::domain::verdict::{parse_verdict, ParseOptions};
-use crate::judge::{Judge, JudgeError, JudgeFailure, JudgeInfo, Panel, Spent};
-use crate::store::{StoredScore, StoredVerdict};
+use crate::judge::Panel;
 
 mod aggregate;
 mod ask;
 mod plan;
+mod render;
 mod run;
 
 pub(super) use plan::check_mode;
 pub use run::cache_key;
-
-use aggregate::aggregate_samples;
 
 /// Anchor candidates shared by every chunk of a split group.
 const CHUNK_ANCHORS: usize = 2;
@@ -79,7 +67,7 @@ impl Skeleton {
             chunks: 1,
             distinct: 0,
             candidate_of: Vec::new(),
-            template_name: DEFAULT_PROMPT,
+            template_name: crate::domain::prompt::DEFAULT_PROMPT,
             template_version: String::new(),
         }
     }

@@ -1,9 +1,23 @@
 //! Planning: which samples a group needs (each judge × each candidate order × each chunk of a
 //! group too large for the judge's context), their rendered prompts and cache keys, and the
-//! prompt-size check; also `render` (what the judge would be sent, without asking it).
+//! prompt-size check; and the exact token count without dedup that `render` shows.
 
-use super::*;
-use crate::score::reference;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::run::cache_key;
+use super::{Plan, SampleSpec, Skeleton, CHUNK_ANCHORS};
+use crate::domain::dedup::JudgeInput;
+use crate::domain::prompt::{
+    count_tokens, quote_json, GroupExtras, RenderedPrompt, DEFAULT_PROMPT,
+};
+use crate::domain::rubric::Rubric;
+use crate::domain::trajectory::content_hash;
+use crate::judge::{Judge, Panel};
+use crate::score::judge_stage::JudgeStage;
+use crate::score::probes::{plan_probes, probe_key};
+use crate::score::samples::{chunk_candidates, permutation_orders};
+use crate::score::{ScoreError, ScoreRequest};
 
 /// Whether `judge` can judge `rubric` in `mode`: the probability modes need a judge that offers
 /// to read token probabilities ([`Judge::probabilities`]) and a rubric without checklist items.
@@ -38,9 +52,9 @@ pub(in crate::score) fn check_mode(
     Ok(())
 }
 
-impl Scorer {
+impl JudgeStage {
     /// Plans the samples for each of `panel`'s judges × `permutations` orders × chunks.
-    pub(in crate::score) fn plan_judging<'a>(
+    pub(in crate::score) fn plan<'a>(
         &'a self,
         rubric: &'a Rubric,
         panel: Panel,
@@ -216,100 +230,9 @@ impl Scorer {
         })
     }
 
-    /// Renders the judge prompt for a request without calling a judge.
-    pub fn render(&self, req: &ScoreRequest) -> Result<RenderResponse, ScoreError> {
-        let rubric = self.rubric(&req.rubric)?;
-        let (_, shown) = super::super::reasoning_shown(&rubric, req);
-        let req = shown.as_ref().unwrap_or(req);
-        // The first judge's prompt, as a panel of one.
-        let panel = Panel::of_one(self.panel(req)?.lead().clone());
-        // The judge's own answer is only asked for when scoring: a placeholder stands in.
-        let with_placeholder;
-        let req = if reference::wants_judge_reference(&rubric, req) {
-            reference::task_messages(&req.trajectories)?;
-            with_placeholder = ScoreRequest {
-                reference: Some(reference::RENDER_PLACEHOLDER.into()),
-                ..req.clone()
-            };
-            &with_placeholder
-        } else {
-            req
-        };
-        let plan = self.plan_judging(&rubric, panel, 1, req)?;
-        let s = &plan.skeleton.samples[0];
-        // A probability mode asks several prompts: show the first (the first trajectory alone,
-        // or the first pair) under its own template, and say how many there are.
-        let (rendered, template, prompts_asked) = match &plan.probes[0] {
-            Some(probe) => (
-                probe.prompts.first().unwrap_or(&plan.rendered[0]),
-                VersionInfo {
-                    name: probe.mode.prompt().into(),
-                    version: probe.template_version.clone(),
-                },
-                Some(probe.prompts.len()),
-            ),
-            None => (
-                &*plan.rendered[0],
-                VersionInfo {
-                    name: DEFAULT_PROMPT.into(),
-                    version: plan.rendered[0].template_version.clone(),
-                },
-                None,
-            ),
-        };
-        let deduped = count_tokens(&rendered.messages) as u64;
-        let without = self.count_without_dedup(&plan, &s.order, req)?;
-        // Every prompt the mode asks: what a server without a prefix cache prefills, and what
-        // one with a prefix cache does (the prompts' shared start once).
-        let (asked, after_prefix_cache) = match &plan.probes[0] {
-            Some(probe) => {
-                let all: Vec<&[ChatMessage]> = probe
-                    .prompts
-                    .iter()
-                    .map(|p| p.messages.as_slice())
-                    .collect();
-                let total: u64 = all.iter().map(|m| count_tokens(m) as u64).sum();
-                let prefix = shared_prefix_tokens(&all) as u64;
-                let repeats = (all.len() as u64).saturating_sub(1);
-                (total, total.saturating_sub(repeats * prefix))
-            }
-            None => (deduped, deduped),
-        };
-        Ok(RenderResponse {
-            messages: rendered.messages.clone(),
-            trajectory_ids: rendered.ids.clone(),
-            prompt_tokens: deduped,
-            prompt_tokens_without_dedup: without,
-            tokens_saved_by_dedup: without.saturating_sub(deduped),
-            shared_prefix_messages: plan.input.prefix.len(),
-            shared_blocks: plan.input.shared.len(),
-            distinct_trajectories: plan.input.candidates.len(),
-            rubric: VersionInfo {
-                name: rubric.name.clone(),
-                version: rubric.version.clone(),
-            },
-            template,
-            prompts_asked,
-            prompt_tokens_asked: asked,
-            prompt_tokens_after_prefix_cache: after_prefix_cache,
-            cache_key: s.key.clone(),
-            cascade: self.cascade_of(req)?.map(|c| {
-                c.stages
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (name, judge))| CascadeStage {
-                        judge: name.clone(),
-                        mode: judge.settings().mode,
-                        threshold: c.thresholds.get(i).copied(),
-                    })
-                    .collect()
-            }),
-        })
-    }
-
     /// Tokens of the same candidates' trajectories sent whole, with no dedup (exact, for
     /// `render`; scoring estimates it instead, see `ask::estimate_tokens`).
-    fn count_without_dedup(
+    pub(in crate::score) fn count_without_dedup(
         &self,
         plan: &Plan<'_>,
         order: &[usize],

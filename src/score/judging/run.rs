@@ -2,17 +2,30 @@
 //! single-flight (claims), and the judge when no verdict is stored; a stored verdict counts
 //! only when it covers every id (and checklist item) of its sample.
 
-use super::*;
+use std::collections::BTreeMap;
 
-impl Scorer {
-    /// Runs every sample (cache, single-flight, judge) and aggregates. A store failure is a
-    /// `ScoreError`; a judge failure is the inner `JudgeFailure` (the first sample's to fail),
-    /// which carries every call the group spent: the failed samples' and those of the samples
-    /// judged beside them, whose verdicts are stored but not used by this reply.
+use serde_json::{json, Map};
+
+use super::aggregate::aggregate_samples;
+use super::{JudgeOutcome, Plan, SampleResult, SampleScore, Skeleton};
+use crate::domain::prompt::RenderedPrompt;
+use crate::domain::rubric::{checklist_score, Rubric};
+use crate::domain::trajectory::content_hash;
+use crate::judge::{Judge, JudgeFailure, Panel, Spent};
+use crate::score::judge_stage::JudgeStage;
+use crate::score::response::{ItemOut, Usage};
+use crate::score::{ScoreError, CACHE_SCHEMA};
+use crate::store::{StoredScore, StoredVerdict};
+
+impl JudgeStage {
+    /// Runs every sample (cache, single-flight, judge) and aggregates. A judge failure is
+    /// [`ScoreError::Judge`] with the first sample's failure, carrying every call the group
+    /// spent: the failed samples' and those of the samples judged beside them, whose verdicts
+    /// are stored but not used by this reply.
     pub(in crate::score) async fn judge_group(
         &self,
         plan: &Plan<'_>,
-    ) -> Result<Result<JudgeOutcome, JudgeFailure>, ScoreError> {
+    ) -> Result<JudgeOutcome, ScoreError> {
         let results = futures::future::join_all(
             (0..plan.skeleton.samples.len()).map(|i| self.run_sample(plan, i)),
         )
@@ -21,26 +34,29 @@ impl Scorer {
         let mut failure: Option<JudgeFailure> = None;
         let mut spent = Spent::default();
         for r in results {
-            match r? {
+            match r {
                 Ok(s) => {
                     spent.add(s.usage.spent());
                     per_sample.push(s)
                 }
-                Err(f) => match &mut failure {
-                    Some(first) => first.spent.add(f.spent),
-                    None => failure = Some(f),
-                },
+                Err(e) => {
+                    let f = e.judge_failure()?;
+                    match &mut failure {
+                        Some(first) => first.spent.add(f.spent),
+                        None => failure = Some(f),
+                    }
+                }
             }
         }
         if let Some(f) = failure {
-            return Ok(Err(f.after(spent)));
+            return Err(f.after(spent).into());
         }
-        Ok(Ok(aggregate_samples(
+        Ok(aggregate_samples(
             &plan.skeleton,
             plan.rubric,
             &plan.panel,
             per_sample,
-        )))
+        ))
     }
 
     /// The fast path of a group seen before: every sample's verdict from the store, nothing
@@ -69,11 +85,7 @@ impl Scorer {
     }
 
     /// One sample's verdict: from the store, or from the judge under the key's lock.
-    async fn run_sample(
-        &self,
-        plan: &Plan<'_>,
-        i: usize,
-    ) -> Result<Result<SampleResult, JudgeFailure>, ScoreError> {
+    async fn run_sample(&self, plan: &Plan<'_>, i: usize) -> Result<SampleResult, ScoreError> {
         let s = &plan.skeleton.samples[i];
         let judge = &plan.panel.members()[s.judge];
         let mut usage = Usage::default();
@@ -117,7 +129,7 @@ impl Scorer {
                                 "judge" => name.clone(), "type" => f.error_type().as_str())
                             .increment(1);
                             count_failed(&name, f.spent);
-                            return Ok(Err(f));
+                            return Err(f.into());
                         }
                     },
                 }
@@ -126,7 +138,7 @@ impl Scorer {
         metrics::counter!("gavel_verdicts_total", "source" => if usage.cache_hits > 0 { "cache" } else { "judge" })
             .increment(1);
         add_counted_tokens(&mut usage, &verdict);
-        Ok(Ok(sample_result(plan.rubric, &s.ids, &verdict, usage)))
+        Ok(sample_result(plan.rubric, &s.ids, &verdict, usage))
     }
 }
 
