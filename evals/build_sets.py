@@ -19,6 +19,9 @@ Writes, next to this script (or under --out):
                                 configuration is chosen (build_splits.py)
   train/<set>.jsonl             156 QA, 250 summarization, 144 answers groups: what the local
                                 judge is trained on (build_splits.py)
+  halueval_qa_reference.jsonl   100 groups: right vs hallucinated QA answer without the
+                                knowledge, graded against the request's `reference`; eval only,
+                                built last (build_splits.py)
   row_ids.json                  the source rows used, the seeds and the measured balance figures
 
 The three sets above dialogue are built first, exactly as before the splits existed; dev and
@@ -754,7 +757,7 @@ def measure(groups):
 
 def check(groups):
     allowed = {"id", "set", "labels", "trajectories", "rubric", "judge", "permutations",
-               "aggregate", "tools", "verifiers", "policy", "scale_rewards", "on_judge_error"}
+               "reference", "aggregate", "tools", "verifiers", "policy", "scale_rewards", "on_judge_error"}
     ids = set()
     for g in groups:
         assert set(g) <= allowed, set(g) - allowed

@@ -6,6 +6,10 @@ build_all() here with the HaluEval rows and the eval sets' row ids. Writes nothi
   halueval_dialogue         eval only: right vs hallucinated reply in a knowledge-grounded chat
   dev/<set>, train/<set>    the same construction as the eval set <set>, from their own seeds,
                             on source rows (or task instances) that no earlier file uses
+  halueval_qa_reference     eval only: right vs hallucinated QA answer without the knowledge,
+                            graded against the request's `reference` (HaluEval's right answer);
+                            built last, on QA rows no other file (nor the policy experiment's
+                            policy_qa) uses, so every earlier file is unchanged
 
 Order, so that every file's rows are disjoint from every earlier file's: the eval sets, then dev,
 then train. Dev comes before train because the QA source has only 248 rows whose right answer is
@@ -16,6 +20,9 @@ Dialogue rows never go into a train or dev file (they come from their own source
 Python 3 standard library only; every random choice comes from a fixed seed.
 """
 
+import hashlib
+import json
+import os
 import random
 import re
 import sys
@@ -33,6 +40,13 @@ SEED_SUMM_DEV = 20261212
 SEED_SUMM_TRAIN = 20261213
 SEED_ANSWERS_DEV = 20261214
 SEED_ANSWERS_TRAIN = 20261215
+SEED_QA_REFERENCE = 20261230
+
+QA_REFERENCE_GROUPS = 100
+QA_REFERENCE_SYSTEM = "Answer the user's question briefly and factually."
+# The policy experiment's QA tasks, whose rows the reference set must not use either.
+POLICY_QA_ROW_IDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments",
+                                 "policy-from-judge", "policy_qa", "row_ids.json")
 
 DIAL_PER_KIND = 50  # dialogue groups with the right reply longer, and as many with it shorter
 QA_DEV_PER_KIND = 50
@@ -139,7 +153,8 @@ def halueval_ids(info):
     """The source row ids a HaluEval set's info records."""
     if "row_ids" in info:
         return set(info["row_ids"])
-    return set(info["row_ids_right_longer"]) | set(info["row_ids_right_shorter"])
+    return (set(info["row_ids_right_longer"]) | set(info["row_ids_right_shorter"])
+            | set(info.get("row_ids_equal", ())))
 
 
 def build_all(builders, qa_rows, summ_rows, dial_rows, eval_sets):
@@ -181,14 +196,108 @@ def build_all(builders, qa_rows, summ_rows, dial_rows, eval_sets):
     i["excluded_from"] = ["gavel_answers", "dev/gavel_answers"]
     out.append(("train/gavel_answers", g, i))
 
+    # Last, so that every file above is built exactly as before it existed.
+    used = set()
+    for name in ("halueval_qa", "dev/halueval_qa", "train/halueval_qa"):
+        info = eval_sets[name][1] if name in eval_sets else next(i for n, _, i in out if n == name)
+        used |= halueval_ids(info)
+    g, i = build_qa_reference(qa_rows, frozenset(used))
+    out.append(("halueval_qa_reference", g, i))
+
     check_disjoint(eval_sets, out)
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# HaluEval QA graded against a reference (eval only)
+
+
+def policy_qa_rows():
+    """The HaluEval QA row ids the policy experiment's tasks use (every `*_row_ids` list of its
+    row_ids.json), and that file's sha256."""
+    with open(POLICY_QA_ROW_IDS, "rb") as f:
+        raw = f.read()
+    info = json.loads(raw)
+    ids = set()
+    for k, v in info.items():
+        if k.endswith("_row_ids"):
+            ids |= set(v)
+    return ids, hashlib.sha256(raw).hexdigest()
+
+
+def build_qa_reference(rows, used):
+    """QA_REFERENCE_GROUPS right-vs-hallucinated answer groups with the request's `reference` set
+    to the right answer and no knowledge in the prompt, on rows that no QA file (`used`) and no
+    policy_qa file uses. The rows with the right answer longer are all used by then (248 in the
+    source: 120 eval, 50 dev, 78 train), so the set takes every equally long row left and fills up
+    with right-shorter rows sampled with SEED_QA_REFERENCE; its length-rule figures are recorded."""
+    policy, policy_sha = policy_qa_rows()
+    exclude = set(used) | policy
+    by_kind = {"right_longer": [], "right_shorter": [], "equal": []}
+    for i, r in enumerate(rows):
+        if i not in exclude:
+            by_kind[base.length_kind(r["right_answer"].strip(),
+                                     r["hallucinated_answer"].strip())].append(i)
+    left = {k: len(v) for k, v in by_kind.items()}
+    print(f"halueval_qa_reference: {len(exclude)} rows excluded ({len(used)} QA files, "
+          f"{len(policy)} policy_qa); left by length: {left}", file=sys.stderr)
+    # As even as the rows allow: right-longer and right-shorter alike up to the rarer of the two,
+    # every equal row, then right-shorter rows to fill up.
+    n_longer = min(left["right_longer"], QA_REFERENCE_GROUPS // 2)
+    n_equal = min(left["equal"], QA_REFERENCE_GROUPS - 2 * n_longer)
+    n_shorter = QA_REFERENCE_GROUPS - n_longer - n_equal
+    if n_shorter > left["right_shorter"]:
+        sys.exit("halueval_qa_reference: not enough rows")
+    rng = random.Random(SEED_QA_REFERENCE)
+    sample = {
+        "right_longer": sorted(rng.sample(by_kind["right_longer"], n_longer)),
+        "right_shorter": sorted(rng.sample(by_kind["right_shorter"], n_shorter)),
+        "equal": sorted(rng.sample(by_kind["equal"], n_equal)),
+    }
+    placed = base.place_right_first(sample, rng)
+    rng.shuffle(placed)
+
+    groups = []
+    for row_id, _, right_first in placed:
+        r = rows[row_id]
+        right = r["right_answer"].strip()
+        g = base.pair_group("halueval_qa_reference", row_id, QA_REFERENCE_SYSTEM,
+                            r["question"].strip(), right, r["hallucinated_answer"].strip(),
+                            right_first)
+        g["reference"] = right
+        groups.append(g)
+
+    # The length rules' accuracy over the groups: a tie (equal length) counts half.
+    n = len(groups)
+    shorter_rule = (n_shorter + 0.5 * n_equal) / n
+    info = {
+        "seed": SEED_QA_REFERENCE,
+        "source_rows": len(rows),
+        "excluded_from": ["halueval_qa", "dev/halueval_qa", "train/halueval_qa",
+                          "experiments/policy-from-judge/policy_qa"],
+        "excluded_rows": {"qa_files": len(used), "policy_qa": len(policy),
+                          "union": len(exclude)},
+        "policy_qa_row_ids_sha256": policy_sha,
+        "available_by_length": left,
+        "groups": n,
+        "groups_by_length": {"right_longer": n_longer, "right_shorter": n_shorter,
+                             "equal": n_equal},
+        "length_rule_accuracy": {"prefer_shorter": round(shorter_rule, 4),
+                                 "prefer_longer": round(1 - shorter_rule, 4),
+                                 "ties": "an equally long pair counts 0.5"},
+        "right_first_by_length": {
+            k: sum(1 for _, kind, first in placed if kind == k and first) for k in sample},
+        "row_ids_right_longer": sample["right_longer"],
+        "row_ids_right_shorter": sample["right_shorter"],
+        "row_ids_equal": sample["equal"],
+    }
+    return groups, info
+
+
 def check_disjoint(eval_sets, built):
     """Asserts what the splits promise: per HaluEval source, the eval, dev and train row ids are
-    pairwise disjoint; the answers' task instances are unique across all three files; no
-    dialogue row or set name is in a train or dev file."""
+    pairwise disjoint (for QA, halueval_qa_reference's too); the answers' task instances are
+    unique across all three files; no dialogue row or set name is in a train or dev file."""
     files = {name: groups for name, (groups, _) in eval_sets.items()}
     files.update({name: groups for name, groups, _ in built})
     for s in ("halueval_qa", "halueval_summarization"):
@@ -199,6 +308,17 @@ def check_disjoint(eval_sets, built):
                 row = int(g["id"][len(s) + 1:])
                 assert row not in seen, (s, row, seen.get(row), name)
                 seen[row] = name
+        if s == "halueval_qa":
+            ref = "halueval_qa_reference"
+            policy, _ = policy_qa_rows()
+            for g in files[ref]:
+                assert g["set"] == ref and g["id"].startswith(ref + "-"), g["id"]
+                row = int(g["id"][len(ref) + 1:])
+                assert row not in seen and row not in policy, (ref, row, seen.get(row))
+                assert g["reference"] == g["trajectories"][g["labels"].index(1)]["messages"][-1]["content"]
+                assert all(len(t["messages"]) == 3 and "Knowledge" not in t["messages"][0]["content"]
+                           for t in g["trajectories"]), g["id"]
+                seen[row] = ref
     seen = {}
     for name in ("gavel_answers", "dev/gavel_answers", "train/gavel_answers"):
         keys = [base.answers_key(g) for g in files[name]]
@@ -211,4 +331,5 @@ def check_disjoint(eval_sets, built):
         if name.startswith(("train/", "dev/")):
             for g in groups:
                 assert "halueval_dialogue" not in base.dump_line(g), (name, g["id"])
+                assert "halueval_qa_reference" not in base.dump_line(g), (name, g["id"])
                 assert g["set"] == name.split("/")[1], (name, g["set"])
