@@ -3,7 +3,9 @@
 //! groups row_ids.json counts, each a well-formed labelled group that gavel's reader accepts; the
 //! HaluEval source rows of the eval, dev and train files are pairwise disjoint per source; the
 //! out-of-domain `halueval_dialogue` set never reaches a train or dev file; and no train or dev
-//! `gavel_answers` group repeats an eval group's task (user message, right final answer).
+//! `gavel_answers` group repeats an eval group's task (user message, right final answer); the
+//! reference-graded QA set is graded against the right answer, without the knowledge, on rows no
+//! other QA file uses.
 //! Reads files only: no judge, no network.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,7 +17,7 @@ const EVALS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/evals");
 
 /// Every labelled file: its path under `evals/` without `.jsonl` (also its key in row_ids.json)
 /// and the `set` its lines carry.
-const FILES: [(&str, &str); 10] = [
+const FILES: [(&str, &str); 11] = [
     ("halueval_qa", "halueval_qa"),
     ("halueval_summarization", "halueval_summarization"),
     ("gavel_answers", "gavel_answers"),
@@ -26,6 +28,7 @@ const FILES: [(&str, &str); 10] = [
     ("train/halueval_qa", "halueval_qa"),
     ("train/halueval_summarization", "halueval_summarization"),
     ("train/gavel_answers", "gavel_answers"),
+    ("halueval_qa_reference", "halueval_qa_reference"),
 ];
 
 /// The HaluEval sources split three ways, eval first.
@@ -341,5 +344,60 @@ fn answers_splits_repeat_no_eval_task() {
         }
         assert!(own.len() >= 40, "{name}: {}", own.len());
         owner.extend(own.into_iter().map(|t| (t, name.to_string())));
+    }
+}
+
+#[test]
+fn the_reference_set_is_graded_against_the_right_answer_on_rows_no_other_qa_file_uses() {
+    let name = "halueval_qa_reference";
+    let record = &row_ids()[name];
+    let groups = lines(name);
+    assert_eq!(groups.len(), 100);
+    let mut rows = BTreeSet::new();
+    for g in &groups {
+        let id = str_of(&g["id"], name);
+        rows.insert(source_row(name, name, g));
+        let labels: Vec<f64> = g["labels"]
+            .as_array()
+            .expect("labels")
+            .iter()
+            .map(|l| l.as_f64().expect("a number"))
+            .collect();
+        let right = labels
+            .iter()
+            .position(|&l| l == 1.0)
+            .expect("a right answer");
+        let answer = g["trajectories"][right]["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .expect("a final answer");
+        assert_eq!(
+            g["reference"], answer,
+            "{name}: {id}: the reference is the right answer"
+        );
+        assert!(
+            contents(g).all(|c| !c.contains("Knowledge:")),
+            "{name}: {id}: the knowledge is left out, so only the reference can decide"
+        );
+    }
+    let recorded: BTreeSet<u64> = [
+        "row_ids_right_longer",
+        "row_ids_right_shorter",
+        "row_ids_equal",
+    ]
+    .iter()
+    .flat_map(|k| record[*k].as_array().expect(k).iter())
+    .map(|v| v.as_u64().expect("a row id"))
+    .collect();
+    assert_eq!(rows, recorded, "{name}: rows differ from row_ids.json");
+    for other in ["halueval_qa", "dev/halueval_qa", "train/halueval_qa"] {
+        for g in lines(other) {
+            let row = source_row(other, "halueval_qa", &g);
+            assert!(
+                !rows.contains(&row),
+                "halueval_qa row {row} is in {name} and {other}"
+            );
+        }
     }
 }
