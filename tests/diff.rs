@@ -180,7 +180,7 @@ async fn judge_diff_reports_exact_numbers_html_and_reruns_from_the_cache() {
         !page.contains("<script") && !page.contains("<img"),
         "unescaped label"
     );
-    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"));
     assert!(page.contains("&lt;img src=x onerror=alert(2)&gt;"));
     assert_eq!(page.matches("<details").count(), 3);
     assert!(page.contains("<title>gavel diff: judge plain vs biased</title>"));

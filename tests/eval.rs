@@ -216,7 +216,7 @@ async fn text_and_html_reports_and_a_clear_verdict_between_judges() {
         "Comparisons",
         "Misranked groups",
         "B is better",
-        "&lt;script&gt;alert(1)&lt;/script&gt; Bob.",
+        "&lt;script&gt;alert(1)&lt;&#x2f;script&gt; Bob.",
     ] {
         assert!(page.contains(want), "missing {want:?}");
     }

@@ -204,7 +204,7 @@ pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliE
             doc.push('\n');
             doc
         }
-        DiffFormat::Html => html::render(&report),
+        DiffFormat::Html => page(&report)?,
     };
     let write = |path: &std::path::Path, doc: String| write_text(path, &doc).map_err(CliError::Io);
     match &args.output {
@@ -212,11 +212,17 @@ pub async fn run(source: &ConfigSource, args: &DiffOptions) -> Result<Exit, CliE
         None => print!("{doc}"),
     }
     if let Some(path) = &args.html {
-        write(path, html::render(&report))?;
+        write(path, page(&report)?)?;
     }
     let written: Vec<&PathBuf> = args.output.iter().chain(&args.html).collect();
     eprintln!("{}", text::summary_line(&report, &written));
     Ok(Exit::failed_if(report.failed() > 0))
+}
+
+/// The HTML page; a failure is a bug in its template, reported rather than written blank.
+fn page(report: &Report) -> Result<String, CliError> {
+    html::render(report)
+        .map_err(|e| CliError::Other(format!("cannot render the HTML report: {e:#}")))
 }
 
 #[cfg(test)]

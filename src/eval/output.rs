@@ -37,7 +37,8 @@ pub(super) fn write_report(
             s.push('\n');
             s
         }
-        EvalFormat::Html => html::render(report),
+        EvalFormat::Html => html::render(report)
+            .map_err(|e| CliError::Other(format!("cannot render the HTML report: {e:#}")))?,
     };
     match output {
         Some(path) => write_text(path, &doc).map_err(CliError::Io)?,

@@ -1,22 +1,134 @@
-//! The HTML report: one self-contained page (inline CSS, inline SVG drawn here, no script, no
-//! external reference) with the summary, three plots and a collapsed table per group. Every text
-//! from the input (labels, names, judge explanations, error messages) is escaped.
+//! The HTML report: one self-contained page with the summary, three plots and a collapsed table
+//! per group, rendered from `templates/diff.html.j2` on the shared layout
+//! ([`crate::toolkit::html`]).
 //!
-//! This file is the page: headline cards, summary and movers tables, one section per group.
-//! The plots are drawn in `plots`.
+//! This file turns the [`Report`] into the page's context: every figure formatted as the text
+//! report formats it, every label as it reads. The markup is the template's, and so is the
+//! escaping of every text from the input (labels, names, judge explanations, error messages).
+//! The plots are computed in `plots`.
 
 mod plots;
 
-use std::fmt::Write;
+use serde::Serialize;
 
 use super::text::{num, rank, signed};
 use super::{Compare, Comparison, GroupReport, Report};
-use crate::toolkit::html::{card, clip, esc, kv_rows, page_close, page_open, MUTED};
+use crate::toolkit::html::{clip, Card, Plot};
 
 use plots::{delta_svg, distribution_svg, tau_svg};
 
+const TEMPLATE: &str = include_str!("../templates/diff.html.j2");
+
 /// Groups drawn one bar each in the τ plot; more become a histogram.
 const MAX_TAU_ROWS: usize = 60;
+
+/// The page's context: what `diff.html.j2` shows, in the order it shows it.
+#[derive(Serialize)]
+struct Page {
+    title: String,
+    /// `Rubric diff` or `Judge diff`.
+    heading: &'static str,
+    /// What differs between the sides: `rubric` or `judge`.
+    kind: &'static str,
+    a: String,
+    b: String,
+    /// ` · both judged by J` / ` · both under rubric R`, or nothing.
+    shared: String,
+    groups: usize,
+    file: String,
+    cards: Vec<Card>,
+    distribution: Plot,
+    delta: Plot,
+    tau: Plot,
+    /// Whether the τ plot is a histogram (too many groups for a bar each).
+    tau_histogram: bool,
+    summary: Vec<(&'static str, String)>,
+    /// `side A` / `side B` and what each side was.
+    sides: Vec<(&'static str, String)>,
+    /// Why the movers table is empty, when it is.
+    no_movers: Option<&'static str>,
+    movers: Vec<MoverRow>,
+    group_sections: Vec<GroupSection>,
+}
+
+#[derive(Serialize)]
+struct MoverRow {
+    group: String,
+    label: String,
+    a: String,
+    b: String,
+    direction: &'static str,
+    delta: String,
+}
+
+/// One group: failed (its errors) or compared (its trajectories).
+#[derive(Serialize)]
+struct GroupSection {
+    label: String,
+    failed: Option<Failed>,
+    compared: Option<Compared>,
+}
+
+#[derive(Serialize)]
+struct Failed {
+    /// `B: judge_unavailable`, one per failed side.
+    sides: String,
+    errors: Vec<ErrorLine>,
+}
+
+#[derive(Serialize)]
+struct ErrorLine {
+    side: String,
+    kind: String,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct Compared {
+    tau: String,
+    flips: String,
+    flipped: bool,
+    mean_abs_delta: String,
+    rows: Vec<TrajectoryRow>,
+    why: Option<Why>,
+}
+
+#[derive(Serialize)]
+struct TrajectoryRow {
+    mover: bool,
+    label: String,
+    reward_a: Option<RewardCell>,
+    reward_b: Option<RewardCell>,
+    direction: &'static str,
+    delta: String,
+    rank_a: String,
+    rank_b: String,
+    moved: Option<RankMove>,
+}
+
+/// A reward and its bar's width in percent of the cell.
+#[derive(Serialize)]
+struct RewardCell {
+    value: String,
+    width: String,
+}
+
+/// `▲2` when the trajectory rose two places from A to B, `▼1` when it fell one.
+#[derive(Serialize)]
+struct RankMove {
+    class: &'static str,
+    arrow: &'static str,
+    places: String,
+}
+
+/// Why the trajectory that moved most moved: each side's explanation.
+#[derive(Serialize)]
+struct Why {
+    label: String,
+    delta: String,
+    a: String,
+    b: String,
+}
 
 fn side_kind(report: &Report) -> &'static str {
     match report.compare {
@@ -25,25 +137,15 @@ fn side_kind(report: &Report) -> &'static str {
     }
 }
 
-/// The whole page.
-pub fn render(report: &Report) -> String {
+/// The whole page; an error is a bug in the template or this context.
+pub fn render(report: &Report) -> Result<String, minijinja::Error> {
+    crate::toolkit::html::render("diff.html.j2", TEMPLATE, &page(report))
+}
+
+fn page(report: &Report) -> Page {
     let (a, b) = (&report.sides.a, &report.sides.b);
     let s = &report.summary;
     let kind = side_kind(report);
-    let mut h = String::new();
-    let title = format!("gavel diff: {kind} {} vs {}", a.label, b.label);
-    page_open(&mut h, &title, "");
-    let heading = match report.compare {
-        Compare::Rubric => "Rubric diff",
-        Compare::Judge => "Judge diff",
-    };
-    let _ = writeln!(
-        h,
-        "<h1>{heading}: <span class=\"a\">{}</span> <span style=\"color:{MUTED}\">vs</span> \
-         <span class=\"b\">{}</span></h1>",
-        esc(&a.label),
-        esc(&b.label)
-    );
     let shared = match report.compare {
         Compare::Rubric => a.judge.as_ref().map(|j| format!(" · both judged by {j}")),
         Compare::Judge => a
@@ -52,81 +154,31 @@ pub fn render(report: &Report) -> String {
             .map(|r| format!(" · both under rubric {r}")),
     }
     .unwrap_or_default();
-    let _ = writeln!(
-        h,
-        "<p class=\"sub\"><span class=\"sw a\"></span>A = {kind} {} · <span class=\"sw b\">\
-         </span>B = {kind} {}{} · {} {} from {} · Δ = B − A</p>",
-        esc(&a.label),
-        esc(&b.label),
-        esc(&shared),
-        s.groups,
-        if s.groups == 1 { "group" } else { "groups" },
-        esc(&report.file)
-    );
-
-    // Headline numbers.
-    h.push_str("<section class=\"cards\">\n");
-    card(
-        &mut h,
-        &s.mean_kendall_tau_b
-            .map_or("—".into(), |t| format!("{t:.3}")),
-        "mean Kendall τ-b (1 = same order)",
-        false,
-    );
-    card(
-        &mut h,
-        &num(s.mean_abs_delta),
-        &format!("mean |Δ| · mean Δ {}", signed(s.mean_delta)),
-        false,
-    );
-    card(
-        &mut h,
-        &format!("{} / {}", s.groups_with_rank_flips, s.groups_compared),
-        "groups with a rank flip",
-        false,
-    );
-    card(
-        &mut h,
-        &s.groups_failed.to_string(),
-        if s.groups_failed == 1 {
-            "group failed"
-        } else {
-            "groups failed"
-        },
-        s.groups_failed > 0,
-    );
-    h.push_str("</section>\n");
-
-    // Plots.
-    h.push_str("<section class=\"plots\">\n");
-    let _ = writeln!(
-        h,
-        "<figure><h3>Reward distribution per side</h3>{}<figcaption>Every compared trajectory's \
-         reward, 10 bins over [0, 1].</figcaption></figure>",
-        distribution_svg(report)
-    );
-    let _ = writeln!(
-        h,
-        "<figure><h3>Per-trajectory Δ (B − A)</h3>{}<figcaption>Left of 0: B scores it lower; \
-         right: higher.</figcaption></figure>",
-        delta_svg(report)
-    );
-    h.push_str("</section>\n");
-    let tau_caption = if report.groups.len() > MAX_TAU_ROWS {
-        "Histogram of τ-b over the groups (too many to draw one bar each)."
-    } else {
-        "Kendall τ-b between the two orderings of each group: 1 = same order, 0 = unrelated, \
-         −1 = reversed."
-    };
-    let _ = writeln!(
-        h,
-        "<figure class=\"wide\"><h3>Agreement per group</h3>{}<figcaption>{tau_caption}\
-         </figcaption></figure>",
-        tau_svg(report)
-    );
-
-    // The summary table and top movers.
-    h.push_str("<section class=\"cols\">\n<div>\n<h2>Summary</h2>\n<div class=\"box\"><table class=\"kv\">\n");
+    let mean_tau = s
+        .mean_kendall_tau_b
+        .map_or("—".into(), |t| format!("{t:.3}"));
+    let cards = vec![
+        Card::new(mean_tau.clone(), "mean Kendall τ-b (1 = same order)", false),
+        Card::new(
+            num(s.mean_abs_delta),
+            format!("mean |Δ| · mean Δ {}", signed(s.mean_delta)),
+            false,
+        ),
+        Card::new(
+            format!("{} / {}", s.groups_with_rank_flips, s.groups_compared),
+            "groups with a rank flip",
+            false,
+        ),
+        Card::new(
+            s.groups_failed.to_string(),
+            if s.groups_failed == 1 {
+                "group failed"
+            } else {
+                "groups failed"
+            },
+            s.groups_failed > 0,
+        ),
+    ];
     let pct = s
         .fraction_groups_with_rank_flips
         .map_or(String::new(), |f| format!(" ({:.0}%)", f * 100.0));
@@ -135,7 +187,7 @@ pub fn render(report: &Report) -> String {
     } else {
         String::new()
     };
-    let rows: Vec<(&str, String)> = vec![
+    let summary = vec![
         (
             "groups compared",
             format!("{} of {}", s.groups_compared, s.groups),
@@ -144,14 +196,7 @@ pub fn render(report: &Report) -> String {
         ("trajectories compared", s.trajectories_compared.to_string()),
         ("mean |Δ|", num(s.mean_abs_delta)),
         ("mean Δ", signed(s.mean_delta)),
-        (
-            "mean τ-b",
-            format!(
-                "{}{undefined}",
-                s.mean_kendall_tau_b
-                    .map_or("—".into(), |t| format!("{t:.3}"))
-            ),
-        ),
+        ("mean τ-b", format!("{mean_tau}{undefined}")),
         (
             "groups with rank flips",
             format!("{} of {}{pct}", s.groups_with_rank_flips, s.groups_compared),
@@ -170,64 +215,62 @@ pub fn render(report: &Report) -> String {
             format!("{} · {}", s.cache_hits.a, s.cache_hits.b),
         ),
     ];
-    kv_rows(&mut h, &rows);
-    for (name, side) in [("A", a), ("B", b)] {
-        let mut what = format!("{kind} {}", side.label);
-        if let Some(v) = &side.rubric_version {
-            let _ = write!(what, " ({})", clip(v, 19));
-        }
-        if !side.judges_used.is_empty() {
-            let _ = write!(what, " · {}", side.judges_used.join(", "));
-        }
-        let _ = writeln!(
-            h,
-            "<tr><td>side {name}</td><td class=\"lbl-cell\">{}</td></tr>",
-            esc(&what)
-        );
-    }
-    h.push_str("</table></div>\n</div>\n<div>\n<h2>Moved most</h2>\n<div class=\"box\"><table>\n");
-    h.push_str(
-        "<thead><tr><th>group</th><th>trajectory</th><th class=\"n\">A</th><th class=\"n\">B</th>\
-         <th class=\"n\">Δ</th></tr></thead>\n<tbody>\n",
-    );
-    if s.top_movers.is_empty() {
-        let why = if s.groups_compared == 0 {
+    let sides = [("A", a), ("B", b)]
+        .into_iter()
+        .map(|(name, side)| {
+            let mut what = format!("{kind} {}", side.label);
+            if let Some(v) = &side.rubric_version {
+                what += &format!(" ({})", clip(v, 19));
+            }
+            if !side.judges_used.is_empty() {
+                what += &format!(" · {}", side.judges_used.join(", "));
+            }
+            (name, what)
+        })
+        .collect();
+    let no_movers = s
+        .top_movers
+        .is_empty()
+        .then_some(if s.groups_compared == 0 {
             "No group was scored on both sides."
         } else {
             "No reward changed."
-        };
-        let _ = writeln!(h, "<tr><td colspan=\"5\" class=\"same\">{why}</td></tr>");
+        });
+    let movers = s
+        .top_movers
+        .iter()
+        .map(|m| MoverRow {
+            group: clip(&format!("[{}] {}", m.group, m.group_label), 60),
+            label: clip(&m.label, 60),
+            a: num(Some(m.reward_a)),
+            b: num(Some(m.reward_b)),
+            direction: direction(m.delta),
+            delta: signed(Some(m.delta)),
+        })
+        .collect();
+    Page {
+        title: format!("gavel diff: {kind} {} vs {}", a.label, b.label),
+        heading: match report.compare {
+            Compare::Rubric => "Rubric diff",
+            Compare::Judge => "Judge diff",
+        },
+        kind,
+        a: a.label.clone(),
+        b: b.label.clone(),
+        shared,
+        groups: s.groups,
+        file: report.file.clone(),
+        cards,
+        distribution: distribution_svg(report),
+        delta: delta_svg(report),
+        tau: tau_svg(report),
+        tau_histogram: report.groups.len() > MAX_TAU_ROWS,
+        summary,
+        sides,
+        no_movers,
+        movers,
+        group_sections: report.groups.iter().map(group_section).collect(),
     }
-    for m in &s.top_movers {
-        let _ = writeln!(
-            h,
-            "<tr><td class=\"lbl-cell\">{}</td><td class=\"lbl-cell\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td class=\"n {}\">{}</td></tr>",
-            esc(&clip(&format!("[{}] {}", m.group, m.group_label), 60)),
-            esc(&clip(&m.label, 60)),
-            num(Some(m.reward_a)),
-            num(Some(m.reward_b)),
-            direction(m.delta),
-            esc(&signed(Some(m.delta)))
-        );
-    }
-    h.push_str("</tbody></table></div>\n</div>\n</section>\n");
-
-    // Groups.
-    let _ = writeln!(
-        h,
-        "<h2>Groups <span style=\"color:{MUTED};font-weight:400;font-size:13px\">click a group \
-         to see its trajectories</span></h2>"
-    );
-    for g in &report.groups {
-        group_section(&mut h, g);
-    }
-    page_close(
-        &mut h,
-        "Generated by <code>gavel diff</code>. Ranks: 1 = highest reward, ties share the \
-         average rank. A rank flip is a pair of trajectories whose order strictly reverses.",
-    );
-    h
 }
 
 /// CSS class for a delta's direction.
@@ -241,70 +284,91 @@ fn direction(d: f64) -> &'static str {
     }
 }
 
-fn group_section(h: &mut String, g: &GroupReport) {
-    let label = esc(&format!("[{}] {}", g.index, g.label));
+fn group_section(g: &GroupReport) -> GroupSection {
+    let label = format!("[{}] {}", g.index, g.label);
     let Some(c) = &g.comparison else {
         let sides: Vec<String> = g
             .errors
             .iter()
             .map(|e| format!("{}: {}", e.side.to_uppercase(), e.kind))
             .collect();
-        let _ = writeln!(
-            h,
-            "<details class=\"failed\"><summary><span class=\"gl\">{label}</span>\
-             <span class=\"chip bad\">failed on {}</span></summary>",
-            esc(&sides.join(", "))
-        );
-        for e in &g.errors {
-            let _ = writeln!(
-                h,
-                "<p class=\"err\">side {} · {}: {}</p>",
-                e.side.to_uppercase(),
-                esc(&e.kind),
-                esc(&e.message)
-            );
-        }
-        h.push_str("</details>\n");
-        return;
+        let errors = g
+            .errors
+            .iter()
+            .map(|e| ErrorLine {
+                side: e.side.to_uppercase(),
+                kind: e.kind.clone(),
+                message: e.message.clone(),
+            })
+            .collect();
+        return GroupSection {
+            label,
+            failed: Some(Failed {
+                sides: sides.join(", "),
+                errors,
+            }),
+            compared: None,
+        };
     };
-    let tau = c
-        .kendall_tau_b
-        .map_or("τ-b undefined".into(), |t| format!("τ-b {t:.3}"));
+    GroupSection {
+        label,
+        failed: None,
+        compared: Some(compared(c)),
+    }
+}
+
+fn compared(c: &Comparison) -> Compared {
     let flips = match c.rank_flips {
         0 => "no rank flip".to_string(),
         1 => "1 rank flip".to_string(),
         n => format!("{n} rank flips"),
     };
-    let flip_class = if c.rank_flips > 0 {
-        "chip flip"
-    } else {
-        "chip"
-    };
-    let _ = writeln!(
-        h,
-        "<details><summary><span class=\"gl\">{label}</span><span class=\"chip\">{}</span>\
-         <span class=\"{flip_class}\">{}</span><span class=\"chip\">mean |Δ| {}</span></summary>",
-        esc(&tau),
-        esc(&flips),
-        num(c.mean_abs_delta)
-    );
-    group_table(h, c);
-    h.push_str("</details>\n");
-}
-
-fn reward_cell(x: Option<f64>, side: &str) -> String {
-    match x {
-        None => "<td class=\"n\">—</td>".into(),
-        Some(v) => format!(
-            "<td><div class=\"rwc\"><span class=\"v\">{v:.3}</span><span class=\"track\">\
-             <span class=\"bar {side}\" style=\"width:{:.1}%\"></span></span></div></td>",
-            (v.clamp(0.0, 1.0) * 100.0)
-        ),
+    let mover = c.moved_most.as_ref().map(|m| m.trajectory_id.as_str());
+    let rows = c
+        .trajectories
+        .iter()
+        .map(|t| TrajectoryRow {
+            mover: Some(t.trajectory_id.as_str()) == mover,
+            label: t.label.clone(),
+            reward_a: t.reward_a.map(reward_cell),
+            reward_b: t.reward_b.map(reward_cell),
+            direction: t.delta.map_or("same", direction),
+            delta: signed(t.delta),
+            rank_a: rank(t.rank_a),
+            rank_b: rank(t.rank_b),
+            moved: rank_move(t.rank_a, t.rank_b),
+        })
+        .collect();
+    let why = c
+        .moved_most
+        .as_ref()
+        .filter(|m| !(m.explanation_a.is_empty() && m.explanation_b.is_empty()))
+        .map(|m| Why {
+            label: m.label.clone(),
+            delta: signed(Some(m.delta)),
+            a: m.explanation_a.clone(),
+            b: m.explanation_b.clone(),
+        });
+    Compared {
+        tau: c
+            .kendall_tau_b
+            .map_or("τ-b undefined".into(), |t| format!("τ-b {t:.3}")),
+        flips,
+        flipped: c.rank_flips > 0,
+        mean_abs_delta: num(c.mean_abs_delta),
+        rows,
+        why,
     }
 }
 
-/// `▲2` when the trajectory rose two places from A to B, `▼1` when it fell one.
-fn rank_move(a: Option<f64>, b: Option<f64>) -> String {
+fn reward_cell(v: f64) -> RewardCell {
+    RewardCell {
+        value: format!("{v:.3}"),
+        width: format!("{:.1}", v.clamp(0.0, 1.0) * 100.0),
+    }
+}
+
+fn rank_move(a: Option<f64>, b: Option<f64>) -> Option<RankMove> {
     match (a, b) {
         (Some(a), Some(b)) if (a - b).abs() > 1e-9 => {
             let (class, arrow) = if b < a {
@@ -312,58 +376,15 @@ fn rank_move(a: Option<f64>, b: Option<f64>) -> String {
             } else {
                 ("down", "▼")
             };
-            format!(
-                "<span class=\"mv {class}\" title=\"places moved\">{arrow}{}</span>",
-                rank(Some((a - b).abs()))
-            )
+            Some(RankMove {
+                class,
+                arrow,
+                places: rank(Some((a - b).abs())),
+            })
         }
-        _ => "<span class=\"mv\"></span>".into(),
+        _ => None,
     }
 }
 
-fn group_table(h: &mut String, c: &Comparison) {
-    h.push_str(
-        "<table class=\"traj\"><colgroup><col class=\"t\"><col class=\"r\"><col class=\"r\">\
-         <col class=\"d\"><col class=\"k\"></colgroup><thead><tr><th>trajectory</th>\
-         <th>reward A</th><th>reward B</th><th class=\"n\">Δ B − A</th>\
-         <th class=\"n\">rank A → B</th></tr></thead>\n<tbody>\n",
-    );
-    let mover = c.moved_most.as_ref().map(|m| m.trajectory_id.as_str());
-    for t in &c.trajectories {
-        let is_mover = Some(t.trajectory_id.as_str()) == mover;
-        let tag = if is_mover {
-            "<span class=\"tag\">moved most</span>"
-        } else {
-            ""
-        };
-        let class = t.delta.map_or("same", direction);
-        let _ = writeln!(
-            h,
-            "<tr{}><td class=\"lbl-cell\">{}{tag}</td>{}{}<td class=\"n {class}\">{}</td>\
-             <td class=\"n\">{} → {}{}</td></tr>",
-            if is_mover { " class=\"mover\"" } else { "" },
-            esc(&t.label),
-            reward_cell(t.reward_a, "a"),
-            reward_cell(t.reward_b, "b"),
-            esc(&signed(t.delta)),
-            rank(t.rank_a),
-            rank(t.rank_b),
-            rank_move(t.rank_a, t.rank_b)
-        );
-    }
-    h.push_str("</tbody></table>\n");
-    if let Some(m) = &c.moved_most {
-        if !(m.explanation_a.is_empty() && m.explanation_b.is_empty()) {
-            let _ = writeln!(
-                h,
-                "<div class=\"why\"><b>Why {} moved ({}):</b>\
-                 <p><span class=\"sw a\"></span><b class=\"a\">A</b> {}</p>\
-                 <p><span class=\"sw b\"></span><b class=\"b\">B</b> {}</p></div>",
-                esc(&m.label),
-                esc(&signed(Some(m.delta))),
-                esc(&m.explanation_a),
-                esc(&m.explanation_b)
-            );
-        }
-    }
-}
+#[cfg(test)]
+mod tests;

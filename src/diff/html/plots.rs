@@ -1,15 +1,11 @@
-//! The plots of the diff page, inline SVG: the reward distribution per side, each trajectory's
-//! Δ, and τ-b per group (a histogram when there are too many groups for one bar each).
-
-use std::fmt::Write;
+//! The plots of the diff page, as [`Plot`]s the page's template draws: the reward distribution
+//! per side, each trajectory's Δ, and τ-b per group (a histogram when there are too many groups
+//! for one bar each). The numbers are computed here; the markup is `kit.html.j2`'s.
 
 use super::MAX_TAU_ROWS;
 use crate::diff::text::signed;
 use crate::diff::Report;
-use crate::toolkit::html::{
-    clip, count_axis, count_grid, esc, fmt_tick, legend, line, rect, svg_open, text, GRID, INK,
-    MUTED,
-};
+use crate::toolkit::html::{clip, count_axis, fmt_tick, Plot, GRID, INK, MUTED};
 
 const COLOR_A: &str = "#1c7ed6";
 const COLOR_B: &str = "#e8590c";
@@ -19,15 +15,8 @@ const COLOR_TAU_NEG: &str = "#c92a2a";
 const COLOR_FAIL: &str = "#c92a2a";
 
 /// Says that a plot has nothing to show.
-fn empty_note(h: &mut String, x: f64, y: f64) {
-    text(
-        h,
-        x,
-        y,
-        "middle",
-        MUTED,
-        "no group was scored on both sides",
-    );
+fn empty_note(p: &mut Plot, x: f64, y: f64) {
+    p.text(x, y, "middle", MUTED, "no group was scored on both sides");
 }
 
 /// Every compared trajectory's reward on each side.
@@ -45,7 +34,7 @@ fn rewards_by_side(report: &Report) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// (1) Overlaid per-side histograms of rewards: 10 bins over [0, 1], side by side per bin.
-pub(super) fn distribution_svg(report: &Report) -> String {
+pub(super) fn distribution_svg(report: &Report) -> Plot {
     let (w, ht) = (520.0, 290.0);
     let (l, r, t, b) = (40.0, 12.0, 30.0, 40.0);
     let (ra, rb) = rewards_by_side(report);
@@ -55,10 +44,9 @@ pub(super) fn distribution_svg(report: &Report) -> String {
     rb.iter().for_each(|&v| cb[bin(v)] += 1);
     let max = ca.iter().chain(&cb).copied().max().unwrap_or(0);
     let (top, step) = count_axis(max);
-    let mut h = String::new();
-    svg_open(&mut h, w, ht, "reward distribution per side");
+    let mut p = Plot::new(w, ht, "reward distribution per side");
     let (x0, x1, y0, y1) = (l, w - r, t, ht - b);
-    count_grid(&mut h, x0, x1, y0, y1, top, step);
+    p.count_grid(x0, x1, y0, y1, top, step);
     let bw = (x1 - x0) / 10.0;
     let yof = |c: usize| y1 - (y1 - y0) * c as f64 / top as f64;
     let (la, lb) = (&report.sides.a.label, &report.sides.b.label);
@@ -79,34 +67,25 @@ pub(super) fn distribution_svg(report: &Report) -> String {
                 clip(name, 40)
             );
             let x = bx + bw * (0.1 + 0.4 * k as f64);
-            rect(&mut h, x, yof(c), bw * 0.38, y1 - yof(c), color, &tip);
+            p.bar(x, yof(c), bw * 0.38, y1 - yof(c), color, &tip);
         }
     }
     for i in 0..=10 {
         let x = x0 + bw * i as f64;
-        line(&mut h, x, y1, x, y1 + 4.0, MUTED, "");
-        text(
-            &mut h,
-            x,
-            y1 + 16.0,
-            "middle",
-            MUTED,
-            &fmt_tick(i as f64 / 10.0),
-        );
+        p.line(x, y1, x, y1 + 4.0, MUTED);
+        p.text(x, y1 + 16.0, "middle", MUTED, &fmt_tick(i as f64 / 10.0));
     }
     if ra.is_empty() {
-        empty_note(&mut h, (x0 + x1) / 2.0, (y0 + y1) / 2.0);
+        empty_note(&mut p, (x0 + x1) / 2.0, (y0 + y1) / 2.0);
     }
-    text(&mut h, (x0 + x1) / 2.0, ht - 6.0, "middle", INK, "reward");
-    text(&mut h, 4.0, 14.0, "start", INK, "trajectories");
-    legend(
-        &mut h,
+    p.text((x0 + x1) / 2.0, ht - 6.0, "middle", INK, "reward");
+    p.text(4.0, 14.0, "start", INK, "trajectories");
+    p.legend(
         x1,
         14.0,
         &[(COLOR_A, format!("A {la}")), (COLOR_B, format!("B {lb}"))],
     );
-    h.push_str("</svg>");
-    h
+    p
 }
 
 /// Half-width of the delta axis: a round number at least the largest |delta|.
@@ -123,7 +102,7 @@ fn delta_range(max_abs: f64) -> f64 {
 }
 
 /// (2) Histogram of per-trajectory deltas: 21 bins centred on multiples of range/10.
-pub(super) fn delta_svg(report: &Report) -> String {
+pub(super) fn delta_svg(report: &Report) -> Plot {
     let (w, ht) = (520.0, 290.0);
     let (l, r, t, b) = (40.0, 12.0, 30.0, 40.0);
     let deltas: Vec<f64> = report
@@ -140,10 +119,9 @@ pub(super) fn delta_svg(report: &Report) -> String {
         counts[(k + 10) as usize] += 1;
     }
     let (top, step) = count_axis(counts.iter().copied().max().unwrap_or(0));
-    let mut h = String::new();
-    svg_open(&mut h, w, ht, "histogram of reward deltas B minus A");
+    let mut p = Plot::new(w, ht, "histogram of reward deltas B minus A");
     let (x0, x1, y0, y1) = (l, w - r, t, ht - b);
-    count_grid(&mut h, x0, x1, y0, y1, top, step);
+    p.count_grid(x0, x1, y0, y1, top, step);
     let lo = -range - bwv / 2.0;
     let span = 2.0 * range + bwv;
     let xof = |v: f64| x0 + (x1 - x0) * (v - lo) / span;
@@ -161,8 +139,7 @@ pub(super) fn delta_svg(report: &Report) -> String {
             "{c} trajectories with Δ ≈ {}",
             signed(Some(centre)).replace('-', "−")
         );
-        rect(
-            &mut h,
+        p.bar(
             xof(centre) - px * 0.43,
             yof(c),
             px * 0.86,
@@ -171,39 +148,23 @@ pub(super) fn delta_svg(report: &Report) -> String {
             &tip,
         );
     }
-    line(
-        &mut h,
-        xof(0.0),
-        y0 - 4.0,
-        xof(0.0),
-        y1,
-        MUTED,
-        " stroke-dasharray=\"3 3\"",
-    );
+    p.styled_line([xof(0.0), y0 - 4.0, xof(0.0), y1], MUTED, Some("3 3"), None);
     for v in [-range, -range / 2.0, 0.0, range / 2.0, range] {
         let x = xof(v);
-        line(&mut h, x, y1, x, y1 + 4.0, MUTED, "");
+        p.line(x, y1, x, y1 + 4.0, MUTED);
         let label = if v > 0.0 {
             format!("+{}", fmt_tick(v))
         } else {
             fmt_tick(v)
         };
-        text(&mut h, x, y1 + 16.0, "middle", MUTED, &label);
+        p.text(x, y1 + 16.0, "middle", MUTED, &label);
     }
     if deltas.is_empty() {
-        empty_note(&mut h, (x0 + x1) / 2.0, (y0 + y1) / 2.0);
+        empty_note(&mut p, (x0 + x1) / 2.0, (y0 + y1) / 2.0);
     }
-    text(
-        &mut h,
-        (x0 + x1) / 2.0,
-        ht - 6.0,
-        "middle",
-        INK,
-        "Δ reward (B − A)",
-    );
-    text(&mut h, 4.0, 14.0, "start", INK, "trajectories");
-    legend(
-        &mut h,
+    p.text((x0 + x1) / 2.0, ht - 6.0, "middle", INK, "Δ reward (B − A)");
+    p.text(4.0, 14.0, "start", INK, "trajectories");
+    p.legend(
         x1,
         14.0,
         &[
@@ -212,13 +173,12 @@ pub(super) fn delta_svg(report: &Report) -> String {
             (COLOR_B, "B higher".to_string()),
         ],
     );
-    h.push_str("</svg>");
-    h
+    p
 }
 
 /// (3) Kendall τ-b per group: one bar per group with its label on the axis, or a histogram
 /// when there are many groups.
-pub(super) fn tau_svg(report: &Report) -> String {
+pub(super) fn tau_svg(report: &Report) -> Plot {
     if report.groups.len() > MAX_TAU_ROWS {
         return tau_histogram_svg(report);
     }
@@ -229,16 +189,14 @@ pub(super) fn tau_svg(report: &Report) -> String {
     let ht = t + row * n + b;
     let (x0, x1, y0, y1) = (l, w - r, t, t + row * n);
     let xof = |v: f64| x0 + (x1 - x0) * (v + 1.0) / 2.0;
-    let mut h = String::new();
-    svg_open(&mut h, w, ht, "Kendall tau-b per group");
+    let mut p = Plot::new(w, ht, "Kendall tau-b per group");
     for v in [-1.0, -0.5, 0.0, 0.5, 1.0] {
         let x = xof(v);
         let stroke = if v == 0.0 { MUTED } else { GRID };
-        line(&mut h, x, y0, x, y1, stroke, "");
-        text(&mut h, x, y1 + 16.0, "middle", MUTED, &fmt_tick(v));
+        p.line(x, y0, x, y1, stroke);
+        p.text(x, y1 + 16.0, "middle", MUTED, &fmt_tick(v));
     }
-    text(
-        &mut h,
+    p.text(
         (x0 + x1) / 2.0,
         ht - 6.0,
         "middle",
@@ -248,14 +206,11 @@ pub(super) fn tau_svg(report: &Report) -> String {
     for (i, g) in report.groups.iter().enumerate() {
         let yc = y0 + row * (i as f64 + 0.5);
         let full = format!("[{}] {}", g.index, g.label);
-        let _ = write!(h, "<g><title>{}</title>", esc(&full));
-        text(&mut h, x0 - 10.0, yc + 4.0, "end", INK, &clip(&full, 34));
-        h.push_str("</g>");
+        p.titled_text((x0 - 10.0, yc + 4.0), "end", INK, &full, &clip(&full, 34));
         match &g.comparison {
             None => {
                 let kinds: Vec<&str> = g.errors.iter().map(|e| e.kind.as_str()).collect();
-                text(
-                    &mut h,
+                p.text(
                     xof(0.0) + 6.0,
                     yc + 4.0,
                     "start",
@@ -264,8 +219,7 @@ pub(super) fn tau_svg(report: &Report) -> String {
                 );
             }
             Some(c) => match c.kendall_tau_b {
-                None => text(
-                    &mut h,
+                None => p.text(
                     xof(0.0) + 6.0,
                     yc + 4.0,
                     "start",
@@ -282,44 +236,27 @@ pub(super) fn tau_svg(report: &Report) -> String {
                         c.pairs
                     );
                     let bar_w = (xb - xa).abs().max(2.0);
-                    rect(
-                        &mut h,
-                        xa.min(xb),
-                        yc - row * 0.3,
-                        bar_w,
-                        row * 0.6,
-                        color,
-                        &tip,
-                    );
+                    p.bar(xa.min(xb), yc - row * 0.3, bar_w, row * 0.6, color, &tip);
                     let (tx, anchor) = if tau < 0.0 {
                         (xb - 6.0, "end")
                     } else {
                         (xb + 6.0, "start")
                     };
-                    text(&mut h, tx, yc + 4.0, anchor, INK, &format!("{tau:.3}"));
+                    p.text(tx, yc + 4.0, anchor, INK, &format!("{tau:.3}"));
                 }
             },
         }
     }
     if let Some(m) = report.summary.mean_kendall_tau_b {
         let x = xof(m);
-        line(
-            &mut h,
-            x,
-            y0 - 6.0,
-            x,
-            y1,
-            INK,
-            " stroke-dasharray=\"4 3\" stroke-width=\"1.2\"",
-        );
-        text(&mut h, x, y0 - 10.0, "middle", INK, &format!("mean {m:.3}"));
+        p.styled_line([x, y0 - 6.0, x, y1], INK, Some("4 3"), Some(1.2));
+        p.text(x, y0 - 10.0, "middle", INK, &format!("mean {m:.3}"));
     }
-    h.push_str("</svg>");
-    h
+    p
 }
 
 /// τ-b of many groups: 20 bins over [−1, 1].
-fn tau_histogram_svg(report: &Report) -> String {
+fn tau_histogram_svg(report: &Report) -> Plot {
     let (w, ht) = (1060.0, 300.0);
     let (l, r, t, b) = (44.0, 16.0, 30.0, 40.0);
     let mut counts = [0usize; 20];
@@ -332,18 +269,16 @@ fn tau_histogram_svg(report: &Report) -> String {
         }
     }
     let (top, step) = count_axis(counts.iter().copied().max().unwrap_or(0));
-    let mut h = String::new();
-    svg_open(&mut h, w, ht, "histogram of Kendall tau-b over groups");
+    let mut p = Plot::new(w, ht, "histogram of Kendall tau-b over groups");
     let (x0, x1, y0, y1) = (l, w - r, t, ht - b);
-    count_grid(&mut h, x0, x1, y0, y1, top, step);
+    p.count_grid(x0, x1, y0, y1, top, step);
     let bw = (x1 - x0) / 20.0;
     let yof = |c: usize| y1 - (y1 - y0) * c as f64 / top as f64;
     for (i, &c) in counts.iter().enumerate() {
         let lo = -1.0 + i as f64 / 10.0;
         let color = if lo < 0.0 { COLOR_TAU_NEG } else { COLOR_TAU };
         let tip = format!("{c} groups with τ-b in [{lo:.1}, {:.1})", lo + 0.1);
-        rect(
-            &mut h,
+        p.bar(
             x0 + bw * (i as f64 + 0.08),
             yof(c),
             bw * 0.84,
@@ -355,28 +290,19 @@ fn tau_histogram_svg(report: &Report) -> String {
     for i in 0..=10 {
         let v = -1.0 + i as f64 * 0.2;
         let x = x0 + (x1 - x0) * i as f64 / 10.0;
-        line(&mut h, x, y1, x, y1 + 4.0, MUTED, "");
-        text(&mut h, x, y1 + 16.0, "middle", MUTED, &fmt_tick(v));
+        p.line(x, y1, x, y1 + 4.0, MUTED);
+        p.text(x, y1 + 16.0, "middle", MUTED, &fmt_tick(v));
     }
-    text(
-        &mut h,
-        (x0 + x1) / 2.0,
-        ht - 6.0,
-        "middle",
-        INK,
-        "Kendall τ-b",
-    );
-    text(&mut h, 4.0, 14.0, "start", INK, "groups");
-    text(
-        &mut h,
+    p.text((x0 + x1) / 2.0, ht - 6.0, "middle", INK, "Kendall τ-b");
+    p.text(4.0, 14.0, "start", INK, "groups");
+    p.text(
         x1,
         14.0,
         "end",
         MUTED,
         &format!("{undefined} undefined · {failed} failed, not drawn"),
     );
-    h.push_str("</svg>");
-    h
+    p
 }
 
 #[cfg(test)]
