@@ -8,21 +8,34 @@ use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError};
 use crate::domain::config_path::in_folder;
-use crate::model::hub::config_model_path;
 
 impl Config {
     /// Reads every relative path the file (`text`) wrote from `folder`, the file's own.
     pub(super) fn read_paths_from(&mut self, folder: &Path, text: &str) {
         let join = |p: &mut PathBuf| *p = in_folder(folder, p);
-        self.prompts_dir.as_mut().map(join);
-        self.rubrics_dir.as_mut().map(join);
-        self.server.api_keys_file.as_mut().map(join);
+        for p in [
+            &mut self.prompts_dir,
+            &mut self.rubrics_dir,
+            &mut self.server.api_keys_file,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            join(p);
+        }
         if writes_store_path(text) {
             join(&mut self.store.path);
         }
         for local in self.judges.values_mut().filter_map(|j| j.as_local_mut()) {
-            local.model_path = config_model_path(folder, &local.model_path);
-            local.adapter.as_mut().map(join);
+            // Built without the `local` feature, gavel builds no local judge (it says so at
+            // start-up), and whether a path reads as a Hugging Face id is the model code's.
+            #[cfg(feature = "local")]
+            {
+                local.model_path = crate::model::hub::config_model_path(folder, &local.model_path);
+            }
+            if let Some(a) = local.adapter.as_mut() {
+                join(a);
+            }
         }
     }
 

@@ -4,7 +4,8 @@
 //!   group too large for the judge's context), their prompts and cache keys;
 //! - [`run`]: each sample through the cache and single-flight (one judge call for concurrent
 //!   requests that need the same verdict, across replicas too) to the judge;
-//! - [`ask`]: one judge call, parse, one structural re-ask;
+//! - [`ask`]: one judge call, parse, one structural re-ask ([`ask_probes`] for a probability
+//!   mode: every prompt's reading, then the explanations);
 //! - [`aggregate`]: the samples' scores back into one judge component per trajectory.
 //!
 //! And [`render`]: a request's first prompt, planned as scoring plans it, without a judge call.
@@ -23,6 +24,7 @@ use crate::judge::Panel;
 
 mod aggregate;
 mod ask;
+mod ask_probes;
 mod plan;
 mod render;
 mod run;
