@@ -128,8 +128,8 @@ impl<'de> Deserialize<'de> for Content {
     }
 }
 
-/// One content part as sent: any JSON value, so that a part of another shape is refused for
-/// what it lacks (its `type`, its text) rather than for its shape.
+// One content part as sent: any JSON value, so that a part of another shape is refused for
+// what it lacks (its `type`, its text) rather than for its shape; an object in the document.
 #[derive(Debug, ToSchema)]
 #[schema(value_type = Map<String, Value>)]
 pub struct Part(pub Value);
@@ -140,11 +140,12 @@ impl<'de> Deserialize<'de> for Part {
     }
 }
 
-/// An OpenAI chat message. Also an OpenAI `Choice` as ART logs the sampled turns: no `role`,
-/// the message inside (`message`).
+/// An OpenAI chat message.
+// Also an OpenAI `Choice` as ART logs the sampled turns: no `role`, the message inside
+// (`message`). (Comments, not doc comments: the document shows those.)
 #[derive(Debug, Default, ToSchema)]
 pub struct Message {
-    /// `None` only for a choice (a message without one is refused).
+    // `None` only for a choice (a message without one is refused).
     #[schema(inline, value_type = Role)]
     pub role: Option<Role>,
     /// A string, null, or a list of content parts (text parts are read).
@@ -278,7 +279,7 @@ fn refuse_near_miss<E: de::Error>(
 #[derive(Debug, ToSchema)]
 pub struct ToolCall {
     pub id: Option<String>,
-    /// Read as any value and ignored: every call is a function call.
+    // Read as any value and ignored: every call is a function call.
     #[serde(rename = "type")]
     #[schema(value_type = Option<String>)]
     pub kind: Option<IgnoredAny>,

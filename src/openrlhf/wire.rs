@@ -50,7 +50,8 @@ impl<'de> Deserialize<'de> for Strings {
     }
 }
 
-/// A dataset's label: text, a number or a flag, read as text.
+// A dataset's label: text, a number or a flag, read as text (no doc comment: the document
+// would show it).
 #[derive(Debug, ToSchema)]
 #[serde(untagged)]
 pub enum Label {
@@ -59,7 +60,7 @@ pub enum Label {
     Flag(bool),
 }
 
-/// A numeric label as written (`4120`, not `4120.0`, however large); a number in the document.
+// A numeric label as written (`4120`, not `4120.0`, however large); a number in the document.
 #[derive(Debug)]
 pub struct LabelNumber(pub Number);
 

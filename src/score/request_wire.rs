@@ -354,8 +354,9 @@ impl<'de> Deserialize<'de> for Permutations {
 }
 
 /// A verifier spec. See the verifiers table of docs/rewards.md for each type's fields; every
-/// verifier also takes `name` and `weight`. The document's only: a request's verifiers are
-/// read as JSON and compiled by `domain::verify`, which knows every type's own fields.
+/// verifier also takes `name` and `weight`.
+// The document's only: a request's verifiers are read as JSON and compiled by
+// `domain::verify`, which knows every type's own fields.
 #[derive(ToSchema)]
 pub struct Verifier {
     #[serde(rename = "type")]
