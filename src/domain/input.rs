@@ -4,13 +4,56 @@
 //! become the same `path: problem` as the hand-written checks. Plain functions on JSON values
 //! and strings; no I/O.
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Number, Value};
 
-use crate::domain::trajectory::{type_name, InputError};
-
 pub use super::spelling::{nearest, unknown_field};
+
+/// A refusal of input, naming where the problem is. `Display` is the message returned to the
+/// caller, e.g. `trajectories[2].messages[5].tool_call_id: missing (required for role "tool")`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct InputError {
+    pub path: String,
+    pub problem: String,
+}
+
+impl InputError {
+    pub fn new(path: impl Into<String>, problem: impl Into<String>) -> Self {
+        InputError {
+            path: path.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// The same refusal with its path under `prefix` (`messages[1]` under `trajectories[0]`;
+    /// an empty path is the prefix itself).
+    pub fn under(self, prefix: &str) -> InputError {
+        let path = if prefix.is_empty() {
+            self.path
+        } else if self.path.is_empty() {
+            prefix.to_string()
+        } else if self.path.starts_with('[') {
+            format!("{prefix}{}", self.path)
+        } else {
+            format!("{prefix}.{}", self.path)
+        };
+        InputError { path, ..self }
+    }
+}
+
+/// "a string", "an array", …: how errors name the JSON type they got.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
 
 /// Where an integer was expected and `n` is not one that fits: "too large: N" for an integer
 /// beyond what the field can hold (JSON keeps such a number only as the nearest float, which
@@ -123,8 +166,8 @@ pub fn is_field_path(path: &str) -> bool {
 
 /// `value` deserialized as `T`; a refusal names the field under `at` and says what is wrong
 /// the way the hand-written checks do.
-pub fn deserialize<T: DeserializeOwned>(value: &Value, at: &str) -> Result<T, InputError> {
-    serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+pub fn deserialize<'a, T: Deserialize<'a>>(value: &'a Value, at: &str) -> Result<T, InputError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let mut node = Some(value);
         let mut path = at.to_string();
         for seg in e.path().iter() {
@@ -143,6 +186,36 @@ pub fn deserialize<T: DeserializeOwned>(value: &Value, at: &str) -> Result<T, In
         }
         serde_problem(path, node, &e.into_inner().to_string())
     })
+}
+
+/// The fields serde's derive reads of the struct `T`, as the derive itself lists them, so that
+/// no list of them is kept by hand beside the type (serde hands the list to the deserializer).
+pub fn struct_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{Error, Visitor};
+    struct Fields<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Fields<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(Error::custom("fields read"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Fields(&mut fields));
+    fields
 }
 
 fn join(path: &str, key: &str) -> String {

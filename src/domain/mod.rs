@@ -24,5 +24,6 @@ pub mod secret;
 pub mod spelling;
 pub mod stats;
 pub mod trajectory;
+pub mod trajectory_wire;
 pub mod verdict;
 pub mod verify;

@@ -29,12 +29,22 @@ pub fn nearest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
 /// own (a trajectory logged by a framework, an OpenAI message): any other unknown key is
 /// theirs to keep, but a near miss of one gavel reads would be silently ignored.
 pub fn misspelt<'a>(obj: &Map<String, Value>, known: &[&'a str]) -> Option<(String, &'a str)> {
-    obj.keys()
-        .filter(|k| !known.contains(&k.as_str()))
+    near_miss(obj.keys(), known, |n| obj.contains_key(n)).map(|(k, n)| (k.clone(), n))
+}
+
+/// As [`misspelt`], for the keys of an object being deserialized: the first of `keys` that is
+/// not known and looks like a misspelling of a known field for which `present` is false.
+pub fn near_miss<'k, 'a, K: AsRef<str> + 'k>(
+    keys: impl IntoIterator<Item = &'k K>,
+    known: &[&'a str],
+    present: impl Fn(&str) -> bool,
+) -> Option<(&'k K, &'a str)> {
+    keys.into_iter()
+        .filter(|k| !known.contains(&k.as_ref()))
         .find_map(|k| {
-            nearest(k, known)
-                .filter(|n| !obj.contains_key(*n))
-                .map(|n| (k.clone(), n))
+            nearest(k.as_ref(), known)
+                .filter(|n| !present(n))
+                .map(|n| (k, n))
         })
 }
 

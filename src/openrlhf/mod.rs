@@ -7,18 +7,22 @@
 
 pub mod assemble;
 pub mod config;
+pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
+use crate::domain::input::deserialize;
 use crate::domain::rubric::Rubric;
 use crate::domain::trajectory::{type_name, InputError, Message, Role, Trajectory};
 use crate::score::{RubricRef, ScoreRequest, ScoreResponse};
 pub use config::OpenRlhfConfig;
 
-/// Every field a `/get_reward` body may have.
-pub const FIELDS: &[&str] = &["query", "prompts", "labels"];
+/// Every field a `/get_reward` body may have: serde's own list, from the type it parses into.
+pub fn fields() -> &'static [&'static str] {
+    crate::domain::input::struct_fields::<wire::GetRewardRequest>()
+}
 
 /// One sampled response to score.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,55 +44,29 @@ impl Sample {
 
 /// Reads a `/get_reward` body. `strip_suffixes` are cut from the end of each response.
 pub fn parse_request(v: &Value, strip_suffixes: &[String]) -> Result<Vec<Sample>, InputError> {
-    let obj = v.as_object().ok_or_else(|| {
-        InputError::new(
+    if !v.is_object() {
+        return Err(InputError::new(
             "body",
             format!(
                 "expected an object with \"query\" and \"prompts\", got {}",
                 type_name(v)
             ),
-        )
-    })?;
-    if let Some(k) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(InputError::new(
-            k.clone(),
-            crate::domain::input::unknown_field(k, FIELDS, "known"),
         ));
     }
-    let strings = |field: &str| -> Result<Vec<String>, InputError> {
-        let missing = || {
-            let why = match field {
-                "prompts" => {
-                    "missing (gavel groups samples by prompt; OpenRLHF sends it with the queries)"
-                }
-                _ => "missing",
-            };
-            InputError::new(field, why)
-        };
-        let arr = match obj.get(field) {
-            None | Some(Value::Null) => return Err(missing()),
-            Some(Value::Array(a)) => a,
-            Some(other) => {
-                return Err(InputError::new(
-                    field,
-                    format!("expected an array of strings, got {}", type_name(other)),
-                ))
-            }
-        };
-        arr.iter()
-            .enumerate()
-            .map(|(i, s)| {
-                s.as_str().map(str::to_string).ok_or_else(|| {
-                    InputError::new(
-                        format!("{field}[{i}]"),
-                        format!("expected a string, got {}", type_name(s)),
-                    )
-                })
-            })
-            .collect()
-    };
-    let queries = strings("query")?;
-    let prompts = strings("prompts")?;
+    let body: wire::GetRewardRequest = deserialize(v, "")?;
+    let queries = body
+        .query
+        .ok_or_else(|| InputError::new("query", "missing"))?
+        .0;
+    let prompts = body
+        .prompts
+        .ok_or_else(|| {
+            InputError::new(
+                "prompts",
+                "missing (gavel groups samples by prompt; OpenRLHF sends it with the queries)",
+            )
+        })?
+        .0;
     if queries.is_empty() {
         return Err(InputError::new("query", "no samples"));
     }
@@ -102,27 +80,18 @@ pub fn parse_request(v: &Value, strip_suffixes: &[String]) -> Result<Vec<Sample>
             ),
         ));
     }
-    let labels: Vec<Option<String>> = match obj.get("labels") {
-        None | Some(Value::Null) => vec![None; queries.len()],
-        Some(Value::Array(a)) if a.len() == queries.len() => a
-            .iter()
-            .enumerate()
-            .map(|(i, l)| match l {
-                Value::Null => Ok(None),
-                Value::String(s) if s.trim().is_empty() => Ok(None),
-                Value::String(s) => Ok(Some(s.clone())),
-                Value::Number(n) => Ok(Some(n.to_string())),
-                Value::Bool(b) => Ok(Some(b.to_string())),
-                other => Err(InputError::new(
-                    format!("labels[{i}]"),
-                    format!(
-                        "expected a string, a number or null, got {}",
-                        type_name(other)
-                    ),
-                )),
+    let labels: Vec<Option<String>> = match body.labels {
+        None => vec![None; queries.len()],
+        Some(a) if a.len() == queries.len() => a
+            .into_iter()
+            .map(|l| match l? {
+                wire::Label::Text(s) if s.trim().is_empty() => None,
+                wire::Label::Text(s) => Some(s),
+                wire::Label::Number(wire::LabelNumber(n)) => Some(n.to_string()),
+                wire::Label::Flag(b) => Some(b.to_string()),
             })
-            .collect::<Result<_, _>>()?,
-        Some(Value::Array(a)) => {
+            .collect(),
+        Some(a) => {
             return Err(InputError::new(
                 "labels",
                 format!(
@@ -130,12 +99,6 @@ pub fn parse_request(v: &Value, strip_suffixes: &[String]) -> Result<Vec<Sample>
                     a.len(),
                     queries.len()
                 ),
-            ))
-        }
-        Some(other) => {
-            return Err(InputError::new(
-                "labels",
-                format!("expected an array, got {}", type_name(other)),
             ))
         }
     };
@@ -305,7 +268,12 @@ pub fn response_body(answers: &[SampleReward]) -> Value {
             logs.insert(name.clone(), json!(values));
         }
     }
-    json!({"rewards": rewards, "scores": rewards, "extra_logs": logs})
+    let body = wire::GetRewardResponse {
+        scores: rewards.clone(),
+        rewards,
+        extra_logs: logs,
+    };
+    serde_json::to_value(body).expect("plain data serialises")
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod probes;
 mod readings;
 mod reference;
 pub mod request;
+pub mod request_wire;
 pub mod response;
 mod reward_plan;
 pub mod samples;

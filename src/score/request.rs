@@ -1,14 +1,17 @@
-//! Scoring requests: validated from JSON, with every refusal naming its field.
+//! Scoring requests: deserialized into `request_wire`'s types, then validated here (the
+//! group's size, a panel's names, the bounds of each option), every refusal naming its field.
 
 use serde_json::Value;
 
-use crate::domain::input::{deserialize, not_an_integer, unknown_field};
+use super::request_wire as wire;
+pub use super::request_wire::{
+    OnJudgeError, MAX_BATCH_GROUPS, MAX_PANEL, MAX_PERMUTATIONS, MAX_VERIFIERS,
+};
+use crate::domain::input::{deserialize, not_an_integer, struct_fields};
 use crate::domain::prompt::JudgeMode;
 use crate::domain::reward::{Policy, ScaleRewards};
 use crate::domain::rubric::RubricSpec;
-use crate::domain::trajectory::{
-    parse_trajectories, type_name, InputError, ReasoningRule, Trajectory,
-};
+use crate::domain::trajectory::{trajectories_from_wire, InputError, ReasoningRule, Trajectory};
 use crate::judge::Aggregate;
 
 /// A rubric named in the request or given inline.
@@ -17,17 +20,6 @@ pub enum RubricRef {
     Named(String),
     /// Boxed: a spec is ten times the size of a name.
     Inline(Box<RubricSpec>),
-}
-
-/// What to do when the judge fails after its retries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, utoipa::ToSchema)]
-#[schema(rename_all = "lowercase")]
-pub enum OnJudgeError {
-    /// Fail the request with the judge's error (HTTP 502/503/504).
-    #[default]
-    Fail,
-    /// Answer with `reward: null` for every trajectory ("no reward": advantage 0).
-    Null,
 }
 
 /// A validated request to score one group.
@@ -56,32 +48,10 @@ pub struct ScoreRequest {
     pub reasoning: Option<ReasoningRule>,
 }
 
-/// Every field a scoring request may have.
-pub const REQUEST_FIELDS: &[&str] = &[
-    "trajectories",
-    "rubric",
-    "judge",
-    "permutations",
-    "aggregate",
-    "tools",
-    "reference",
-    "judge_mode",
-    "verifiers",
-    "policy",
-    "scale_rewards",
-    "on_judge_error",
-    "reasoning",
-];
-
-/// Most orders one group may be judged in.
-pub const MAX_PERMUTATIONS: u32 = 16;
-
-/// Most judges in one request's panel. No deployment configures more, and the limit keeps a
-/// hostile panel of millions of names from costing more than a glance.
-pub const MAX_PANEL: usize = 16;
-
-/// Most verifiers one request (or one rubric plus the request's overrides) may carry.
-pub const MAX_VERIFIERS: usize = 64;
+/// Every field a scoring request may have: serde's own list, from the type it parses into.
+pub fn request_fields() -> &'static [&'static str] {
+    struct_fields::<wire::Group>()
+}
 
 /// A number of orders checked against [`MAX_PERMUTATIONS`], refused in the words the API and the
 /// CLI's `--permutations` share (`expected an integer from 1 to 16, got 17`).
@@ -96,11 +66,7 @@ pub fn check_permutations(k: u64) -> Result<u32, String> {
 
 /// `e` with its path under `prefix` (e.g. `groups[2]`).
 pub(crate) fn prefixed(prefix: &str, e: InputError) -> InputError {
-    if prefix.is_empty() {
-        e
-    } else {
-        InputError::new(format!("{prefix}.{}", e.path), e.problem)
-    }
+    e.under(prefix)
 }
 
 impl ScoreRequest {
@@ -134,152 +100,128 @@ impl ScoreRequest {
         max_group_size: usize,
         at: &str,
     ) -> Result<ScoreRequest, InputError> {
-        let fail = |path: &str, problem: &str| prefixed(at, InputError::new(path, problem));
-        let obj = match v {
+        match v {
+            // A bare array is the group's trajectories, and its refusals name them so.
             Value::Array(_) => {
-                return parse_trajectories(v, max_group_size)
+                let list = deserialize(v, &join(at, "trajectories"))?;
+                trajectories_from_wire(list, max_group_size)
                     .map(ScoreRequest::new)
-                    .map_err(|e| prefixed(at, e))
+                    .map_err(|e| e.under(at))
             }
-            Value::Object(o) => o,
-            _ => {
-                let path = if at.is_empty() { "body" } else { at };
-                return Err(InputError::new(
-                    path,
-                    "expected a JSON object with \"trajectories\"",
-                ));
+            Value::Object(_) => {
+                let group: wire::Group = deserialize(v, at)?;
+                ScoreRequest::from_wire(group, max_group_size).map_err(|e| e.under(at))
             }
-        };
-        if let Some(k) = obj.keys().find(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
-            return Err(fail(k, &unknown_field(k, REQUEST_FIELDS, "known")));
-        }
-        let trajectories = parse_trajectories(
-            obj.get("trajectories")
-                .ok_or_else(|| fail("trajectories", "missing"))?,
-            max_group_size,
-        )
-        .map_err(|e| prefixed(at, e))?;
-        let mut req = ScoreRequest::new(trajectories);
-        req.rubric = match obj.get("rubric") {
-            None | Some(Value::Null) => RubricRef::Named("default".into()),
-            Some(Value::String(s)) => RubricRef::Named(s.clone()),
-            Some(o @ Value::Object(_)) => RubricRef::Inline(Box::new(
-                deserialize(o, "rubric").map_err(|e| prefixed(at, e))?,
+            _ => Err(InputError::new(
+                if at.is_empty() { "body" } else { at },
+                wire::NOT_A_GROUP,
             )),
-            Some(_) => {
-                return Err(fail(
-                    "rubric",
-                    "expected a rubric name or an object with \"text\"",
-                ))
+        }
+    }
+
+    /// A request body's text parsed straight into the request, without a JSON tree: the
+    /// daemon's common case. `None` when the text is refused (or is not JSON): its refusal is
+    /// [`ScoreRequest::from_json`]'s on the JSON value, in the same words wherever it arises.
+    pub fn from_text(text: &[u8], max_group_size: usize) -> Option<ScoreRequest> {
+        match serde_json::from_slice(text).ok()? {
+            wire::ScoreRequest::Group(g) => ScoreRequest::from_wire(g, max_group_size).ok(),
+            wire::ScoreRequest::Bare(wire::TrajectoryArray(list)) => {
+                trajectories_from_wire(list, max_group_size)
+                    .ok()
+                    .map(ScoreRequest::new)
             }
+        }
+    }
+
+    /// What a deserialized request means, for groups of at most `max_group_size`; errors name
+    /// the request's field.
+    pub fn from_wire(g: wire::Group, max_group_size: usize) -> Result<ScoreRequest, InputError> {
+        let mut req = ScoreRequest::new(trajectories_from_wire(g.trajectories, max_group_size)?);
+        req.rubric = match g.rubric {
+            None => RubricRef::Named("default".into()),
+            Some(wire::RubricRef::Name(s)) => RubricRef::Named(s),
+            Some(wire::RubricRef::Inline(spec)) => RubricRef::Inline(spec),
         };
-        req.judges = match obj.get("judge") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) if a.len() > MAX_PANEL => {
-                return Err(fail(
-                    "judge",
-                    &format!("a panel has at most {MAX_PANEL} judges, got {}", a.len()),
-                ))
-            }
-            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {
-                let names: Vec<String> = a
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect();
-                let mut seen = std::collections::HashSet::new();
-                if let Some(d) = names.iter().find(|n| !seen.insert(n.as_str())) {
-                    return Err(fail("judge", &format!("{d:?} appears twice in the panel")));
+        req.judges = match g.judge {
+            None => Vec::new(),
+            Some(wire::JudgeRef::One(name)) => vec![name],
+            Some(wire::JudgeRef::Panel(wire::Panel(names))) => panel(names)?,
+        };
+        req.permutations = match g.permutations {
+            None => None,
+            Some(wire::Permutations(n)) => Some(match n.as_u64() {
+                Some(k) => check_permutations(k).map_err(|m| InputError::new("permutations", m))?,
+                None => {
+                    let expected = wire::permutations_expected();
+                    return Err(InputError::new(
+                        "permutations",
+                        not_an_integer(&n, &expected),
+                    ));
                 }
-                names
+            }),
+        };
+        req.aggregate = g.aggregate.unwrap_or(Aggregate::Mean);
+        req.tools = g.tools.map(Value::Array);
+        req.reference = match g.reference {
+            Some(s) if s.trim().is_empty() => {
+                return Err(InputError::new("reference", wire::REFERENCE))
             }
-            Some(_) => {
-                return Err(fail(
-                    "judge",
-                    "expected a judge name or a non-empty array of judge names",
-                ))
-            }
+            r => r,
         };
-        req.permutations = match obj.get("permutations") {
-            None | Some(Value::Null) => None,
-            Some(v) => {
-                let expected = format!("an integer from 1 to {MAX_PERMUTATIONS}");
-                match v {
-                    Value::Number(n) => match n.as_u64() {
-                        Some(k) => {
-                            Some(check_permutations(k).map_err(|m| fail("permutations", &m))?)
-                        }
-                        None => return Err(fail("permutations", &not_an_integer(n, &expected))),
-                    },
-                    other => {
-                        return Err(fail(
-                            "permutations",
-                            &format!("expected {expected}, got {}", type_name(other)),
-                        ))
-                    }
-                }
-            }
-        };
-        req.aggregate = match obj.get("aggregate") {
-            None | Some(Value::Null) => Aggregate::Mean,
-            Some(v) => serde_json::from_value(v.clone())
-                .map_err(|_| fail("aggregate", "expected \"mean\" or \"median\""))?,
-        };
-        req.tools = match obj.get("tools") {
-            None | Some(Value::Null) => None,
-            Some(t @ Value::Array(_)) => Some(t.clone()),
-            Some(_) => return Err(fail("tools", "expected an array of tool definitions")),
-        };
-        req.reference = match obj.get("reference") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
-            Some(_) => {
-                return Err(fail(
-                    "reference",
-                    "expected a non-empty string: the reference answer shown to the judge",
-                ))
-            }
-        };
-        req.judge_mode = match obj.get("judge_mode") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(
-                serde_json::from_value(v.clone())
-                    .map_err(|_| fail("judge_mode", &format!("expected {}", JudgeMode::NAMES)))?,
-            ),
-        };
-        req.verifiers = match obj.get("verifiers") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) if a.len() > MAX_VERIFIERS => {
-                return Err(fail(
-                    "verifiers",
-                    &format!("at most {MAX_VERIFIERS} verifiers, got {}", a.len()),
-                ))
-            }
-            Some(Value::Array(a)) => a.clone(),
-            Some(_) => return Err(fail("verifiers", "expected an array of verifier objects")),
-        };
-        req.policy = match obj.get("policy") {
-            None | Some(Value::Null) => None,
-            Some(p) => Some(deserialize(p, "policy").map_err(|e| prefixed(at, e))?),
-        };
-        req.scale_rewards = match obj.get("scale_rewards") {
-            None | Some(Value::Null) => ScaleRewards::Group,
-            Some(s) => serde_json::from_value(s.clone())
-                .map_err(|_| fail("scale_rewards", "expected \"group\", \"batch\" or \"none\""))?,
-        };
-        req.on_judge_error = match obj.get("on_judge_error").map(|v| v.as_str()) {
-            None | Some(Some("fail")) => OnJudgeError::Fail,
-            Some(Some("null")) => OnJudgeError::Null,
-            Some(_) => return Err(fail("on_judge_error", "expected \"fail\" or \"null\"")),
-        };
-        req.reasoning = match obj.get("reasoning") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(
-                serde_json::from_value(v.clone())
-                    .map_err(|_| fail("reasoning", "expected \"drop\" or \"show\""))?,
-            ),
-        };
+        req.judge_mode = g.judge_mode;
+        req.verifiers = g.verifiers.unwrap_or_default();
+        if req.verifiers.len() > MAX_VERIFIERS {
+            return Err(InputError::new(
+                "verifiers",
+                format!(
+                    "at most {MAX_VERIFIERS} verifiers, got {}",
+                    req.verifiers.len()
+                ),
+            ));
+        }
+        req.policy = g.policy;
+        req.scale_rewards = g.scale_rewards.unwrap_or(ScaleRewards::Group);
+        req.on_judge_error = g.on_judge_error;
+        req.reasoning = g.reasoning;
         Ok(req)
+    }
+}
+
+/// A panel's judges: 1..=[`MAX_PANEL`] names, none twice.
+fn panel(names: Vec<Value>) -> Result<Vec<String>, InputError> {
+    if names.len() > MAX_PANEL {
+        return Err(InputError::new(
+            "judge",
+            format!(
+                "a panel has at most {MAX_PANEL} judges, got {}",
+                names.len()
+            ),
+        ));
+    }
+    let names = names
+        .into_iter()
+        .map(|n| match n {
+            Value::String(s) => Some(s),
+            _ => None,
+        })
+        .collect::<Option<Vec<String>>>()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| InputError::new("judge", wire::JUDGE))?;
+    let mut seen = std::collections::HashSet::new();
+    if let Some(d) = names.iter().find(|n| !seen.insert(n.as_str())) {
+        return Err(InputError::new(
+            "judge",
+            format!("{d:?} appears twice in the panel"),
+        ));
+    }
+    Ok(names)
+}
+
+fn join(at: &str, field: &str) -> String {
+    if at.is_empty() {
+        field.to_string()
+    } else {
+        format!("{at}.{field}")
     }
 }
 
@@ -292,27 +234,32 @@ pub struct BatchRequest {
     pub scale_rewards: ScaleRewards,
 }
 
-/// Most groups in one batch request.
-pub const MAX_BATCH_GROUPS: usize = 1024;
-
 impl BatchRequest {
     pub fn from_json(v: &Value, max_group_size: usize) -> Result<BatchRequest, InputError> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| InputError::new("body", "expected a JSON object with \"groups\""))?;
-        if let Some(k) = obj
-            .keys()
-            .find(|k| !["groups", "scale_rewards"].contains(&k.as_str()))
-        {
+        if !v.is_object() {
             return Err(InputError::new(
-                k.clone(),
-                unknown_field(k, &["groups", "scale_rewards"], "known"),
+                "body",
+                "expected a JSON object with \"groups\"",
             ));
         }
-        let groups = obj
-            .get("groups")
-            .and_then(Value::as_array)
-            .ok_or_else(|| InputError::new("groups", "missing or not an array"))?;
+        let batch: wire::BatchRequest = deserialize(v, "").map_err(|e| bare_group_named(v, e))?;
+        BatchRequest::from_wire(batch, max_group_size)
+    }
+
+    /// As [`ScoreRequest::from_text`], for a batch.
+    pub fn from_text(text: &[u8], max_group_size: usize) -> Option<BatchRequest> {
+        let batch = serde_json::from_slice(text).ok()?;
+        BatchRequest::from_wire(batch, max_group_size).ok()
+    }
+
+    /// What a deserialized batch means; errors name the group (`groups[2].trajectories`).
+    pub fn from_wire(
+        b: wire::BatchRequest,
+        max_group_size: usize,
+    ) -> Result<BatchRequest, InputError> {
+        let wire::Groups(groups) = b
+            .groups
+            .ok_or_else(|| InputError::new("groups", wire::GROUPS))?;
         if groups.is_empty() || groups.len() > MAX_BATCH_GROUPS {
             return Err(InputError::new(
                 "groups",
@@ -322,21 +269,45 @@ impl BatchRequest {
                 ),
             ));
         }
-        let scale_rewards = match obj.get("scale_rewards") {
-            None | Some(Value::Null) => ScaleRewards::Group,
-            Some(s) => serde_json::from_value(s.clone()).map_err(|_| {
-                InputError::new("scale_rewards", "expected \"group\", \"batch\" or \"none\"")
-            })?,
-        };
+        let scale_rewards = b.scale_rewards.unwrap_or(ScaleRewards::Group);
         let groups = groups
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(i, g)| ScoreRequest::from_json_at(g, max_group_size, &format!("groups[{i}]")))
+            .map(|(i, g)| {
+                let group = match g {
+                    wire::ScoreRequest::Group(g) => ScoreRequest::from_wire(g, max_group_size),
+                    wire::ScoreRequest::Bare(wire::TrajectoryArray(list)) => {
+                        trajectories_from_wire(list, max_group_size).map(ScoreRequest::new)
+                    }
+                };
+                group.map_err(|e| e.under(&format!("groups[{i}]")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(BatchRequest {
             groups,
             scale_rewards,
         })
+    }
+}
+
+/// serde's path into a group sent as a bare array (`groups[1][0]`) as the API names it: the
+/// array is that group's `trajectories` (`groups[1].trajectories[0]`).
+fn bare_group_named(v: &Value, e: InputError) -> InputError {
+    let Some(rest) = e.path.strip_prefix("groups[") else {
+        return e;
+    };
+    let Some((index, after)) = rest.split_once(']') else {
+        return e;
+    };
+    let bare = index
+        .parse::<usize>()
+        .ok()
+        .is_some_and(|i| v["groups"][i].is_array());
+    if bare && after.starts_with('[') {
+        let path = format!("groups[{index}].trajectories{after}");
+        InputError::new(path, e.problem)
+    } else {
+        e
     }
 }
 
@@ -362,6 +333,87 @@ mod tests {
         assert!(
             e.to_string().starts_with("groups[0].polcy: unknown field"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn the_text_parses_as_the_json_value_does() {
+        let ok = json!({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]});
+        let accepted = [
+            json!({"trajectories": [ok, [{"role": "developer", "content": "s"}, {"role": "assistant", "content": [{"type": "text", "text": "a"}]}]],
+                   "judge": ["a", "b"], "permutations": 3, "reference": "r", "on_judge_error": "null",
+                   "tools": [{"type": "function"}], "rubric": {"text": "Be right."}}),
+            json!([ok, {"messages_and_choices": [{"role": "user", "content": "q"},
+                    {"finish_reason": "stop", "message": {"role": "assistant", "content": "a"}}], "reward": 1}]),
+        ];
+        for body in accepted {
+            let text = body.to_string();
+            let from_text = ScoreRequest::from_text(text.as_bytes(), 64).expect("accepted");
+            let from_json = ScoreRequest::from_json(&body, 64).unwrap();
+            assert_eq!(format!("{from_text:?}"), format!("{from_json:?}"));
+        }
+        let refused = [
+            json!({"trajectories": [{"messages": [{"role": "robot", "content": "q"}]}]}),
+            json!({"trajectories": [ok], "permutations": 17}),
+            json!({"trajectories": [ok], "judge": ["a", "a"]}),
+            json!({"trajectories": [ok, ok], "polcy": {}}),
+            json!([ok, ok, ok]),
+        ];
+        for body in refused {
+            assert!(
+                ScoreRequest::from_text(body.to_string().as_bytes(), 2).is_none(),
+                "{body}"
+            );
+            assert!(ScoreRequest::from_json(&body, 2).is_err(), "{body}");
+        }
+        assert!(ScoreRequest::from_text(b"{\"trajectories\": [", 64).is_none());
+        // A key twice: the JSON value keeps the last, and so does the request, by way of the value.
+        let twice = r#"{"trajectories": [[{"role": "assistant", "content": "a"}]], "permutations": 2, "permutations": 3}"#;
+        assert!(ScoreRequest::from_text(twice.as_bytes(), 64).is_none());
+        let value: Value = serde_json::from_str(twice).unwrap();
+        assert_eq!(
+            ScoreRequest::from_json(&value, 64).unwrap().permutations,
+            Some(3)
+        );
+        let batch = json!({"groups": [[ok], {"trajectories": [ok]}], "scale_rewards": "batch"});
+        let from_text = BatchRequest::from_text(batch.to_string().as_bytes(), 64).unwrap();
+        let from_json = BatchRequest::from_json(&batch, 64).unwrap();
+        assert_eq!(format!("{from_text:?}"), format!("{from_json:?}"));
+    }
+
+    #[test]
+    fn the_request_fields_are_serdes_list() {
+        assert_eq!(
+            request_fields(),
+            [
+                "trajectories",
+                "rubric",
+                "judge",
+                "permutations",
+                "aggregate",
+                "tools",
+                "reference",
+                "judge_mode",
+                "verifiers",
+                "policy",
+                "scale_rewards",
+                "on_judge_error",
+                "reasoning",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bare_group_in_a_batch_names_its_trajectories() {
+        let e = BatchRequest::from_json(
+            &json!({"groups": [[{"messages": [{"role": "assistant", "content": 5}]}]]}),
+            64,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "groups[0].trajectories[0].messages[0].content: expected a string, null or a list of \
+             text parts, got a number"
         );
     }
 

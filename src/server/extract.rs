@@ -31,10 +31,17 @@ impl FromRequestParts<AppState> for Admitted {
 /// A request body the daemon parses from JSON, refusing it with the typed error its own
 /// validation names.
 pub trait ParseBody: Sized {
+    /// The body straight from its text, through the types it deserializes into (no JSON tree
+    /// built): `None` when it is refused, and [`ParseBody::parse`] then says why.
+    fn parse_text(text: &[u8], state: &AppState) -> Option<Self>;
     fn parse(value: &Value, state: &AppState) -> Result<Self, ApiError>;
 }
 
 impl ParseBody for ScoreRequest {
+    fn parse_text(text: &[u8], state: &AppState) -> Option<Self> {
+        ScoreRequest::from_text(text, state.scorer.max_group_size())
+    }
+
     fn parse(value: &Value, state: &AppState) -> Result<Self, ApiError> {
         Ok(ScoreRequest::from_json(
             value,
@@ -44,6 +51,10 @@ impl ParseBody for ScoreRequest {
 }
 
 impl ParseBody for BatchRequest {
+    fn parse_text(text: &[u8], state: &AppState) -> Option<Self> {
+        BatchRequest::from_text(text, state.scorer.max_group_size())
+    }
+
     fn parse(value: &Value, state: &AppState) -> Result<Self, ApiError> {
         Ok(BatchRequest::from_json(
             value,
@@ -64,9 +75,16 @@ impl<T: ParseBody> FromRequest<AppState> for Parsed<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
-        let (value, bytes) = read_json(state, req.into_body()).await?;
-        let body = T::parse(&value, state).map_err(|e| e.as_written(&bytes))?;
-        drop(value);
+        let bytes = read_body(state, req.into_body()).await?;
+        let body = match T::parse_text(&bytes, state) {
+            Some(body) => body,
+            // Refused: the JSON value says why in the same words wherever the problem is (and
+            // a body that is not JSON is refused as such first).
+            None => {
+                let value = json(&bytes)?;
+                T::parse(&value, state).map_err(|e| e.as_written(&bytes))?
+            }
+        };
         Ok(Parsed {
             body,
             text: kept(bytes),
@@ -97,6 +115,18 @@ pub async fn within_deadline<F: Future>(state: &AppState, work: F) -> Result<F::
 /// body read and a slow body holds at most one admitted slot for a bounded time. Returns the
 /// text too, for refusals that quote a number as written ([`ApiError::as_written`]).
 pub async fn read_json(state: &AppState, body: Body) -> Result<(Value, Bytes), ApiError> {
+    let bytes = read_body(state, body).await?;
+    Ok((json(&bytes)?, bytes))
+}
+
+/// The body as JSON, or the refusal of a body that is not.
+fn json(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))
+}
+
+/// The body's bytes, at most `max_body_bytes` of them within `body_read_timeout_s`.
+async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
     let max = state.server.max_body_bytes;
     let limit = Duration::from_secs_f64(state.server.body_read_timeout_s);
     let read = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, max));
@@ -119,9 +149,7 @@ pub async fn read_json(state: &AppState, body: Body) -> Result<(Value, Bytes), A
         }
         Ok(Ok(collected)) => collected.to_bytes(),
     };
-    let value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::InvalidRequest(format!("body is not valid JSON: {e}")))?;
-    Ok((value, bytes))
+    Ok(bytes)
 }
 
 /// Admits one scoring request or refuses it at once: queueing without bound would only turn

@@ -13,9 +13,9 @@ use super::error::ApiError;
 use super::extract::{within_deadline, Admitted, Parsed};
 use super::openapi::examples as doc;
 use super::openapi::responses::{PlainErrors, RenderErrors, ScoringErrors};
-use super::openapi::wire;
 use super::ready::{Check, NotReady, Ready};
 use super::AppState;
+use crate::score::request_wire as wire;
 use crate::score::{BatchRequest, BatchResponse, RenderResponse, ScoreRequest, ScoreResponse};
 
 #[utoipa::path(

@@ -19,11 +19,11 @@ use super::error::ApiError;
 use super::extract::{read_json, within_deadline, Admitted};
 use super::openapi::examples as doc;
 use super::openapi::responses::GetRewardErrors;
-use super::openapi::wire;
 use super::AppState;
 use crate::domain::rubric::RubricError;
 use crate::judge::JudgeError;
 use crate::openrlhf::assemble::{Assembler, GroupFuture};
+use crate::openrlhf::wire;
 use crate::openrlhf::OpenRlhfConfig;
 use crate::openrlhf::{
     group_request, parse_request, response_body, split_response, LabelUse, Sample, SampleReward,

@@ -26,7 +26,7 @@ use crate::domain::rubric::RubricArg;
 /// `--permutations` is checked as a request's `permutations` is, so the flag and the field
 /// refuse alike.
 pub use crate::score::request::check_permutations;
-use crate::score::request::REQUEST_FIELDS;
+use crate::score::request::request_fields;
 use crate::score::{RubricRef, ScoreRequest, Scorer};
 
 /// Fields of a line that are not part of the scoring request: taken off the JSON object before
@@ -52,7 +52,7 @@ impl Extra for () {
 pub fn take_aside(obj: &mut Map<String, Value>) -> Map<String, Value> {
     let (request, aside) = std::mem::take(obj)
         .into_iter()
-        .partition(|(k, _)| REQUEST_FIELDS.contains(&k.as_str()));
+        .partition(|(k, _)| request_fields().contains(&k.as_str()));
     *obj = request;
     aside
 }
@@ -67,10 +67,13 @@ pub struct KeptAside(pub Map<String, Value>);
 impl Extra for KeptAside {
     fn take(obj: &mut Map<String, Value>) -> Result<KeptAside, String> {
         let aside = take_aside(obj);
-        if let Some(k) = aside.keys().find(|k| nearest(k, REQUEST_FIELDS).is_some()) {
+        if let Some(k) = aside
+            .keys()
+            .find(|k| nearest(k, request_fields()).is_some())
+        {
             return Err(format!(
                 "{k}: {}",
-                unknown_field(k, REQUEST_FIELDS, "known")
+                unknown_field(k, request_fields(), "known")
             ));
         }
         Ok(KeptAside(aside))

@@ -6,7 +6,6 @@
 
 pub(super) mod examples;
 pub(super) mod responses;
-pub mod wire;
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
@@ -32,7 +31,12 @@ verifiable rewards, cached verdicts.";
     ),
     security(("bearerAuth" = [])),
     components(
-        schemas(super::error::ErrorResponse, wire::Message, wire::Trajectory, wire::Verifier),
+        schemas(
+            super::error::ErrorResponse,
+            crate::domain::trajectory_wire::Message,
+            crate::domain::trajectory_wire::Trajectory,
+            crate::score::request_wire::Verifier,
+        ),
         responses(
             responses::Unauthorized,
             responses::InvalidRequest,
