@@ -4,7 +4,7 @@
 # shapes with random weights written on the machine, on the GPU and on the machine's CPU cores,
 # then one GRPO+LoRA step and a CUDA-vs-CPU logits check; then `gavel bench-load`: distinct
 # 4-trajectory groups through the daemon at concurrency 1, 8 and 64, groups/s, on each shape,
-# pointwise (batched probes) and listwise (verdicts decoded one at a time and together).
+# pointwise (batched questions) and listwise (verdicts decoded one at a time and together).
 # Writes $OUT/device-bench.json, $OUT/device-bench.md, $OUT/load-SHAPE/bench-load.{json,md} and
 # $OUT/load-listwise-SHAPE/bench-load.{json,md}.
 #

@@ -72,7 +72,7 @@ for s in $SEEDS; do
     run from-sft "$at_sft" --init-adapter "$sft"
     run from-sft+offline "$at_off" --init-adapter "$off"
     run from-sft+offline+filter "$at_off" --init-adapter "$off" --filter-pass-rate 0.1,0.9 \
-        --filter-pass-threshold 0.3 --filter-reprobe-every 20
+        --filter-pass-threshold 0.3 --filter-resurvey-every 20
     sed -n 's/^/  /p' "$d/select.txt"
 done
 

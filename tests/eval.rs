@@ -503,7 +503,7 @@ async fn judge_modes_side_by_side_on_a_local_model() {
         .map(|c| c["judge_mode"].as_str().unwrap())
         .collect();
     assert_eq!(conf, ["pointwise", "pairwise"]);
-    // 4 two-trajectory groups × 2 orders: listwise 1 call a judging; pointwise 2 probes (one
+    // 4 two-trajectory groups × 2 orders: listwise 1 call a judging; pointwise 2 questions (one
     // per trajectory) and pairwise 2 (both orders of the one pair) for the first order. The
     // reversed order is a verdict of its own (the key follows the candidates' order), but its
     // prompts are the first order's, each read from the store: no call.

@@ -47,7 +47,7 @@ pub struct BenchLoadArgs {
         default_value = "8"
     )]
     max_decode_batch: Vec<usize>,
-    /// How the groups are judged: pointwise or pairwise (probes), or listwise (decoded
+    /// How the groups are judged: pointwise or pairwise (questions), or listwise (decoded
     /// verdicts).
     #[arg(long, env = "GAVEL_BENCH_MODE", default_value = "pointwise")]
     mode: JudgeMode,

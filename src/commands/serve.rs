@@ -41,9 +41,11 @@ pub async fn run(common: Common, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let shutdown = shutdown_signal()?;
     let scorer = open_scorer(&cfg).await?;
     for j in scorer.judges() {
-        match j.unconfigured_reason() {
-            None => tracing::info!(judge = %j.info().name, model = %j.info().model, "judge ready"),
-            Some(why) => tracing::warn!(judge = %j.info().name, "{why}"),
+        let settings = j.settings();
+        let name = &settings.info.name;
+        match &settings.unconfigured {
+            None => tracing::info!(judge = %name, model = %settings.info.model, "judge ready"),
+            Some(why) => tracing::warn!(judge = %name, "{why}"),
         }
     }
     let listener = tokio::net::TcpListener::bind(&cfg.server.addr)

@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::error_type::ErrorType;
@@ -27,7 +26,7 @@ use crate::domain::prompt::ChatMessage;
 pub use config::{Backend, CommonSettings, JudgeConfig, LocalConfig, RemoteConfig};
 pub use config_table::deserialize_judges;
 pub use probability::{ChoiceProbabilities, ProbabilityJudge};
-pub use settings::JudgeSettings;
+pub use settings::{JudgeAdapter, JudgeInfo, JudgeSettings, Prices};
 pub use structured_output::StructuredOutput;
 
 #[cfg(feature = "local")]
@@ -172,41 +171,21 @@ pub struct Completion {
     pub retries: BTreeMap<String, u64>,
 }
 
-/// What the response reports about a judge.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JudgeInfo {
-    pub name: String,
-    pub model: String,
-}
-
-/// What identifies the LoRA adapter a local judge runs (for `/healthz`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JudgeAdapter {
-    /// Its folder, as configured.
-    pub path: String,
-    /// SHA-256 of its files: part of the judge's identity.
-    pub sha256: String,
-    /// `verdict` (the verdict position alone) or `all` (every position).
-    pub reach: &'static str,
-}
-
-/// What the scorer asks of a judge: a backend that completes chat messages, with what
-/// identifies it and what bounds its calls ([`Judge::settings`]), and the capabilities it
+/// What the scorer asks of a judge: a backend that completes chat messages, with what it is
+/// and what bounds its calls ([`Judge::settings`]), and the capabilities it
 /// offers ([`Judge::probabilities`]). Remote ([`RemoteJudge`]) and local ([`LocalJudge`]) judges
 /// implement it; [`UnconfiguredJudge`] stands in for one that cannot run. The scorer holds
 /// `Arc<dyn Judge>` and never asks which backend it has: a capability a backend lacks is one it
 /// does not offer, and the defaults below say what that means.
 #[async_trait]
 pub trait Judge: Send + Sync + std::fmt::Debug {
-    /// Its name and model, as responses report them.
-    fn info(&self) -> JudgeInfo;
-
     /// Everything about the judge that decides its verdicts (backend, endpoint, model, sampling
     /// settings): part of every cache key.
     fn identity(&self) -> Value;
 
-    /// The settings the scorer plans the judge's calls with (budgets, deadline, context
-    /// window, default mode), built once when the judge is.
+    /// What the judge is (name, model, adapter, prices; why it cannot run, if it cannot) and
+    /// the settings the scorer plans its calls with (budgets, deadline, context window,
+    /// default mode): one value, built once when the judge is.
     fn settings(&self) -> &JudgeSettings;
 
     /// How the judge's reply is held to its JSON schema now (`structured_output`: a remote
@@ -246,21 +225,6 @@ pub trait Judge: Send + Sync + std::fmt::Debug {
     fn probabilities(&self) -> Option<&dyn ProbabilityJudge> {
         None
     }
-
-    /// The LoRA adapter a local judge runs over its model, if any.
-    fn adapter(&self) -> Option<JudgeAdapter> {
-        None
-    }
-
-    /// Why this judge cannot run, if it cannot.
-    fn unconfigured_reason(&self) -> Option<&str> {
-        None
-    }
-
-    /// The cost of a call's tokens, when prices are configured.
-    fn cost(&self, _prompt_tokens: u64, _completion_tokens: u64) -> Option<f64> {
-        None
-    }
 }
 
 /// `text` trimmed and cut to at most `max_bytes` bytes, at a character boundary (the judge's own
@@ -285,12 +249,15 @@ pub fn build(name: &str, cfg: &JudgeConfig) -> Result<Arc<dyn Judge>, JudgeError
     match cfg {
         JudgeConfig::Local(l) => local_judge(name, l),
         JudgeConfig::Remote(r) if r.api_key.is_none() && r.key_required => {
-            Ok(Arc::new(UnconfiguredJudge {
+            let info = JudgeInfo {
                 name: name.to_string(),
                 model: r.common.model.clone(),
-                reason: missing_key(name, r),
-                structured_output: r.common.structured_output,
-            }))
+            };
+            Ok(Arc::new(UnconfiguredJudge::new(
+                info,
+                missing_key(name, r),
+                r.common.structured_output,
+            )))
         }
         JudgeConfig::Remote(r) => Ok(Arc::new(RemoteJudge::new(name, r))),
         JudgeConfig::Cascade(_) => Err(JudgeError::NotConfigured(format!(

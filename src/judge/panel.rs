@@ -90,12 +90,18 @@ impl Panel {
 
     /// The members' names and models, as responses report them.
     pub fn infos(&self) -> Vec<JudgeInfo> {
-        self.members.iter().map(|j| j.info()).collect()
+        self.members
+            .iter()
+            .map(|j| j.settings().info.clone())
+            .collect()
     }
 
     /// The members' names, in order.
     pub fn names(&self) -> Vec<String> {
-        self.members.iter().map(|j| j.info().name).collect()
+        self.members
+            .iter()
+            .map(|j| j.settings().info.name.clone())
+            .collect()
     }
 
     /// Whether each member's score is reported beside the combined one (more than one member).
@@ -129,19 +135,22 @@ mod tests {
     fn a_panel_has_members_in_order_and_a_lead() {
         assert!(Panel::new(Vec::new(), Aggregate::Mean).is_none());
         let judge = |name: &str| -> Arc<dyn Judge> {
-            Arc::new(UnconfiguredJudge {
+            let info = crate::judge::JudgeInfo {
                 name: name.into(),
                 model: "m".into(),
-                reason: "not configured".into(),
-                structured_output: crate::judge::StructuredOutput::Off,
-            })
+            };
+            Arc::new(UnconfiguredJudge::new(
+                info,
+                "not configured".into(),
+                crate::judge::StructuredOutput::Off,
+            ))
         };
         let one = Panel::of_one(judge("a"));
         assert!(!one.reports_members());
         assert_eq!(one.combine(&[0.3]), Some(0.3));
         let panel = Panel::new(vec![judge("b"), judge("a")], Aggregate::Median).unwrap();
         assert_eq!(panel.names(), ["b", "a"]);
-        assert_eq!(panel.lead().info().name, "b");
+        assert_eq!(panel.lead().settings().info.name, "b");
         assert!(panel.reports_members());
         assert_eq!(panel.combine(&[0.2, 0.8, 0.6]), Some(0.6));
     }

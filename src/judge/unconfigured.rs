@@ -10,64 +10,67 @@ use serde_json::{json, Value};
 use super::settings::DEFAULT_PAIRWISE_OPPONENTS;
 use super::{
     ChoiceProbabilities, Completion, Judge, JudgeError, JudgeFailure, JudgeInfo, JudgeSettings,
-    ProbabilityJudge, StructuredOutput,
+    Prices, ProbabilityJudge, StructuredOutput,
 };
 use crate::domain::prompt::{ChatMessage, JudgeMode};
 
-/// What an unconfigured judge plans with: it makes no call, so nothing here is ever spent.
-static SETTINGS: JudgeSettings = JudgeSettings {
-    max_tokens: 0,
-    deadline: Duration::from_secs(1),
-    max_reference_bytes: 0,
-    context_tokens: None,
-    mode: JudgeMode::Listwise,
-    pairwise_opponents: DEFAULT_PAIRWISE_OPPONENTS,
-    explains: false,
-};
-
 #[derive(Debug)]
 pub struct UnconfiguredJudge {
-    pub name: String,
-    pub model: String,
-    /// What is missing, as every call's error says it.
-    pub reason: String,
+    /// What is missing (`unconfigured`), as every call's error says it. It makes no call, so
+    /// no budget here is ever spent.
+    settings: JudgeSettings,
     /// Its config's `structured_output`, so `gavel render` shows the prompt it would send.
-    pub structured_output: StructuredOutput,
+    structured_output: StructuredOutput,
 }
 
 impl UnconfiguredJudge {
+    /// The judge `info` names, which cannot run for `reason`.
+    pub fn new(info: JudgeInfo, reason: String, structured_output: StructuredOutput) -> Self {
+        UnconfiguredJudge {
+            settings: JudgeSettings {
+                max_tokens: 0,
+                deadline: Duration::from_secs(1),
+                max_reference_bytes: 0,
+                context_tokens: None,
+                pairwise_opponents: DEFAULT_PAIRWISE_OPPONENTS,
+                explains: false,
+                unconfigured: Some(reason),
+                info,
+                adapter: None,
+                prices: Prices::default(),
+                mode: JudgeMode::Listwise,
+            },
+            structured_output,
+        }
+    }
+
+    /// Why it cannot run.
+    pub fn reason(&self) -> &str {
+        self.settings.unconfigured.as_deref().unwrap_or_default()
+    }
+
     fn refuse<T>(&self) -> Result<T, JudgeError> {
-        Err(JudgeError::NotConfigured(self.reason.clone()))
+        Err(JudgeError::NotConfigured(self.reason().to_string()))
     }
 }
 
 #[async_trait]
 impl Judge for UnconfiguredJudge {
-    fn info(&self) -> JudgeInfo {
-        JudgeInfo {
-            name: self.name.clone(),
-            model: self.model.clone(),
-        }
-    }
-
     fn identity(&self) -> Value {
-        json!({"backend": "unconfigured", "name": self.name, "model": self.model})
+        let JudgeInfo { name, model } = &self.settings.info;
+        json!({"backend": "unconfigured", "name": name, "model": model})
     }
 
     fn settings(&self) -> &JudgeSettings {
-        &SETTINGS
+        &self.settings
     }
 
     fn structured_output(&self) -> StructuredOutput {
         self.structured_output.first()
     }
 
-    fn unconfigured_reason(&self) -> Option<&str> {
-        Some(&self.reason)
-    }
-
     async fn probe(&self) -> Result<(), String> {
-        Err(self.reason.clone())
+        Err(self.reason().to_string())
     }
 
     async fn complete(
@@ -115,15 +118,18 @@ mod tests {
     /// other mode: it offers probabilities, and reading them says what is missing.
     #[tokio::test]
     async fn probability_modes_are_refused_for_what_is_missing() {
-        let judge = UnconfiguredJudge {
+        let info = JudgeInfo {
             name: "j".into(),
             model: "m".into(),
-            reason: "judge \"j\" has no API key".into(),
-            structured_output: StructuredOutput::Off,
         };
+        let judge = UnconfiguredJudge::new(
+            info,
+            "judge \"j\" has no API key".into(),
+            StructuredOutput::Off,
+        );
         assert_eq!(judge.settings().mode, JudgeMode::Listwise);
         let reader = judge.probabilities().expect("offered");
-        let missing = JudgeError::NotConfigured(judge.reason.clone());
+        let missing = JudgeError::NotConfigured(judge.reason().to_string());
         assert_eq!(
             reader.choice_probabilities(Vec::new(), &[]).await,
             Err(missing.clone().into())

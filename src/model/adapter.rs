@@ -128,7 +128,7 @@ pub fn projection_shape(cfg: &QwenConfig, module: &str) -> Option<(usize, usize)
 pub enum Reach {
     /// Every position, as PEFT applies an adapter (the trainer's policy adapters).
     All,
-    /// The last position of a probe alone, where the verdict token is read: the context's keys
+    /// The last position of a question alone, where the verdict token is read: the context's keys
     /// and values stay the base model's (see `train::judge`).
     Verdict,
 }

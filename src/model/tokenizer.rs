@@ -127,7 +127,7 @@ pub struct LoadedTokenizer {
 impl LoadedTokenizer {
     /// Token ids of `text`. Special-token text in it (`<|im_start|>`) becomes the special
     /// token, as a rendered chat prompt needs; no BOS is added (Qwen has none).
-    /// The tokens whose probabilities stand for each choice of a probe: the first token of each
+    /// The tokens whose probabilities stand for each choice of a question: the first token of each
     /// of its spellings (`["yes", "Yes", " yes"]`), each token counted for the first choice that
     /// names it. An error names a choice none of whose spellings has a token below `vocab`.
     pub fn choice_tokens(
@@ -377,7 +377,7 @@ pub(crate) fn ids_of(v: &Value) -> Vec<u32> {
 
 /// Each answer's probability mass in next-token `logits` (the softmax over the whole
 /// vocabulary, summed over the answer's tokens from [`LoadedTokenizer::choice_tokens`]): what
-/// the local judge's probes read, and what the judge trainer compares with. The arithmetic is
+/// the local judge's questions read, and what the judge trainer compares with. The arithmetic is
 /// the one every judge shares ([`crate::domain::verdict::answer_masses`]).
 pub fn answer_masses(logits: &[f32], answers: &[Vec<u32>]) -> Vec<f64> {
     use crate::domain::verdict;

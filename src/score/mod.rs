@@ -12,7 +12,7 @@ mod judging;
 mod key_locks;
 pub mod log;
 mod memo;
-mod probes;
+mod questions;
 mod readings;
 mod reference;
 pub mod request;
@@ -40,7 +40,7 @@ use crate::store::{StoreError, VerdictStore};
 use judge_stage::JudgeStage;
 
 pub use judging::cache_key;
-pub use probes::{bradley_terry, verdict_choices, ProbePrompts};
+pub use questions::{bradley_terry, verdict_choices, Questions};
 
 /// Bumped whenever what a cached verdict means changes, so old entries are never reused.
 pub const CACHE_SCHEMA: u32 = 1;
@@ -183,7 +183,7 @@ impl Scorer {
     pub async fn check_judges(&self) {
         let checks = self
             .judges()
-            .map(|j| async move { (j.info().name, j.check_capabilities().await) });
+            .map(|j| async move { (j.settings().info.name.clone(), j.check_capabilities().await) });
         for (judge, result) in futures::future::join_all(checks).await {
             if let Err(problem) = result {
                 tracing::warn!(%judge, "{problem}");

@@ -133,7 +133,7 @@ impl JudgeStage {
         if !missing.is_empty() {
             let asked = missing.iter().map(|&i| prompts[i].clone()).collect();
             let answers = reader.choice_probabilities(asked, choices).await?;
-            let model = judge.info().model;
+            let model = judge.settings().info.model.clone();
             let records: Vec<(usize, StoredVerdict)> = missing
                 .iter()
                 .zip(&answers)
@@ -163,7 +163,7 @@ impl JudgeStage {
                 r.ok_or_else(|| {
                     JudgeError::InvalidOutput(format!(
                         "judge {:?} answered fewer readings than prompts asked",
-                        judge.info().name
+                        judge.settings().info.name
                     ))
                 })
             })

@@ -89,7 +89,7 @@ impl JudgeStage {
             return Err(JudgeFailure::new(
                 JudgeError::InvalidOutput(format!(
                     "judge {:?} wrote an empty answer to the task (rubric reference = \"judge\")",
-                    judge.info().name
+                    judge.settings().info.name
                 )),
                 Spent::of(&completion),
             )
@@ -110,7 +110,7 @@ impl JudgeStage {
             calls: completion.attempts,
             counted_prompt_tokens: 0,
             counted_prompt_tokens_without_dedup: 0,
-            model: judge.info().model,
+            model: judge.settings().info.model.clone(),
             created_unix: crate::store::unix_now(),
             retries: completion.retries.clone(),
             clamped_scores: 0,
@@ -123,7 +123,10 @@ impl JudgeStage {
             cached_prompt_tokens: completion.cached_prompt_tokens,
             forward_passes: completion.forward_passes,
             retries: completion.retries.into_iter().collect(),
-            cost: judge.cost(completion.prompt_tokens, completion.completion_tokens),
+            cost: judge
+                .settings()
+                .prices
+                .cost(completion.prompt_tokens, completion.completion_tokens),
             ..Usage::default()
         };
         Ok(JudgeReference {

@@ -229,17 +229,17 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
         .scorer
         .judges()
         .map(|j| {
-            let info = j.info();
-            let problem = j.unconfigured_reason().map(str::to_string);
+            let settings = j.settings();
+            let problem = settings.unconfigured.clone();
             JudgeHealth {
-                name: info.name,
-                model: info.model,
+                name: settings.info.name.clone(),
+                model: settings.info.model.clone(),
                 configured: problem.is_none(),
                 problem,
                 structured_output: j.structured_output().name(),
-                adapter: j.adapter().map(|a| AdapterHealth {
-                    path: a.path,
-                    sha256: a.sha256,
+                adapter: settings.adapter.as_ref().map(|a| AdapterHealth {
+                    path: a.path.clone(),
+                    sha256: a.sha256.clone(),
                     reach: a.reach.to_string(),
                 }),
             }

@@ -149,19 +149,23 @@ const LOCAL_DESCRIPTIONS: &[(&str, &str)] = &[
     ),
     (
         "gavel_local_queue_depth",
-        "Local judge requests queued or running (a group's probes are one request)",
+        "Local judge requests queued or running (a group's questions are one request)",
     ),
     (
         "gavel_local_batch_prompts",
-        "Prompts in one batched forward of a group's probe suffixes",
+        "Prompts in one batched forward of a group's question suffixes",
     ),
     (
         "gavel_local_batch_tokens",
-        "Suffix tokens in one batched forward of a group's probes",
+        "Suffix tokens in one batched forward of a group's questions",
+    ),
+    (
+        "gavel_local_reading_jobs_joined_total",
+        "Reading jobs (judgings) whose prompts joined the last packed forward of the job before",
     ),
     (
         "gavel_local_probe_jobs_joined_total",
-        "Probe jobs (judgings) whose prompts joined the last packed forward of the job before",
+        "Deprecated: the old name of gavel_local_reading_jobs_joined_total, counted alike",
     ),
     (
         "gavel_local_batch_generations",

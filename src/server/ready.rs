@@ -152,13 +152,16 @@ impl Readiness {
             }
         }
         let probes = scorer.judges().map(|j| async move {
-            match j.unconfigured_reason() {
+            match j.settings().unconfigured.as_deref() {
                 // Nothing to probe: it lacks its key.
                 Some(reason) => Check {
                     configured: false,
-                    ..Check::new(j.info().name, Err(format!("not configured: {reason}")))
+                    ..Check::new(
+                        j.settings().info.name.clone(),
+                        Err(format!("not configured: {reason}")),
+                    )
                 },
-                None => Check::new(j.info().name, j.probe().await),
+                None => Check::new(j.settings().info.name.clone(), j.probe().await),
             }
         });
         let checks = futures::future::join_all(probes).await;

@@ -241,7 +241,7 @@ impl TrainConfig {
         if let Some(f) = &self.filter {
             if self.offline.is_some() {
                 return err(
-                    "filter: set with `offline`; the difficulty filter probes `tasks`".into(),
+                    "filter: set with `offline`; the difficulty filter surveys `tasks`".into(),
                 );
             }
             f.validate().map_err(TrainError::Config)?;

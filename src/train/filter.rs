@@ -1,17 +1,18 @@
 //! The difficulty filter of online GRPO (`[filter]` in `train.toml`).
 //!
 //! A group whose rewards all tie (every completion solved the task, or none did) has zero
-//! advantage and teaches nothing. Before the first step, and every `reprobe_every` steps, the
-//! trainer samples `probe_samples` completions of every task with the current policy, scores them
+//! advantage and teaches nothing. Before the first step, and every `resurvey_every` steps, the
+//! trainer samples `survey_samples` completions of every task with the current policy, scores them
 //! with the scorer it trains with, and estimates each task's pass rate: the share of its scored
 //! completions whose reward is at least `pass_threshold` (null rewards — a judge failure the
 //! task let through — count neither way; a task with none scored is `unscored`). Tasks whose
 //! pass rate lies in `pass_rate = [lo, hi]` (both ends included) are the ones the following
-//! steps draw their prompts from; the others are set aside until the next probe. Each probe
-//! writes one `"event": "probe"` line to `metrics.jsonl` with the mix; a probe that leaves no
+//! steps draw their prompts from; the others are set aside until the next survey. Each survey
+//! writes one `"event": "survey"` line to `metrics.jsonl` with the mix; a survey that leaves no
 //! task inside the band stops training: with an error before the first step, at that step with a
-//! checkpoint after it. This file holds the settings, the state and the rule; the probe that
-//! samples and scores is [`super::probe`].
+//! checkpoint after it. This file holds the settings, the state and the rule; the survey that
+//! samples and scores is [`super::survey`]. (The keys were `probe_samples` and `reprobe_every`
+//! before "probe" meant only the daemon's health checks; those names are still read.)
 
 use std::path::Path;
 
@@ -27,9 +28,11 @@ pub struct FilterConfig {
     /// Keep tasks whose pass rate is in `[lo, hi]` (inclusive, within `[0, 1]`).
     pub pass_rate: [f64; 2],
     /// Completions sampled per task to estimate its pass rate (>= 2).
-    pub probe_samples: usize,
-    /// Probe again every N optimizer steps (0 = only before the first step).
-    pub reprobe_every: u64,
+    #[serde(alias = "probe_samples")]
+    pub survey_samples: usize,
+    /// Survey again every N optimizer steps (0 = only before the first step).
+    #[serde(alias = "reprobe_every")]
+    pub resurvey_every: u64,
     /// A completion passes when its reward is at least this. 1.0 (the default) is full credit:
     /// a verifier's 0/1, or every weighted verifier right; with a judge in the reward, set the
     /// score that counts as solved (e.g. 0.5).
@@ -40,8 +43,8 @@ impl Default for FilterConfig {
     fn default() -> Self {
         FilterConfig {
             pass_rate: [0.1, 0.9],
-            probe_samples: 8,
-            reprobe_every: 0,
+            survey_samples: 8,
+            resurvey_every: 0,
             pass_threshold: 1.0,
         }
     }
@@ -57,10 +60,10 @@ impl FilterConfig {
                 "filter.pass_rate: [{lo}, {hi}]: expected [lo, hi] with 0 <= lo <= hi <= 1"
             ));
         }
-        if self.probe_samples < 2 {
+        if self.survey_samples < 2 {
             return Err(format!(
-                "filter.probe_samples: {}: must be >= 2 (a pass rate from one sample is 0 or 1)",
-                self.probe_samples
+                "filter.survey_samples: {}: must be >= 2 (a pass rate from one sample is 0 or 1)",
+                self.survey_samples
             ));
         }
         if !self.pass_threshold.is_finite() {
@@ -107,11 +110,11 @@ pub fn classify(rate: Option<f64>, [lo, hi]: [f64; 2]) -> Band {
     }
 }
 
-/// What one probe found (one `"event": "probe"` line of `metrics.jsonl`).
+/// What one survey found (one `"event": "survey"` line of `metrics.jsonl`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeReport {
+pub struct SurveyReport {
     pub event: &'static str,
-    /// Optimizer steps done when the probe ran (0: before the first).
+    /// Optimizer steps done when the survey ran (0: before the first).
     pub step: u64,
     pub tasks: usize,
     pub below: usize,
@@ -119,9 +122,9 @@ pub struct ProbeReport {
     pub above: usize,
     pub unscored: usize,
     pub pass_rate: [f64; 2],
-    pub probe_samples: usize,
-    /// Completion tokens sampled by the probe.
-    pub probe_tokens: usize,
+    pub survey_samples: usize,
+    /// Completion tokens sampled by the survey.
+    pub survey_tokens: usize,
     /// Mean pass rate over the scored tasks.
     pub pass_rate_mean: f64,
     pub seconds: f64,
@@ -133,11 +136,11 @@ pub struct ProbeReport {
     pub task_pass_rates: Vec<Option<f64>>,
 }
 
-impl ProbeReport {
-    /// The progress line's account of the probe.
+impl SurveyReport {
+    /// The progress line's account of the survey.
     pub fn summary(&self) -> String {
         format!(
-            "probe at step {}: {} of {} tasks in pass rate [{}, {}] ({} below, {} above, {} unscored; {} tokens)",
+            "survey at step {}: {} of {} tasks in pass rate [{}, {}] ({} below, {} above, {} unscored; {} tokens)",
             self.step,
             self.inside,
             self.tasks,
@@ -146,7 +149,7 @@ impl ProbeReport {
             self.below,
             self.above,
             self.unscored,
-            self.probe_tokens
+            self.survey_tokens
         )
     }
 }
@@ -155,10 +158,11 @@ impl ProbeReport {
 /// straight one).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FilterState {
-    /// Indices of the tasks inside the band; `None`: no probe yet (all tasks).
+    /// Indices of the tasks inside the band; `None`: no survey yet (all tasks).
     pub active: Option<Vec<usize>>,
-    /// The step of the last probe.
-    pub probed_at: Option<u64>,
+    /// The step of the last survey (`probed_at` in checkpoints written before the rename).
+    #[serde(alias = "probed_at")]
+    pub surveyed_at: Option<u64>,
 }
 
 /// The checkpoint file holding [`FilterState`].
@@ -181,12 +185,12 @@ impl FilterState {
         }
     }
 
-    /// Whether a probe is due before the step after `step`.
+    /// Whether a survey is due before the step after `step`.
     pub fn due(&self, cfg: &FilterConfig, step: u64) -> bool {
-        match self.probed_at {
+        match self.surveyed_at {
             None => true,
             Some(at) => {
-                cfg.reprobe_every > 0 && step.is_multiple_of(cfg.reprobe_every) && at != step
+                cfg.resurvey_every > 0 && step.is_multiple_of(cfg.resurvey_every) && at != step
             }
         }
     }
@@ -197,7 +201,7 @@ impl FilterState {
             .map_err(TrainError::file(&path))
     }
 
-    /// The state saved in `dir`, or a fresh one (re-probe) when the checkpoint has none.
+    /// The state saved in `dir`, or a fresh one (survey again) when the checkpoint has none.
     pub fn load(dir: &Path) -> Result<FilterState, TrainError> {
         let path = dir.join(FILTER_STATE_FILE);
         if !path.is_file() {
@@ -239,7 +243,7 @@ mod tests {
         for r in [0.0, 0.3, 1.0] {
             assert_eq!(classify(Some(r), [0.0, 1.0]), Band::Inside);
         }
-        // With 8 probes, the default band keeps 1..=7 passes.
+        // With 8 samples, the default band keeps 1..=7 passes.
         let kept: Vec<usize> = (0..=8)
             .filter(|&p| classify(Some(p as f64 / 8.0), band) == Band::Inside)
             .collect();
@@ -280,10 +284,10 @@ mod tests {
             ),
             (
                 FilterConfig {
-                    probe_samples: 1,
+                    survey_samples: 1,
                     ..FilterConfig::default()
                 },
-                "filter.probe_samples",
+                "filter.survey_samples",
             ),
             (
                 FilterConfig {
@@ -305,11 +309,18 @@ mod tests {
         let c: TrainConfig = toml::from_str(base).unwrap();
         assert_eq!(c.filter, None, "off unless [filter] is given");
         let c: TrainConfig =
-            toml::from_str(&format!("{base}[filter]\nreprobe_every = 5\n")).unwrap();
+            toml::from_str(&format!("{base}[filter]\nresurvey_every = 5\n")).unwrap();
         let f = c.filter.clone().unwrap();
-        assert_eq!((f.pass_rate, f.probe_samples), ([0.1, 0.9], 8));
-        assert_eq!((f.reprobe_every, f.pass_threshold), (5, 1.0));
+        assert_eq!((f.pass_rate, f.survey_samples), ([0.1, 0.9], 8));
+        assert_eq!((f.resurvey_every, f.pass_threshold), (5, 1.0));
         c.validate().unwrap();
+        // The keys' names before the rename are still read.
+        let old: TrainConfig = toml::from_str(&format!(
+            "{base}[filter]\nprobe_samples = 4\nreprobe_every = 5\n"
+        ))
+        .unwrap();
+        let f = old.filter.unwrap();
+        assert_eq!((f.survey_samples, f.resurvey_every), (4, 5));
         let bad: TrainConfig =
             toml::from_str(&format!("{base}[filter]\npass_rate = [0.8, 0.2]\n")).unwrap();
         let e = bad.validate().unwrap_err().to_string();
@@ -328,15 +339,18 @@ mod tests {
     }
 
     #[test]
-    fn probes_are_due_first_then_every_n_steps() {
+    fn surveys_are_due_first_then_every_n_steps() {
         let cfg = FilterConfig {
-            reprobe_every: 3,
+            resurvey_every: 3,
             ..FilterConfig::default()
         };
         let mut s = FilterState::default();
         assert!(s.due(&cfg, 0));
-        assert!(s.due(&cfg, 5), "a resumed run without a saved state probes");
-        s.probed_at = Some(0);
+        assert!(
+            s.due(&cfg, 5),
+            "a resumed run without a saved state surveys"
+        );
+        s.surveyed_at = Some(0);
         let due: Vec<u64> = (0..10).filter(|&t| s.due(&cfg, t)).collect();
         assert_eq!(due, vec![3, 6, 9]);
         let never = FilterConfig::default();

@@ -1,5 +1,5 @@
 //! What a training run writes as it goes, the same for GRPO and SFT: one JSON line per step
-//! (or probe) appended to `metrics.jsonl` in the output folder (the progress bar is
+//! (or survey) appended to `metrics.jsonl` in the output folder (the progress bar is
 //! `toolkit::progress`'s).
 
 use std::fs::File;

@@ -1,5 +1,5 @@
 //! Sampling every task K times with the current policy and scoring each group: the difficulty
-//! filter's probe, and `gavel train sample`, which writes the scored groups for `gavel select`
+//! filter's survey, and `gavel train sample`, which writes the scored groups for `gavel select`
 //! and `train --offline` (the best-of-N step of the four-stage recipe).
 
 use std::path::Path;

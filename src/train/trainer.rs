@@ -108,7 +108,7 @@ pub struct Trainer {
     /// Optimizer steps done.
     pub step: u64,
     pub source: Source,
-    /// The tasks the difficulty filter keeps (all until its first probe).
+    /// The tasks the difficulty filter keeps (all until its first survey).
     pub filter: FilterState,
 }
 
@@ -499,7 +499,7 @@ impl Trainer {
         let bar = progress_bar(self.cfg.steps, self.step, "steps", progress);
         let mut all = Vec::new();
         while self.step < self.cfg.steps {
-            if let Some(p) = self.probe_if_due()? {
+            if let Some(p) = self.survey_if_due()? {
                 metrics.write(&p)?;
                 bar.println(p.summary());
                 if p.inside == 0 {

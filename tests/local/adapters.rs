@@ -74,7 +74,7 @@ fn softmax(logits: &[f32]) -> Vec<f64> {
 fn probabilities(model: &Path, adapter: Option<PathBuf>, tokens: &[u32]) -> Vec<f64> {
     let spec = LocalModelSpec::new(model, "cpu").with_adapter(adapter);
     let mut m = LoadedModel::load(&spec).unwrap();
-    // The probes' arithmetic: quantized weights dequantized to f32 for every forward.
+    // The questions' arithmetic: quantized weights dequantized to f32 for every forward.
     m.set_dense_always(true);
     softmax(&m.forward_logits(tokens, 0).unwrap())
 }

@@ -294,7 +294,7 @@ async fn examples_local_toml_scores_with_a_real_model() {
     let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["template"]["name"], "pointwise", "{v}");
     assert_eq!(v["judges"][0]["name"], "local", "{v}");
-    // One probe per distinct trajectory, each with a judge component of its own in 0..=1.
+    // One question per distinct trajectory, each with a judge component of its own in 0..=1.
     let n = v["scores"].as_array().unwrap().len();
     assert_eq!(v["usage"]["judge_calls"], n as u64, "{v}");
     let judged: Vec<f64> = v["scores"]

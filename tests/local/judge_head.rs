@@ -130,7 +130,7 @@ fn check(first: usize) {
         let features = base.group(&asked).unwrap();
         let spec = LocalModelSpec::new(&gguf, "cpu").with_adapter(Some(dir));
         let mut served = LoadedModel::load(&spec).unwrap();
-        // The probes' arithmetic (as the frozen pass's): the weights dequantized to f32.
+        // The questions' arithmetic (as the frozen pass's): the weights dequantized to f32.
         served.set_dense_always(true);
         served.set_verdict_adapter(true);
         let mut plain = LoadedModel::load(&LocalModelSpec::new(&gguf, "cpu")).unwrap();

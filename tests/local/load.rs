@@ -1,5 +1,5 @@
 //! The local judge under a training loop's load, on the tiny random-weight models: a group's
-//! probes packed into batched forwards give the scores they get one at a time, groups sent at
+//! questions packed into batched forwards give the scores they get one at a time, groups sent at
 //! once get the scores they get alone, and `/metrics` shows the batches and the prefix cache.
 
 use serde_json::{json, Value};
@@ -64,7 +64,7 @@ async fn judged_in(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batched_probes_give_the_scores_of_probes_run_one_at_a_time() {
+async fn batched_questions_give_the_scores_of_questions_run_one_at_a_time() {
     let tmp = tempfile::tempdir().unwrap();
     let n = example("rag_answer.json")["trajectories"]
         .as_array()
@@ -164,8 +164,11 @@ async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     // Groups queued behind a group joined its packed forward (their 4 suffixes fit the room
     // under max_batch_tokens), and still got the scores they get alone (above), each counting
     // its prefix and the one forward it joined.
-    let joined = sample(&text, "gavel_local_probe_jobs_joined_total", &engine).unwrap_or(0.0);
+    let joined = sample(&text, "gavel_local_reading_jobs_joined_total", &engine).unwrap_or(0.0);
     assert!(joined >= 1.0, "{text}");
+    // The counter's old name (deprecated) counts the same.
+    let old = sample(&text, "gavel_local_probe_jobs_joined_total", &engine);
+    assert_eq!(old, Some(joined), "{text}");
     assert!(
         sample(&text, "gavel_local_prefix_cache_bytes", &engine).is_some_and(|b| b > 0.0),
         "{text}"
@@ -184,10 +187,10 @@ async fn groups_sent_at_once_get_the_scores_they_get_alone() {
     gavel.stop().await;
 }
 
-/// With `GAVEL_TEST_MODEL` (CI: the 0.5B Q4_K_M): a group's pointwise probes packed into one
+/// With `GAVEL_TEST_MODEL` (CI: the 0.5B Q4_K_M): a group's pointwise questions packed into one
 /// forward give the probabilities they give one at a time, on the real model's K-quant kernels.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_the_real_model_batched_probes_equal_probes_run_alone() {
+async fn on_the_real_model_batched_questions_equal_questions_run_alone() {
     let Some(model) = std::env::var_os("GAVEL_TEST_MODEL") else {
         eprintln!(
             "skipped: set GAVEL_TEST_MODEL to the 0.5B test model (tools/fetch-model.sh 0.5b)"

@@ -26,7 +26,7 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     let rag = example("rag_answer.json");
     let n = rag["trajectories"].as_array().unwrap().len();
 
-    // The configured mode: pointwise, one probe per distinct trajectory.
+    // The configured mode: pointwise, one question per distinct trajectory.
     let (status, body) = gavel.post("/v1/score_group", &rag).await;
     assert_eq!(status, 200, "{body}");
     let r = rewards(&body);
@@ -36,7 +36,7 @@ async fn pointwise_and_pairwise_read_probabilities_and_reuse_the_prefix() {
     assert_eq!(
         usage(&body, "judge_calls"),
         n as u64,
-        "one probe per trajectory"
+        "one question per trajectory"
     );
     assert_eq!(usage(&body, "completion_tokens"), 0, "nothing decoded");
     // Two forward passes for the group: the prefix its prompts share, then every prompt's
@@ -197,7 +197,7 @@ async fn the_default_mode_is_pointwise_and_explanations_never_move_a_score() {
     let (status, body) = explaining.post("/v1/score_group", &rag).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(rewards(&body), scores, "an explanation changed a score");
-    // n probes, then n explanations decoded (random weights still emit tokens).
+    // n questions, then n explanations decoded (random weights still emit tokens).
     assert_eq!(
         usage(&body, "judge_calls"),
         2 * n as u64,
@@ -279,7 +279,7 @@ async fn a_local_judge_answers_the_task_once_before_judging_against_it() {
     let n = rag["trajectories"].as_array().unwrap().len() as u64;
     let (status, body) = gavel.post("/v1/score_group", &rag).await;
     assert_eq!(status, 200, "{body}");
-    // n probes, plus the answer, the only thing decoded.
+    // n questions, plus the answer, the only thing decoded.
     assert_eq!(usage(&body, "judge_calls"), n + 1, "{}", body["usage"]);
     let decoded = usage(&body, "completion_tokens");
     assert!(decoded > 0, "{}", body["usage"]);
@@ -287,7 +287,7 @@ async fn a_local_judge_answers_the_task_once_before_judging_against_it() {
     assert!(decoded <= 12, "{}", body["usage"]);
     let first = rewards(&body);
 
-    // The same task with one trajectory fewer: the stored answer, and each probe's reading
+    // The same task with one trajectory fewer: the stored answer, and each question's reading
     // stored too (the same prompts: a pointwise prompt shows one trajectory after the same
     // reference), so nothing is asked.
     let mut fewer = rag.clone();

@@ -1,6 +1,6 @@
 //! Local judges on one model share it (`judge::build_all`): one loaded model and prefix cache,
 //! each judge running its own adapter. On a tiny random Q8_0 model: every judge's probabilities
-//! are those of the same judge loaded alone, a verdict adapter's probe starts from the base
+//! are those of the same judge loaded alone, a verdict adapter's question starts from the base
 //! judge's cached prefix, an every-position adapter's never does, and a judge with other engine
 //! settings gets a model of its own.
 
@@ -49,8 +49,8 @@ fn judges_of(
         .collect()
 }
 
-/// (P(yes), prompt tokens, of them cached) of one probe.
-async fn probe(judge: &dyn Judge, question: &str) -> (f64, u64, u64) {
+/// (P(yes), prompt tokens, of them cached) of one question.
+async fn read_one(judge: &dyn Judge, question: &str) -> (f64, u64, u64) {
     let p = judge
         .probabilities()
         .expect("a local judge reads probabilities")
@@ -91,28 +91,28 @@ async fn judges_on_one_model_share_it_and_each_runs_its_own_adapter() {
     let j = |name: &str| judges[name].as_ref();
 
     // The base judge prefills the prompt; a verdict adapter on the same model reruns only the
-    // last tokens (at least 3 are run, so every probe takes the same arithmetic).
+    // last tokens (at least 3 are run, so every question takes the same arithmetic).
     let q = "It is 40 km long.";
-    let (base, n, cached) = probe(j("base"), q).await;
+    let (base, n, cached) = read_one(j("base"), q).await;
     assert_eq!(cached, 0);
-    let (pa, n_a, cached_a) = probe(j("tuned_a"), q).await;
+    let (pa, n_a, cached_a) = read_one(j("tuned_a"), q).await;
     assert_eq!(
         (n_a, cached_a),
         (n, n - 3),
         "tuned_a did not start from base's prefix"
     );
-    let (pb, _, cached_b) = probe(j("tuned_b"), q).await;
+    let (pb, _, cached_b) = read_one(j("tuned_b"), q).await;
     assert_eq!(cached_b, n - 3);
     // An every-position adapter changes the context's keys and values: it never starts from
     // the base model's, and does from its own.
-    let (pe, _, cached_e) = probe(j("every"), q).await;
+    let (pe, _, cached_e) = read_one(j("every"), q).await;
     assert_eq!(
         cached_e, 0,
         "an every-position adapter reused the base model's context"
     );
-    assert_eq!(probe(j("every"), q).await.2, n - 3);
+    assert_eq!(read_one(j("every"), q).await.2, n - 3);
     // Other engine settings: its own model, which has seen nothing yet.
-    let (p_own, _, cached_own) = probe(j("own"), q).await;
+    let (p_own, _, cached_own) = read_one(j("own"), q).await;
     assert_eq!(cached_own, 0);
 
     // Each judge's probabilities are those of the same configuration loaded alone.
@@ -124,7 +124,7 @@ async fn judges_on_one_model_share_it_and_each_runs_its_own_adapter() {
         ("own", p_own),
     ] {
         let alone = LocalJudge::new(name, &configs[name]).unwrap();
-        let (p, _, _) = probe(&alone, q).await;
+        let (p, _, _) = read_one(&alone, q).await;
         assert!(
             (p - shared).abs() < 1e-6,
             "{name}: alone {p}, shared {shared}"
@@ -134,7 +134,7 @@ async fn judges_on_one_model_share_it_and_each_runs_its_own_adapter() {
     for (x, y) in [(base, pa), (pa, pb), (base, pe), (pa, pe)] {
         assert!((x - y).abs() > 1e-4, "{x} vs {y}");
     }
-    assert_eq!(probe(j("tuned_a_again"), q).await.0, pa);
+    assert_eq!(read_one(j("tuned_a_again"), q).await.0, pa);
     // Judges that differ only in their adapter keep different verdict cache keys.
     assert_ne!(j("tuned_a").identity(), j("tuned_b").identity());
     assert_ne!(j("base").identity(), j("tuned_a").identity());
@@ -160,7 +160,7 @@ async fn a_bad_adapter_fails_the_start_naming_the_judges_that_share_its_model() 
 
 /// Through the daemon: a base judge and its tuned judge (a verdict adapter) on one model, in
 /// pointwise mode. The tuned judge's calls on a group the base judge has just judged prefill
-/// only each probe's last tokens, its rewards differ from the base's, and `/healthz` names the
+/// only each question's last tokens, its rewards differ from the base's, and `/healthz` names the
 /// adapter it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_daemon_a_tuned_judge_reuses_its_base_judges_prefixes() {
@@ -202,7 +202,7 @@ async fn through_the_daemon_a_tuned_judge_reuses_its_base_judges_prefixes() {
         u["cached_prompt_tokens"].as_u64().unwrap(),
         u["judge_calls"].as_u64().unwrap(),
     );
-    // Every probe reran its last 3 tokens only: the rest was the base judge's.
+    // Every question reran its last 3 tokens only: the rest was the base judge's.
     assert_eq!(cached, prompt - 3 * calls, "{u}");
     assert_ne!(
         base["scores"], tuned["scores"],

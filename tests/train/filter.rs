@@ -1,6 +1,6 @@
-//! The difficulty filter on the toy model: a probe before training (and every `reprobe_every`
+//! The difficulty filter on the toy model: a survey before training (and every `resurvey_every`
 //! steps) drops the tasks the policy always or never solves, the steps draw only from the rest,
-//! `metrics.jsonl` reports the mix, and a probe that keeps nothing stops training (an error before
+//! `metrics.jsonl` reports the mix, and a survey that keeps nothing stops training (an error before
 //! the first step, the end of the run with a checkpoint after it).
 
 use gavel::train::filter::{Band, FilterConfig, FilterState};
@@ -39,7 +39,7 @@ fn trainer(
     cfg.prompts_per_step = 4;
     cfg.group_size = 8;
     cfg.micro_batch_groups = 4;
-    // Small steps: the re-probe sees much the same policy, so the same tasks stay in the band.
+    // Small steps: the next survey sees much the same policy, so the same tasks stay in the band.
     cfg.learning_rate = 1e-4;
     cfg.filter = Some(filter);
     let source = Source::Online {
@@ -59,7 +59,7 @@ fn metrics(dir: &std::path::Path) -> Vec<serde_json::Value> {
 }
 
 #[test]
-fn probe_drops_always_and_never_solved_tasks_and_reports_the_mix() {
+fn a_survey_drops_always_and_never_solved_tasks_and_reports_the_mix() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut lines = vec![String::new(); 6];
@@ -76,22 +76,22 @@ fn probe_drops_always_and_never_solved_tasks_and_reports_the_mix() {
         lines[i] = task(prompts[i], "^[0-4]");
     }
     let filter = FilterConfig {
-        reprobe_every: 2,
+        resurvey_every: 2,
         ..FilterConfig::default()
     };
     let mut t = trainer(tmp.path(), &lines, &rt, filter, 3);
     let steps = t.run(false).unwrap();
     assert_eq!(steps.len(), 3);
     assert_eq!(t.filter.active, Some(BETWEEN.to_vec()));
-    assert_eq!(t.filter.probed_at, Some(2));
+    assert_eq!(t.filter.surveyed_at, Some(2));
 
     let lines = metrics(tmp.path());
     let events: Vec<&str> = lines
         .iter()
         .map(|l| l["event"].as_str().unwrap_or("step"))
         .collect();
-    // A probe before step 1 and again after step 2 (reprobe_every = 2).
-    assert_eq!(events, ["probe", "step", "step", "probe", "step"]);
+    // A survey before step 1 and again after step 2 (resurvey_every = 2).
+    assert_eq!(events, ["survey", "step", "step", "survey", "step"]);
     for (line, step) in [(&lines[0], 0), (&lines[3], 2)] {
         assert_eq!(line["step"], step, "{line}");
         assert_eq!(line["tasks"], 6, "{line}");
@@ -99,8 +99,8 @@ fn probe_drops_always_and_never_solved_tasks_and_reports_the_mix() {
         assert_eq!(line["inside"], 2, "{line}");
         assert_eq!(line["above"], 2, "{line}");
         assert_eq!(line["unscored"], 0, "{line}");
-        assert_eq!(line["probe_samples"], 8, "{line}");
-        let tokens = line["probe_tokens"].as_u64().unwrap();
+        assert_eq!(line["survey_samples"], 8, "{line}");
+        let tokens = line["survey_tokens"].as_u64().unwrap();
         // 6 tasks × 8 samples × at most 3 tokens each.
         assert!(tokens > 0 && tokens <= 6 * 8 * 3, "{line}");
     }
@@ -116,7 +116,7 @@ fn probe_drops_always_and_never_solved_tasks_and_reports_the_mix() {
 }
 
 #[test]
-fn a_probe_that_keeps_no_task_stops_training() {
+fn a_survey_that_keeps_no_task_stops_training() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let lines = vec![task("12", ""), task("34", "x"), task("56", "")];
@@ -139,49 +139,49 @@ fn a_probe_that_keeps_no_task_stops_training() {
         },
         1,
     );
-    let p = t.probe_if_due().unwrap().unwrap();
+    let p = t.survey_if_due().unwrap().unwrap();
     assert_eq!((p.below, p.inside, p.above), (0, 1, 2));
     assert_eq!(p.bands, [Band::Above, Band::Inside, Band::Above]);
     assert_eq!(t.filter.active, Some(vec![1]));
     assert!(
-        t.probe_if_due().unwrap().is_none(),
-        "reprobe_every = 0: one probe"
+        t.survey_if_due().unwrap().is_none(),
+        "resurvey_every = 0: one survey"
     );
 }
 
-/// A re-probe that finds no task left inside the band ends the run at that step with a
+/// A later survey that finds no task left inside the band ends the run at that step with a
 /// checkpoint (what was trained is kept), instead of an error that would lose it.
 #[test]
-fn a_later_probe_that_keeps_no_task_ends_the_run_with_a_checkpoint() {
+fn a_later_survey_that_keeps_no_task_ends_the_run_with_a_checkpoint() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     // Band [0, 0.5]: the never-solved task is inside, the always-solved one above.
     let lines = vec![task("12", ""), task("34", "x")];
     let filter = FilterConfig {
         pass_rate: [0.0, 0.5],
-        reprobe_every: 1,
+        resurvey_every: 1,
         ..FilterConfig::default()
     };
     let mut t = trainer(tmp.path(), &lines, &rt, filter, 5);
-    let p = t.probe_if_due().unwrap().unwrap();
+    let p = t.survey_if_due().unwrap().unwrap();
     assert_eq!((p.inside, p.above), (1, 1));
     let kept = t.filter.clone();
     t.train_step().unwrap();
-    // The task that was inside is now solved every time: the probe at step 1 keeps nothing.
+    // The task that was inside is now solved every time: the survey at step 1 keeps nothing.
     let Source::Online { tasks, .. } = &mut t.source else {
         unreachable!()
     };
     tasks[1] = tasks[0].clone();
     let m = t.run(false).unwrap();
-    assert!(m.is_empty(), "no step after the empty probe");
+    assert!(m.is_empty(), "no step after the empty survey");
     assert_eq!(t.step, 1);
     assert!(tmp.path().join("out/checkpoint-1").is_dir());
     assert_eq!(
         t.filter, kept,
-        "the kept tasks stay as the last useful probe left them"
+        "the kept tasks stay as the last useful survey left them"
     );
     let last = metrics(tmp.path()).pop().unwrap();
-    assert_eq!(last["event"], "probe");
+    assert_eq!(last["event"], "survey");
     assert_eq!(
         (last["step"].as_u64(), last["inside"].as_u64()),
         (Some(1), Some(0))
@@ -189,14 +189,14 @@ fn a_later_probe_that_keeps_no_task_ends_the_run_with_a_checkpoint() {
 }
 
 /// With the filter on, N steps, a checkpoint, a resumed trainer and M more steps give the
-/// adapters and the probes of N+M steps straight: the kept tasks travel with the checkpoint.
+/// adapters and the surveys of N+M steps straight: the kept tasks travel with the checkpoint.
 #[test]
 fn resume_with_the_filter_is_bit_identical() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let lines = vec![task("34", ""), task("12", "^[0-4]"), task("56", "^[0-4]")];
     let filter = FilterConfig {
-        reprobe_every: 2,
+        resurvey_every: 2,
         ..FilterConfig::default()
     };
     let adapters = |t: &Trainer| -> Vec<Vec<f32>> {
@@ -218,18 +218,18 @@ fn resume_with_the_filter_is_bit_identical() {
     second.run(false).unwrap();
     assert_eq!(adapters(&straight), adapters(&second));
     assert_eq!(straight.filter, second.filter);
-    let probes = |dir: &str| -> Vec<serde_json::Value> {
+    let surveys = |dir: &str| -> Vec<serde_json::Value> {
         metrics(&tmp.path().join(dir))
             .into_iter()
-            .filter(|l| l["event"] == "probe")
+            .filter(|l| l["event"] == "survey")
             .map(|mut l| {
                 l.as_object_mut().unwrap().remove("seconds");
                 l
             })
             .collect()
     };
-    let (a, b) = (probes("a"), probes("b"));
-    // Probes before steps 1, 3 and 5; the resumed run's metrics.jsonl continues the first's.
+    let (a, b) = (surveys("a"), surveys("b"));
+    // Surveys before steps 1, 3 and 5; the resumed run's metrics.jsonl continues the first's.
     assert_eq!(a.len(), 3, "{a:?}");
     assert_eq!(a, b);
 }

@@ -374,13 +374,15 @@ flag_group! {
     pub struct FilterFlags(FilterConfig, "filter.") {
         #[arg(value_delimiter = ',', value_name = "LO,HI")]
         filter_pass_rate: Vec<f64> => pass_rate, "GAVEL_TRAIN_FILTER_PASS_RATE",
-            "Difficulty filter: sample only tasks whose probed pass rate is in LO,HI (any \
+            "Difficulty filter: sample only tasks whose surveyed pass rate is in LO,HI (any \
              `--filter-*` flag turns the filter on; the rest default as in `[filter]`).",
             format!("{},{}", f().pass_rate[0], f().pass_rate[1]);
-        filter_probe_samples: usize => probe_samples, "GAVEL_TRAIN_FILTER_PROBE_SAMPLES",
+        #[arg(alias = "filter-probe-samples")]
+        filter_survey_samples: usize => survey_samples, "GAVEL_TRAIN_FILTER_SURVEY_SAMPLES",
             "Difficulty filter: completions sampled per task to estimate its pass rate.";
-        filter_reprobe_every: u64 => reprobe_every, "GAVEL_TRAIN_FILTER_REPROBE_EVERY",
-            "Difficulty filter: probe again every N steps (0 = only before the first step).";
+        #[arg(alias = "filter-reprobe-every")]
+        filter_resurvey_every: u64 => resurvey_every, "GAVEL_TRAIN_FILTER_RESURVEY_EVERY",
+            "Difficulty filter: survey again every N steps (0 = only before the first step).";
         filter_pass_threshold: f64 => pass_threshold, "GAVEL_TRAIN_FILTER_PASS_THRESHOLD",
             "Difficulty filter: a completion passes when its reward is at least this.";
     }

@@ -212,14 +212,14 @@ fn filter_flags_turn_the_filter_on() {
     assert_eq!(TrainArgs::default().config().unwrap().filter, None);
     let a = TrainArgs {
         filter: FilterFlags {
-            filter_probe_samples: Some(4),
+            filter_survey_samples: Some(4),
             filter_pass_rate: Some(vec![0.2, 0.7]),
             ..FilterFlags::default()
         },
         ..TrainArgs::default()
     };
     let want = FilterConfig {
-        probe_samples: 4,
+        survey_samples: 4,
         pass_rate: [0.2, 0.7],
         ..FilterConfig::default()
     };
@@ -233,6 +233,22 @@ fn filter_flags_turn_the_filter_on() {
     };
     let e = a.config().unwrap_err().to_string();
     assert!(e.starts_with("--filter-pass-rate: expected LO,HI"), "{e}");
+}
+
+/// The filter's flags before "probe" meant only the health checks are still taken.
+#[test]
+fn the_filter_flags_old_names_are_aliases() {
+    let old = parse(&["--filter-probe-samples", "4", "--filter-reprobe-every", "5"]).unwrap();
+    let new = parse(&[
+        "--filter-survey-samples",
+        "4",
+        "--filter-resurvey-every",
+        "5",
+    ])
+    .unwrap();
+    let filter = old.config().unwrap().filter.unwrap();
+    assert_eq!((filter.survey_samples, filter.resurvey_every), (4, 5));
+    assert_eq!(new.config().unwrap().filter, Some(filter));
 }
 
 #[test]

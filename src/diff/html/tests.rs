@@ -3,20 +3,26 @@
 
 use super::*;
 
-const PROBE: &str = "<script>alert('x')</script>";
+const HOSTILE: &str = "<script>alert('x')</script>";
 
-fn probe() -> String {
-    PROBE.to_string()
+fn hostile() -> String {
+    HOSTILE.to_string()
 }
 
 fn plot() -> Plot {
-    let mut p = Plot::new(10.0, 10.0, PROBE);
-    p.titled_text((1.0, 1.0), "end", crate::toolkit::html::INK, PROBE, PROBE);
+    let mut p = Plot::new(10.0, 10.0, HOSTILE);
+    p.titled_text(
+        (1.0, 1.0),
+        "end",
+        crate::toolkit::html::INK,
+        HOSTILE,
+        HOSTILE,
+    );
     p
 }
 
 /// A page with every section drawn (a compared group with a mover and its reasons, a failed
-/// group) and every text the probe.
+/// group) and every text the hostile one.
 fn page() -> Page {
     let cell = || {
         Some(RewardCell {
@@ -25,25 +31,25 @@ fn page() -> Page {
         })
     };
     Page {
-        title: probe(),
+        title: hostile(),
         heading: "Rubric diff",
         kind: "rubric",
-        a: probe(),
-        b: probe(),
-        shared: probe(),
+        a: hostile(),
+        b: hostile(),
+        shared: hostile(),
         groups: 2,
-        file: probe(),
-        cards: vec![Card::new(PROBE, PROBE, true)],
+        file: hostile(),
+        cards: vec![Card::new(HOSTILE, HOSTILE, true)],
         distribution: plot(),
         delta: plot(),
         tau: plot(),
         tau_histogram: false,
-        summary: vec![("groups", probe())],
-        sides: vec![("A", probe())],
+        summary: vec![("groups", hostile())],
+        sides: vec![("A", hostile())],
         no_movers: None,
         movers: vec![MoverRow {
-            group: probe(),
-            label: probe(),
+            group: hostile(),
+            label: hostile(),
             a: "0.500".into(),
             b: "0.700".into(),
             direction: "up",
@@ -51,7 +57,7 @@ fn page() -> Page {
         }],
         group_sections: vec![
             GroupSection {
-                label: probe(),
+                label: hostile(),
                 failed: None,
                 compared: Some(Compared {
                     tau: "τ-b 1.000".into(),
@@ -60,7 +66,7 @@ fn page() -> Page {
                     mean_abs_delta: "0.200".into(),
                     rows: vec![TrajectoryRow {
                         mover: true,
-                        label: probe(),
+                        label: hostile(),
                         reward_a: cell(),
                         reward_b: None,
                         direction: "up",
@@ -74,21 +80,21 @@ fn page() -> Page {
                         }),
                     }],
                     why: Some(Why {
-                        label: probe(),
+                        label: hostile(),
                         delta: "+0.200".into(),
-                        a: probe(),
-                        b: probe(),
+                        a: hostile(),
+                        b: hostile(),
                     }),
                 }),
             },
             GroupSection {
-                label: probe(),
+                label: hostile(),
                 failed: Some(Failed {
-                    sides: probe(),
+                    sides: hostile(),
                     errors: vec![ErrorLine {
                         side: "B".into(),
-                        kind: probe(),
-                        message: probe(),
+                        kind: hostile(),
+                        message: hostile(),
                     }],
                 }),
                 compared: None,

@@ -4,35 +4,35 @@
 
 use super::*;
 
-const PROBE: &str = "<script>alert('x')</script>";
+const HOSTILE: &str = "<script>alert('x')</script>";
 
-fn probe() -> String {
-    PROBE.to_string()
+fn hostile() -> String {
+    HOSTILE.to_string()
 }
 
 fn plot() -> Plot {
-    let mut p = Plot::new(10.0, 10.0, PROBE);
-    p.text(1.0, 1.0, "end", crate::toolkit::html::INK, PROBE);
+    let mut p = Plot::new(10.0, 10.0, HOSTILE);
+    p.text(1.0, 1.0, "end", crate::toolkit::html::INK, HOSTILE);
     p
 }
 
-/// A page with every section drawn and every text the probe.
+/// A page with every section drawn and every text the hostile one.
 fn page() -> Page {
     let dash = || "—".to_string();
     Page {
-        title: probe(),
-        files: probe(),
-        ranking: probe(),
+        title: hostile(),
+        files: hostile(),
+        ranking: hostile(),
         orders: 2,
         permutations: Some(3),
-        cards: vec![Card::new(PROBE, PROBE, false)],
+        cards: vec![Card::new(HOSTILE, HOSTILE, false)],
         accuracy: plot(),
         position: plot(),
         length: plot(),
         results: vec![ResultRow {
-            set: probe(),
-            judge: probe(),
-            rubric: probe(),
+            set: hostile(),
+            judge: hostile(),
+            rubric: hostile(),
             mode: "listwise",
             groups: 1,
             valid: 1,
@@ -50,9 +50,9 @@ fn page() -> Page {
             seconds: dash(),
         }],
         comparisons: vec![ComparisonRow {
-            set: probe(),
-            a: probe(),
-            b: probe(),
+            set: hostile(),
+            a: hostile(),
+            b: hostile(),
             groups: 1,
             accuracy_a: dash(),
             accuracy_b: dash(),
@@ -62,9 +62,9 @@ fn page() -> Page {
         }],
         confidence: Some(ConfidenceSection {
             plot: plot(),
-            legend: vec![("#000", probe())],
+            legend: vec![("#000", hostile())],
             rows: vec![ConfidenceRow {
-                label: probe(),
+                label: hostile(),
                 pairs: 1,
                 area: "1.000".into(),
                 top10: dash(),
@@ -77,7 +77,7 @@ fn page() -> Page {
             accuracy: "0.9".into(),
             probability: "0.9".into(),
             rows: vec![CalibrationRow {
-                label: probe(),
+                label: hostile(),
                 threshold: "none".into(),
                 kept_pairs: 0,
                 pairs: 1,
@@ -88,15 +88,15 @@ fn page() -> Page {
                 lower_bound: dash(),
                 note: "fewer than 30 pairs".into(),
             }],
-            toml: vec![probe()],
+            toml: vec![hostile()],
         }),
-        cascades: vec![probe(), probe()],
+        cascades: vec![hostile(), hostile()],
         attacks: Some(AttacksSection {
-            cards: vec![Card::new("0.500", PROBE, true)],
+            cards: vec![Card::new("0.500", HOSTILE, true)],
             rows: vec![AttackRow {
-                label: probe(),
-                attack: probe(),
-                kind: probe(),
+                label: hostile(),
+                attack: hostile(),
+                kind: hostile(),
                 groups: 1,
                 success: dash(),
                 success_ci: dash(),
@@ -108,14 +108,14 @@ fn page() -> Page {
             }],
         }),
         misranked: vec![MisrankedGroup {
-            title: probe(),
-            under: probe(),
+            title: hostile(),
+            under: hostile(),
             accuracy: "0.50".into(),
             rows: vec![MisrankedRow {
                 label: "1".into(),
                 scores: "0.100 · 0.900".into(),
-                answer: probe(),
-                explanation: probe(),
+                answer: hostile(),
+                explanation: hostile(),
             }],
         }],
     }

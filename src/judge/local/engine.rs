@@ -1,9 +1,9 @@
 //! The local judge's serving side: the model lives on one owner thread fed by a channel (the
 //! text-embeddings-inference pattern), and async code holds a cloneable [`Engine`] handle.
 //!
-//! Jobs start in the order they came (see `model_thread`). All the probes of one judging (a
+//! Jobs start in the order they came (see `model_thread`). All the questions of one judging (a
 //! group's pointwise or pairwise prompts) are one job, run whole on their shared prefix and
-//! packed into batched forwards (see `probe`): groups in flight never interleave their prompts,
+//! packed into batched forwards (see `reading`): groups in flight never interleave their prompts,
 //! and none overtakes another. Generations (listwise verdicts, explanations) are decoded
 //! together, up to `max_decode_batch` at once, one batched forward a step. The queue is bounded
 //! up front with
@@ -23,7 +23,7 @@ pub use super::job::EngineStats;
 use super::job::{Done, Health, Job, Work};
 use super::model::LoadedModel;
 use super::model_thread::{Gauges, ModelThread};
-use super::request::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
+use super::request::{EngineError, EngineSettings, Generated, ReadRequest, Reading, Request};
 use crate::model::{LocalError, ModelInfo};
 
 /// Joins the model thread when the last [`Engine`] handle goes (its channel closes first, so
@@ -149,17 +149,17 @@ impl Engine {
         }
         match self.submit(Work::Generate(requests)).await? {
             Done::Generated(g) => Ok(g),
-            Done::Probed(_) => unreachable!("a generate job answers Generated"),
+            Done::Read(_) => unreachable!("a generate job answers Generated"),
         }
     }
 
     /// Reads the choices' probabilities after each of `request`'s prompts (no decoding), as
     /// one job: a group's prompts run back to back on their shared prefix. Queued (one place,
     /// however many prompts) and refused like [`Engine::generate`].
-    pub async fn probe(&self, request: ProbeRequest) -> Result<Vec<Probed>, EngineError> {
-        match self.submit(Work::Probe(request)).await? {
-            Done::Probed(p) => Ok(p),
-            Done::Generated(_) => unreachable!("a probe job answers Probed"),
+    pub async fn read(&self, request: ReadRequest) -> Result<Vec<Reading>, EngineError> {
+        match self.submit(Work::Read(request)).await? {
+            Done::Read(p) => Ok(p),
+            Done::Generated(_) => unreachable!("a reading job answers Read"),
         }
     }
 
@@ -216,8 +216,8 @@ mod tests {
         Engine::start(model, EngineSettings::default()).unwrap()
     }
 
-    fn probe() -> ProbeRequest {
-        ProbeRequest {
+    fn question() -> ReadRequest {
+        ReadRequest {
             prompts: vec![vec![ChatMessage {
                 role: "user".into(),
                 content: "Is this right? Answer yes or no.".into(),
@@ -231,7 +231,7 @@ mod tests {
     async fn a_panic_fails_its_request_the_engine_resets_and_repeated_panics_stop_it() {
         let dir = tempfile::tempdir().unwrap();
         let e = engine(dir.path());
-        let before = e.probe(probe()).await.unwrap();
+        let before = e.read(question()).await.unwrap();
         for n in 1..=MAX_PANICS {
             assert!(matches!(
                 e.submit(Work::Panic).await,
@@ -239,7 +239,10 @@ mod tests {
             ));
             assert_eq!(e.restarts(), n as u64);
             // Reset, not dead: the next request is answered, and exactly as before.
-            assert_eq!(e.probe(probe()).await.unwrap()[0].shares, before[0].shares);
+            assert_eq!(
+                e.read(question()).await.unwrap()[0].shares,
+                before[0].shares
+            );
             assert!(e.health().is_ok());
         }
         // One more within the window: the thread stops, /readyz will say so, requests fail.
@@ -249,7 +252,10 @@ mod tests {
         ));
         let why = e.health().unwrap_err();
         assert!(why.contains("stopped after 4 panics"), "{why}");
-        assert!(matches!(e.probe(probe()).await, Err(EngineError::Stopped)));
+        assert!(matches!(
+            e.read(question()).await,
+            Err(EngineError::Stopped)
+        ));
         // Dropping the last handle joins the (already ended) thread without hanging.
         drop(e);
     }
@@ -262,7 +268,7 @@ mod tests {
         let clone = e.clone();
         drop(e);
         assert!(watcher.has_changed().is_ok(), "a handle is still alive");
-        clone.probe(probe()).await.unwrap();
+        clone.read(question()).await.unwrap();
         drop(clone);
         // The thread held the health channel's sender; joined, the channel is closed.
         assert!(

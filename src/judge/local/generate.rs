@@ -163,7 +163,7 @@ impl Worker {
             let forced = match self.forced_tokens(gen) {
                 None if self.settings.expected_score && g.at_score(c) => {
                     self.room(gen, 4)?;
-                    // The two probe steps run on the model's own cache, from this generation's.
+                    // The two look-ahead steps run on the model's own cache, from this generation's.
                     self.model.restore_kv(&gen.kv, gen.kv.len())?;
                     self.expected_score_tokens(g, c, &gen.logits)?
                 }
@@ -317,7 +317,7 @@ impl Worker {
 
     /// The tokens of the model's expected score at a score's start (`logits` are the next
     /// token's there): E = p(1) + p(0) · p(`.` after `0`) · E[first decimal], each probability
-    /// renormalized over what the grammar allows. Two probe steps run and are rolled back (the KV
+    /// renormalized over what the grammar allows. Two look-ahead steps run and are rolled back (the KV
     /// cache is cut back to where it was). None when the vocabulary lacks single-token digits.
     fn expected_score_tokens(
         &mut self,

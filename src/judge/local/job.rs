@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
-use super::request::{EngineError, Generated, ProbeRequest, Probed, Request};
+use super::request::{EngineError, Generated, ReadRequest, Reading, Request};
 
 /// Totals since start, for `/metrics` and the benchmark.
 #[derive(Debug, Default)]
@@ -23,7 +23,7 @@ pub struct EngineStats {
 pub(super) enum Work {
     /// Generations decoded together; answered when the last ends.
     Generate(Vec<Request>),
-    Probe(ProbeRequest),
+    Read(ReadRequest),
     /// Panics the model thread (tests of the recovery).
     #[cfg(test)]
     Panic,
@@ -48,7 +48,7 @@ pub(super) struct Health {
 /// What the model thread answers.
 pub(super) enum Done {
     Generated(Vec<Generated>),
-    Probed(Vec<Probed>),
+    Read(Vec<Reading>),
 }
 
 pub(super) struct Job {
@@ -61,7 +61,7 @@ pub(super) struct Job {
     pub(super) _slot: OwnedSemaphorePermit,
 }
 
-/// Counts one request's prompt side (generate and probe alike).
+/// Counts one request's prompt side (generate and read alike).
 fn record_prompt(
     stats: &EngineStats,
     prompt: u64,
@@ -80,7 +80,7 @@ fn record_prompt(
     metrics::histogram!("gavel_local_prefill_seconds").record(prefill.as_secs_f64());
 }
 
-pub(super) fn record_probe(stats: &EngineStats, p: &Probed) {
+pub(super) fn record_reading(stats: &EngineStats, p: &Reading) {
     record_prompt(
         stats,
         p.prompt_tokens,

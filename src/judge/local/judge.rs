@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::engine::Engine;
-use super::request::{EngineError, EngineSettings, ProbeRequest, Request};
+use super::request::{EngineError, EngineSettings, ReadRequest, Request};
 use crate::domain::prompt::ChatMessage;
 use crate::judge::config::LocalConfig;
 use crate::judge::{
@@ -63,6 +63,18 @@ impl LocalJudge {
         } else {
             cfg.common.model.clone()
         };
+        let described = adapter.as_ref().map(|(_, a)| JudgeAdapter {
+            path: a.path.display().to_string(),
+            sha256: a.sha256.clone(),
+            reach: match a.reach {
+                Reach::All => "all",
+                Reach::Verdict => "verdict",
+            },
+        });
+        let judge_info = JudgeInfo {
+            name: name.to_string(),
+            model: model_name.clone(),
+        };
         Ok(LocalJudge {
             name: name.to_string(),
             model: model_name,
@@ -79,7 +91,8 @@ impl LocalJudge {
                 pairwise_opponents: cfg.pairwise_opponents,
                 // An explanation cut to no bytes at all is not asked for.
                 explains: cfg.explain && cfg.max_explanation_bytes > 0,
-                ..JudgeSettings::from_common(&cfg.common, mode)
+                adapter: described,
+                ..JudgeSettings::from_common(judge_info, &cfg.common, mode)
             },
         })
     }
@@ -151,13 +164,6 @@ impl LocalJudge {
 
 #[async_trait]
 impl Judge for LocalJudge {
-    fn info(&self) -> JudgeInfo {
-        JudgeInfo {
-            name: self.name.clone(),
-            model: self.model.clone(),
-        }
-    }
-
     /// What decides this judge's verdicts: the weights (by file name, size, format, type), the
     /// device, the sampling and constraint settings, and the adapter's files (by their hash).
     /// The path's folder is not in it, so a moved model keeps its cached verdicts.
@@ -188,17 +194,6 @@ impl Judge for LocalJudge {
             id["adapter"] = json!(a.sha256);
         }
         id
-    }
-
-    fn adapter(&self) -> Option<JudgeAdapter> {
-        self.adapter_info().map(|a| JudgeAdapter {
-            path: a.path.display().to_string(),
-            sha256: a.sha256.clone(),
-            reach: match a.reach {
-                Reach::All => "all",
-                Reach::Verdict => "verdict",
-            },
-        })
     }
 
     fn settings(&self) -> &JudgeSettings {
@@ -271,22 +266,22 @@ impl ProbabilityJudge for LocalJudge {
         prompts: Vec<Vec<ChatMessage>>,
         choices: &[Vec<String>],
     ) -> Result<Vec<ChoiceProbabilities>, JudgeFailure> {
-        let probed = self
+        let readings = self
             .engine
-            .probe(ProbeRequest {
+            .read(ReadRequest {
                 prompts,
                 choices: choices.to_vec(),
                 adapter: self.adapter_slot(),
             })
             .await
             .map_err(|e| self.error(e))?;
-        Ok(probed
+        Ok(readings
             .into_iter()
             .map(|p| {
                 tracing::debug!(judge = %self.name, prompt_tokens = p.prompt_tokens,
                     cached_prompt_tokens = p.cached_prompt_tokens, coverage = p.coverage,
                     queued_s = p.queued.as_secs_f64(), prefill_s = p.prefill.as_secs_f64(),
-                    "local judge probe");
+                    "local judge reading");
                 ChoiceProbabilities {
                     shares: p.shares,
                     coverage: p.coverage,

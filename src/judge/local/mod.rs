@@ -10,7 +10,7 @@
 //!   bounded queue, its health (a watch channel) and the cloneable handle; `job` (what a job
 //!   asks and answers); `model_thread` (the
 //!   thread's loop: jobs in order, generations decoded in batches), `generate` (prefill from
-//!   the best cached prefix, constrained decoding, a batch's step), `probe` (a group's choice
+//!   the best cached prefix, constrained decoding, a batch's step), `reading` (a group's choice
 //!   probabilities, its prompts packed into batched forwards) and `prefix_cache` run on the
 //!   thread.
 //! - [`LocalJudge`]: the judge backend (`backend = "local"`) over an engine; [`shared`]: judges
@@ -36,7 +36,7 @@ mod model_thread;
 #[cfg(feature = "local")]
 mod prefix_cache;
 #[cfg(feature = "local")]
-mod probe;
+mod reading;
 #[cfg(feature = "local")]
 pub mod request;
 #[cfg(feature = "local")]
@@ -49,4 +49,4 @@ pub use judge::LocalJudge;
 #[cfg(feature = "local")]
 pub use model::{LoadedModel, LocalModelSpec};
 #[cfg(feature = "local")]
-pub use request::{EngineError, EngineSettings, Generated, ProbeRequest, Probed, Request};
+pub use request::{EngineError, EngineSettings, Generated, ReadRequest, Reading, Request};

@@ -1,11 +1,11 @@
-//! The local judge's model thread: it takes jobs in the order they came. A probe job (all the
+//! The local judge's model thread: it takes jobs in the order they came. A reading job (all the
 //! prompts of one judging) runs whole when it reaches the front. A generation job (a listwise
 //! verdict, or a group's explanations) starts when it reaches the front: each of its
 //! generations is prefilled and joins the decoding batch while the batch has room
 //! (`max_decode_batch`), earlier jobs' generations first; the batch steps together, one batched
 //! forward a step for the generations that share an adapter (continuous batching: generations
 //! join and leave between steps, so a short one never waits for a long one to end). A job is
-//! answered when its last generation ends. Decoding pauses while a probe job or a newcomer's
+//! answered when its last generation ends. Decoding pauses while a reading job or a newcomer's
 //! prefill runs. A panic fails the jobs it hit, and the thread resets the worker and serves on,
 //! up to [`MAX_PANICS`] in [`PANIC_WINDOW`].
 
@@ -18,9 +18,13 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::generate::{Generation, Worker};
 use super::job::{
-    record, record_probe, Done, EngineStats, Health, Job, Work, MAX_PANICS, PANIC_WINDOW,
+    record, record_reading, Done, EngineStats, Health, Job, Work, MAX_PANICS, PANIC_WINDOW,
 };
-use super::request::{EngineError, Generated, ProbeRequest, Request};
+use super::request::{EngineError, Generated, ReadRequest, Request};
+
+/// The old name of `gavel_local_reading_jobs_joined_total`, counted alongside it until dashboards
+/// move (docs/production.md).
+const OLD_JOINED_NAME: &str = "gavel_local_probe_jobs_joined_total";
 
 /// What the thread keeps up to date for `/metrics` and the engine's handles.
 pub(super) struct Gauges {
@@ -107,7 +111,7 @@ impl ModelThread {
     }
 
     /// Fills the batch from the generation jobs started, oldest first, then starts waiting
-    /// jobs from the front: a probe job runs whole; a generation job starts when the batch has
+    /// jobs from the front: a reading job runs whole; a generation job starts when the batch has
     /// room (else it waits, and so does everything behind it).
     fn admit(&mut self) -> ControlFlow<()> {
         self.fill()?;
@@ -116,8 +120,8 @@ impl ModelThread {
             if !front.reply.is_closed() && generates && !self.room() {
                 break;
             }
-            if !front.reply.is_closed() && matches!(front.work, Work::Probe(_)) {
-                self.probe()?;
+            if !front.reply.is_closed() && matches!(front.work, Work::Read(_)) {
+                self.read()?;
                 continue;
             }
             let mut job = self.waiting.pop_front().expect("a front job");
@@ -143,7 +147,7 @@ impl ModelThread {
                     self.settle(id);
                     self.fill()?;
                 }
-                Work::Probe(_) => unreachable!("probe jobs run above"),
+                Work::Read(_) => unreachable!("reading jobs run above"),
                 #[cfg(test)]
                 Work::Panic => {
                     let ran = guarded(&mut self.worker, |_| panic!("injected by a test"));
@@ -155,44 +159,46 @@ impl ModelThread {
         ControlFlow::Continue(())
     }
 
-    /// Runs the probe job at the front of the queue, and the probe jobs right behind it whose
-    /// groups fit the room its last packed forward leaves ([`Worker::probe_groups`]), and
+    /// Runs the reading job at the front of the queue, and the reading jobs right behind it whose
+    /// groups fit the room its last packed forward leaves ([`Worker::read_jobs`]), and
     /// answers those read.
-    fn probe(&mut self) -> ControlFlow<()> {
+    fn read(&mut self) -> ControlFlow<()> {
         let jobs: Vec<&Job> = self
             .waiting
             .iter()
             .take_while(|j| !j.reply.is_closed())
-            .map_while(|j| matches!(j.work, Work::Probe(_)).then_some(j))
+            .map_while(|j| matches!(j.work, Work::Read(_)).then_some(j))
             .collect();
-        let reqs: Vec<&ProbeRequest> = jobs
+        let reqs: Vec<&ReadRequest> = jobs
             .iter()
             .map(|j| match &j.work {
-                Work::Probe(req) => req,
-                _ => unreachable!("probe jobs only"),
+                Work::Read(req) => req,
+                _ => unreachable!("reading jobs only"),
             })
             .collect();
         let queued: Vec<Duration> = jobs.iter().map(|j| j.enqueued.elapsed()).collect();
         let span = jobs[0].span.clone();
         let _entered = span.enter();
         let cancelled = || jobs.iter().all(|j| j.reply.is_closed());
-        let ran = guarded(&mut self.worker, |w| w.probe_groups(&reqs, &cancelled));
+        let ran = guarded(&mut self.worker, |w| w.read_jobs(&reqs, &cancelled));
         let read = ran.as_ref().map_or(1, Vec::len);
         let taken: Vec<Job> = self.waiting.drain(..read).collect();
         if read > 1 {
             let labels = self.gauges.labels.clone();
-            metrics::counter!("gavel_local_probe_jobs_joined_total", labels)
+            metrics::counter!("gavel_local_reading_jobs_joined_total", labels.clone())
                 .increment(read as u64 - 1);
+            // Under its old name too (deprecated), for dashboards that read it.
+            metrics::counter!(OLD_JOINED_NAME, labels).increment(read as u64 - 1);
         }
         match ran {
             Ok(answers) => {
                 for ((job, answer), queued) in taken.into_iter().zip(answers).zip(queued) {
-                    let answer = answer.map(|mut probed| {
-                        for p in &mut probed {
+                    let answer = answer.map(|mut readings| {
+                        for p in &mut readings {
                             p.queued = queued;
-                            record_probe(&self.gauges.stats, p);
+                            record_reading(&self.gauges.stats, p);
                         }
-                        Done::Probed(probed)
+                        Done::Read(readings)
                     });
                     self.answer(job, answer);
                 }

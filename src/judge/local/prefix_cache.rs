@@ -144,7 +144,7 @@ impl<K: PartialEq, S> PrefixCache<K, S> {
     /// Keeps `state` as the KV cache of `tokens` under `key`. Entries of the same key it
     /// extends are dropped (it serves every prompt they served, as well or better), and their
     /// pins pass to it; when an entry already holds `tokens` or extends them, that one is kept
-    /// instead (a verdict adapter's probe, which keeps all but its last position, would
+    /// instead (a verdict adapter's question, which keeps all but its last position, would
     /// otherwise push out the base model's entry it started from). Then unpinned entries go,
     /// least recently used first, until the rest fit the budget. An entry larger than the whole
     /// budget is not kept.
@@ -305,10 +305,10 @@ mod tests {
         // The budget holds two: b, the oldest unpinned, went; a stayed though older.
         assert_eq!(c.best(&0, &[1, 1, 1]), Some((&"group a", 3)));
         assert!(c.best(&0, &[2, 2, 2]).is_none());
-        // A probe of group a that extends its prefix takes its place, and its pin.
-        c.insert(0, vec![1, 1, 1, 4], "a + probe");
+        // A question of group a that extends its prefix takes its place, and its pin.
+        c.insert(0, vec![1, 1, 1, 4], "a + question");
         c.insert(0, vec![5, 5], "group e");
-        assert_eq!(c.best(&0, &[1, 1, 1, 4]), Some((&"a + probe", 4)));
+        assert_eq!(c.best(&0, &[1, 1, 1, 4]), Some((&"a + question", 4)));
         // Unpinned, it goes like any other entry: group f's room takes e, then it.
         c.unpin(&0, &[1, 1, 1]);
         c.insert(0, vec![6, 6, 6], "group f");

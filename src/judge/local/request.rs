@@ -85,7 +85,7 @@ pub struct Request {
 /// one request: they run back to back on their shared prefix, their suffixes packed into
 /// batched forwards ([`EngineSettings::max_batch_tokens`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProbeRequest {
+pub struct ReadRequest {
     pub prompts: Vec<Vec<ChatMessage>>,
     /// Each choice's spellings (`["yes", "Yes"]`); a choice's probability is that of the first
     /// tokens of its spellings (each token counted once).
@@ -96,7 +96,7 @@ pub struct ProbeRequest {
 
 /// One prompt's choice probabilities and what reading them took.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Probed {
+pub struct Reading {
     /// Each choice's probability, renormalised over the choices (they sum to 1).
     pub shares: Vec<f64>,
     /// The probability of any choice before renormalising: how much of its mass the model put

@@ -37,7 +37,7 @@ use transport::{
 use super::config::{is_openai, RemoteConfig, DEFAULT_TOP_LOGPROBS};
 use super::limits::JudgeLimits;
 use super::{
-    cut_text, Completion, Judge, JudgeError, JudgeFailure, JudgeInfo, JudgeSettings,
+    cut_text, Completion, Judge, JudgeError, JudgeFailure, JudgeInfo, JudgeSettings, Prices,
     ProbabilityJudge, Spent, StructuredOutput,
 };
 use crate::domain::error_chain::with_causes;
@@ -73,8 +73,6 @@ pub struct RemoteJudge {
     temperature: f32,
     /// What the scorer plans with (`max_tokens`, `deadline`, `mode`, ...), read here too.
     settings: JudgeSettings,
-    prompt_price: Option<f64>,
-    completion_price: Option<f64>,
     /// As configured (`auto` or one dialect).
     structured_output: StructuredOutput,
     /// The dialect asked in now: an index into [`StructuredOutput::ALL`], stepped down by
@@ -122,12 +120,20 @@ impl RemoteJudge {
             http,
             key,
             temperature: cfg.common.temperature,
-            settings: JudgeSettings::from_common(
-                &cfg.common,
-                cfg.common.mode.unwrap_or(JudgeMode::Listwise),
-            ),
-            prompt_price: cfg.prompt_price_per_million,
-            completion_price: cfg.completion_price_per_million,
+            settings: JudgeSettings {
+                prices: Prices {
+                    prompt: cfg.prompt_price_per_million,
+                    completion: cfg.completion_price_per_million,
+                },
+                ..JudgeSettings::from_common(
+                    JudgeInfo {
+                        name: name.to_string(),
+                        model: cfg.common.model.clone(),
+                    },
+                    &cfg.common,
+                    cfg.common.mode.unwrap_or(JudgeMode::Listwise),
+                )
+            },
             structured_output: cfg.common.structured_output,
             dialect: AtomicUsize::new(index_of(first)),
             top_logprobs: cfg.top_logprobs,
@@ -236,13 +242,6 @@ impl RemoteJudge {
 
 #[async_trait]
 impl Judge for RemoteJudge {
-    fn info(&self) -> JudgeInfo {
-        JudgeInfo {
-            name: self.name.clone(),
-            model: self.model.clone(),
-        }
-    }
-
     fn identity(&self) -> Value {
         let mut id = json!({
             "backend": "openai",
@@ -263,17 +262,6 @@ impl Judge for RemoteJudge {
 
     fn settings(&self) -> &JudgeSettings {
         &self.settings
-    }
-
-    fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
-        match (self.prompt_price, self.completion_price) {
-            (None, None) => None,
-            (p, c) => Some(
-                (prompt_tokens as f64 * p.unwrap_or(0.0)
-                    + completion_tokens as f64 * c.unwrap_or(0.0))
-                    / 1e6,
-            ),
-        }
     }
 
     fn structured_output(&self) -> StructuredOutput {

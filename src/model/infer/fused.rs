@@ -37,7 +37,7 @@ pub(crate) fn causal_softmax(att: Tensor, s: usize, pos: usize) -> Result<Tensor
 /// visible values one key after another, in key order. candle's matmul blocks the key axis by
 /// a length that depends on the whole matrix (the number of keys, of rows, and the machine's
 /// caches), so the same query got other roundings alone than in a longer chunk or after a
-/// prefix prefilled apart; on the 0.5B model that moved a probe's probabilities by 0.007.
+/// prefix prefilled apart; on the 0.5B model that moved a question's probabilities by 0.007.
 /// Summed this way a row's output depends on its own keys only, and the masked half is skipped.
 pub(crate) fn causal_values(att: &Tensor, v: &Tensor, s: usize, pos: usize) -> Result<Tensor> {
     let fused = att.device().is_cpu()

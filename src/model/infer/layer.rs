@@ -148,7 +148,7 @@ impl Proj {
     /// matmul ran those at about a third of its speed (experiments/local-judge-speed/NOTEBOOK.md).
     /// Q4_K and Q6_K stay quantized where candle multiplies them with its repacked x86 kernels
     /// (see [`packed_kernels`]): no dequantization per forward, and integer dot products
-    /// (measured on the 1.5B Q4_K_M: prefill 3× faster, a 48-token probe suffix 8× faster).
+    /// (measured on the 1.5B Q4_K_M: prefill 3× faster, a 48-token question suffix 8× faster).
     fn dense(&self, device: &Device) -> Result<Proj> {
         let w = match &self.w {
             Weight::Candle(QMatMul::QTensor(q)) if packed_kernels(q.dtype(), device) => {
@@ -225,7 +225,7 @@ impl Layer {
 }
 
 /// Several sequences laid end to end in one forward, each continuing its own cached positions
-/// (a group's probe suffixes continue one shared prefix; decoding generations continue their
+/// (a group's question suffixes continue one shared prefix; decoding generations continue their
 /// own): each position sees its own sequence's cache and its own sequence up to itself, never
 /// another sequence's. One pass over the weights for all of them. The projections multiply
 /// every position at once; attention runs sequence by sequence, on exactly the shapes a

@@ -341,7 +341,7 @@ impl Qwen {
     /// otherwise runs quantized matmuls, which quantize the activations too: the same prompt then
     /// gets different logits depending on how much of it came from the prefix cache. Reading
     /// probabilities (pointwise, pairwise) needs a prompt's answer not to depend on what ran
-    /// before it, so probes turn this on; decoding keeps the fast path.
+    /// before it, so questions turn this on; decoding keeps the fast path.
     pub fn set_dense_always(&mut self, on: bool) {
         self.dense_from = if on { 1 } else { GEMM_ROWS };
     }

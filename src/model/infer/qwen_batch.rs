@@ -1,5 +1,5 @@
 //! [`Qwen::forward_batch`]: several sequences, each after its own cached positions, in one
-//! forward (see [`Packing`]): a group's probe suffixes after their shared prefix, decoding
+//! forward (see [`Packing`]): a group's question suffixes after their shared prefix, decoding
 //! generations after their own prompts.
 
 use candle_core::{DType, Result, Tensor};
@@ -9,7 +9,7 @@ use crate::model::infer::layer::Packing;
 
 impl Qwen {
     /// Runs each of `seqs` after its own cached positions, `states` (appended to, as each would
-    /// be alone), in one forward (see [`Packing`]; a group's probe suffixes after their shared
+    /// be alone), in one forward (see [`Packing`]; a group's question suffixes after their shared
     /// prefix, generations after their own prompts); returns the logits after each one's last token
     /// (`[sequences, vocab]`, f32). The model's own cache is not touched. Each sequence's
     /// multiplications run on the arithmetic it would have alone (sequences of at least

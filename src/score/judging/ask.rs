@@ -19,10 +19,10 @@ impl JudgeStage {
         plan: &Plan<'_>,
         i: usize,
     ) -> Result<StoredVerdict, JudgeFailure> {
-        if let Some(probe) = &plan.probes[i] {
+        if let Some(question) = &plan.questions[i] {
             let judge = &plan.panel.members()[plan.skeleton.samples[i].judge];
             return self
-                .ask_probes(judge.as_ref(), plan.input.candidates.len(), probe)
+                .ask_questions(judge.as_ref(), plan.input.candidates.len(), question)
                 .await;
         }
         let s = &plan.skeleton.samples[i];
@@ -35,7 +35,7 @@ impl JudgeStage {
             allow_missing_score: !item_ids.is_empty(),
             expected_items: &item_ids,
         };
-        let JudgeInfo { name, model } = judge.info();
+        let JudgeInfo { name, model } = judge.settings().info.clone();
         let deadline = judge.settings().deadline;
         let conversation = async {
             let mut messages = rendered.messages.clone();

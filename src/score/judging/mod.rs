@@ -4,7 +4,7 @@
 //!   group too large for the judge's context), their prompts and cache keys;
 //! - [`run`]: each sample through the cache and single-flight (one judge call for concurrent
 //!   requests that need the same verdict, across replicas too) to the judge;
-//! - [`ask`]: one judge call, parse, one structural re-ask ([`ask_probes`] for a probability
+//! - [`ask`]: one judge call, parse, one structural re-ask ([`ask_questions`] for a probability
 //!   mode: every prompt's reading, then the explanations);
 //! - [`aggregate`]: the samples' scores back into one judge component per trajectory.
 //!
@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::probes::ProbePlan;
+use super::questions::QuestionPlan;
 use super::response::{ItemOut, Usage};
 use crate::domain::dedup::JudgeInput;
 use crate::domain::prompt::RenderedPrompt;
@@ -24,7 +24,7 @@ use crate::judge::Panel;
 
 mod aggregate;
 mod ask;
-mod ask_probes;
+mod ask_questions;
 mod plan;
 mod render;
 mod run;
@@ -85,7 +85,7 @@ pub(super) struct Plan<'a> {
     /// probability-mode sample, the listwise prompt of the group (its token figures).
     rendered: Vec<Arc<RenderedPrompt>>,
     /// What each probability-mode sample asks (`None`: listwise).
-    probes: Vec<Option<ProbePlan>>,
+    questions: Vec<Option<QuestionPlan>>,
 }
 
 impl Plan<'_> {

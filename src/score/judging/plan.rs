@@ -15,7 +15,7 @@ use crate::domain::rubric::Rubric;
 use crate::domain::trajectory::content_hash;
 use crate::judge::{Judge, Panel};
 use crate::score::judge_stage::JudgeStage;
-use crate::score::probes::{plan_probes, probe_key};
+use crate::score::questions::{plan_questions, question_key};
 use crate::score::samples::{chunk_candidates, permutation_orders};
 use crate::score::{ScoreError, ScoreRequest};
 
@@ -40,7 +40,7 @@ pub(in crate::score) fn check_mode(
             "\"{}\" reads token probabilities, which judge {:?} cannot give: ask it \
              \"listwise\"",
             mode.name(),
-            judge.info().name
+            judge.settings().info.name
         )));
     }
     if !rubric.items.is_empty() {
@@ -96,7 +96,7 @@ impl JudgeStage {
         };
         let mut samples = Vec::new();
         let mut prompts = Vec::new();
-        let mut probes = Vec::new();
+        let mut questions = Vec::new();
         let mut template: Option<(&'static str, String)> = None;
         let mut max_chunks = 1;
         for (j, judge) in panel.members().iter().enumerate() {
@@ -104,7 +104,7 @@ impl JudgeStage {
             let mode = req.judge_mode.unwrap_or(judge.settings().mode);
             check_mode(judge, rubric, mode)?;
             if mode.reads_probabilities() {
-                let probe = plan_probes(
+                let question = plan_questions(
                     &self.prompts,
                     mode,
                     &input,
@@ -112,19 +112,19 @@ impl JudgeStage {
                     extras(false),
                     judge.settings().pairwise_opponents,
                 )?;
-                for p in &probe.prompts {
+                for p in &question.prompts {
                     self.check_prompt_size(p)?;
                 }
-                template.get_or_insert((mode.prompt(), probe.template_version.clone()));
+                template.get_or_insert((mode.prompt(), question.template_version.clone()));
                 samples.push(SampleSpec {
                     judge: j,
                     order_index: 0,
                     order: all.clone(),
                     ids: (1..=m).map(|i| i.to_string()).collect(),
-                    key: probe_key(judge, &probe, rubric),
+                    key: question_key(judge, &question, rubric),
                 });
                 prompts.push(render(&all, judge.structured_output().holds_schema())?);
-                probes.push(Some(probe));
+                questions.push(Some(question));
                 continue;
             }
             let reply_schema = judge.structured_output().holds_schema();
@@ -150,7 +150,7 @@ impl JudgeStage {
                         key,
                     });
                     prompts.push(rendered);
-                    probes.push(None);
+                    questions.push(None);
                 }
             }
         }
@@ -168,7 +168,7 @@ impl JudgeStage {
             input,
             skeleton,
             rendered: prompts,
-            probes,
+            questions,
         })
     }
 
@@ -224,7 +224,7 @@ impl JudgeStage {
                 format!(
                     "the group cannot be split to fit judge {:?}'s context_tokens ({context}): \
                      a chunk of {CHUNK_ANCHORS} anchors and one more trajectory is already too long",
-                    judge.info().name
+                    judge.settings().info.name
                 ),
             ))
         })

@@ -30,14 +30,14 @@ impl Scorer {
         let s = &plan.skeleton.samples[0];
         // A probability mode asks several prompts: show the first (the first trajectory alone,
         // or the first pair) under its own template, and say how many there are.
-        let (rendered, template, prompts_asked) = match &plan.probes[0] {
-            Some(probe) => (
-                probe.prompts.first().unwrap_or(&plan.rendered[0]),
+        let (rendered, template, prompts_asked) = match &plan.questions[0] {
+            Some(question) => (
+                question.prompts.first().unwrap_or(&plan.rendered[0]),
                 VersionInfo {
-                    name: probe.mode.prompt().into(),
-                    version: probe.template_version.clone(),
+                    name: question.mode.prompt().into(),
+                    version: question.template_version.clone(),
                 },
-                Some(probe.prompts.len()),
+                Some(question.prompts.len()),
             ),
             None => (
                 &*plan.rendered[0],
@@ -52,9 +52,9 @@ impl Scorer {
         let without = self.stage.count_without_dedup(&plan, &s.order, req)?;
         // Every prompt the mode asks: what a server without a prefix cache prefills, and what
         // one with a prefix cache does (the prompts' shared start once).
-        let (asked, after_prefix_cache) = match &plan.probes[0] {
-            Some(probe) => {
-                let all: Vec<&[ChatMessage]> = probe
+        let (asked, after_prefix_cache) = match &plan.questions[0] {
+            Some(question) => {
+                let all: Vec<&[ChatMessage]> = question
                     .prompts
                     .iter()
                     .map(|p| p.messages.as_slice())

@@ -110,7 +110,7 @@ impl JudgeStage {
                         Ok(v) => {
                             if v.clamped_scores > 0 {
                                 metrics::counter!("gavel_judge_scores_clamped_total",
-                                    "judge" => judge.info().name)
+                                    "judge" => judge.settings().info.name.clone())
                                 .increment(u64::from(v.clamped_scores));
                             }
                             self.store.put(&s.key, &v).await?;
@@ -120,11 +120,14 @@ impl JudgeStage {
                             usage.cached_prompt_tokens = v.cached_prompt_tokens;
                             usage.forward_passes = v.forward_passes;
                             usage.retries = v.retries.clone();
-                            usage.cost = judge.cost(v.prompt_tokens, v.completion_tokens);
+                            usage.cost = judge
+                                .settings()
+                                .prices
+                                .cost(v.prompt_tokens, v.completion_tokens);
                             v
                         }
                         Err(f) => {
-                            let name = judge.info().name;
+                            let name = judge.settings().info.name.clone();
                             metrics::counter!("gavel_judge_errors_total",
                                 "judge" => name.clone(), "type" => f.error_type().as_str())
                             .increment(1);

@@ -96,25 +96,25 @@ pub fn render<S: Serialize>(
 mod tests {
     use super::*;
 
-    const PROBE: &str = r#"{% extends "page.html.j2" %}
+    const FIXTURE: &str = r#"{% extends "page.html.j2" %}
 {% from "kit.html.j2" import card, svg %}
 {% block body %}{{ card(c) }}{{ svg(plot) }}<p>{{ text }}</p>{% endblock %}
 {% block footer %}footer{% endblock %}"#;
 
     #[derive(Serialize)]
-    struct Probe {
+    struct Fixture {
         title: String,
         c: Card,
         plot: Plot,
         text: String,
     }
 
-    fn probe(user: &str) -> Probe {
+    fn fixture(user: &str) -> Fixture {
         let mut plot = Plot::new(100.0, 50.0, user);
         plot.text(1.0, 2.0, "start", INK, user);
         plot.bar(1.0, 2.0, 3.0, 4.0, GRID, user);
         plot.polyline(vec![[1.0, 2.0], [3.0, 4.0]], INK, user);
-        Probe {
+        Fixture {
             title: user.into(),
             c: Card::new(user, user, false),
             plot,
@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn user_text_is_escaped_everywhere_the_kit_writes_it() {
         let user = "<script>alert('x')</script>";
-        let page = render("probe.html.j2", PROBE, &probe(user)).unwrap();
+        let page = render("fixture.html.j2", FIXTURE, &fixture(user)).unwrap();
         assert!(!page.contains("<script"), "{page}");
         // title, card ×2, aria-label, text, bar tip, polyline title, paragraph.
         assert_eq!(page.matches("&lt;script&gt;").count(), 8, "{page}");
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn the_page_is_whole_and_numbers_are_written_as_computed() {
-        let page = render("probe.html.j2", PROBE, &probe("p")).unwrap();
+        let page = render("fixture.html.j2", FIXTURE, &fixture("p")).unwrap();
         assert!(
             page.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"),
             "{page}"

@@ -1,5 +1,5 @@
-//! Training examples for the judge: each a probe prompt exactly as the local judge is asked it
-//! (rendered by the scorer's own [`Scorer::probe_prompts`]: dedup, rubric, templates, then the
+//! Training examples for the judge: each a question exactly as the local judge is asked it
+//! (rendered by the scorer's own [`Scorer::questions`]: dedup, rubric, templates, then the
 //! model's chat template) and the probability its first answer (yes; 1) should get.
 //!
 //! - **Labels** (`gavel eval`'s files): pointwise, a trajectory's label scaled over its group
@@ -13,7 +13,7 @@ use crate::score::{ScoreRequest, Scorer};
 
 use crate::train::TrainError;
 
-/// One probe and what its first answer's probability should be.
+/// One question and what its first answer's probability should be.
 #[derive(Debug, Clone)]
 pub struct Example {
     pub messages: Vec<ChatMessage>,
@@ -65,16 +65,16 @@ pub fn build(
     for (g, src) in sources.iter().enumerate() {
         let mut truth: Option<GroupTruth> = None;
         for &mode in modes {
-            let probes = match scorer.probe_prompts(&src.request, mode, opponents) {
+            let questions = match scorer.questions(&src.request, mode, opponents) {
                 Ok(p) => p,
                 Err(e) => {
                     problems.push(format!("{}: {e}", src.at));
                     break;
                 }
             };
-            let scores = candidate_scores(&probes.candidate_of, &src.per_trajectory);
-            let lengths = candidate_lengths(&probes.candidate_of, &src.request);
-            for (messages, shows) in probes.prompts.into_iter().zip(probes.shows) {
+            let scores = candidate_scores(&questions.candidate_of, &src.per_trajectory);
+            let lengths = candidate_lengths(&questions.candidate_of, &src.request);
+            for (messages, shows) in questions.prompts.into_iter().zip(questions.shows) {
                 let target = target(mode, &scores, &shows, src.soft);
                 let length_sign = length_sign(mode, target, &lengths, &shows);
                 examples.push(Example {
@@ -130,7 +130,7 @@ fn candidate_lengths(candidate_of: &[usize], request: &ScoreRequest) -> Vec<usiz
     len.into_iter().map(Option::unwrap_or_default).collect()
 }
 
-/// [`Example::length_sign`] of a probe showing `shows` with target `target`.
+/// [`Example::length_sign`] of a question showing `shows` with target `target`.
 fn length_sign(mode: JudgeMode, target: f64, lengths: &[usize], shows: &[usize]) -> i8 {
     let favours = |x: f64| {
         if x > 0.0 {
@@ -213,7 +213,7 @@ pub fn length_weights(examples: &[Example], truths: &[GroupTruth]) -> Vec<f64> {
         .collect()
 }
 
-/// The target of a probe showing `shows` (see the module docs).
+/// The target of a question showing `shows` (see the module docs).
 fn target(mode: JudgeMode, scores: &[f64], shows: &[usize], soft: bool) -> f64 {
     match (mode, soft) {
         (JudgeMode::Pairwise, false) => {

@@ -1,5 +1,5 @@
 //! The frozen part of the judge, run once per example: the base model's inference network
-//! ([`crate::model::infer`], the arithmetic the local judge serves with) over each probe prompt,
+//! ([`crate::model::infer`], the arithmetic the local judge serves with) over each question,
 //! keeping what an adapter on the top K layers needs ([`Context`]). A group's examples share the
 //! group's common token prefix, prefilled and kept once for them all.
 
@@ -14,7 +14,7 @@ use crate::model::ModelFiles;
 
 use crate::train::TrainError;
 
-/// Positions a probe's final forward runs at least, as the local judge's probes do (its logits
+/// Positions a question's final forward runs at least, as the local judge's questions do (its logits
 /// then do not depend on how the prompt was split).
 const MIN_RUN: usize = 3;
 
@@ -144,7 +144,7 @@ impl BaseModel {
         name.split(':').next().unwrap_or("cpu").to_string()
     }
 
-    /// The probe prompt's tokens: the chat template (assistant turn opened), then the tokenizer.
+    /// The question's tokens: the chat template (assistant turn opened), then the tokenizer.
     pub fn tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, TrainError> {
         let text = self
             .files
@@ -160,13 +160,13 @@ impl BaseModel {
         let shortest = prompts.iter().map(|p| p.len()).min().unwrap_or(0);
         if shortest < 2 {
             return Err(TrainError::Input(
-                "a probe prompt of fewer than 2 tokens".into(),
+                "a question of fewer than 2 tokens".into(),
             ));
         }
         let context = self.files.config.context_length();
         if let Some(p) = prompts.iter().find(|p| p.len() >= context) {
             return Err(TrainError::Input(format!(
-                "a probe prompt of {} tokens leaves no room in the model's context of {context}",
+                "a question of {} tokens leaves no room in the model's context of {context}",
                 p.len()
             )));
         }
@@ -281,7 +281,7 @@ pub fn first_share(logits: &[f32], choices: &[Vec<u32>]) -> Result<f64, TrainErr
         Ok(mass[0] / total)
     } else {
         Err(TrainError::Model(
-            "the base model gives the answers no probability on a probe prompt".into(),
+            "the base model gives the answers no probability on a question".into(),
         ))
     }
 }

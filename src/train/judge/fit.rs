@@ -365,58 +365,84 @@ fn accuracy(split: &Split, scores: &[Vec<f64>], file: Option<&str>) -> f64 {
     }
 }
 
-/// Runs steps `start..` of the loop; `save(step, is_best, figures, best, opt)` writes
-/// checkpoints.
-#[allow(clippy::too_many_arguments)]
-pub fn fit(
-    head: &VerdictHead,
-    opt: &mut AdamW,
-    train: &Split,
-    dev: &Split,
-    s: &FitSettings,
-    start: u64,
-    mut best: Best,
-    metrics: &mut crate::train::run_log::MetricsFile,
-    progress: &indicatif::ProgressBar,
-    mut save: impl FnMut(u64, bool, &DevFigures, Best, &AdamW) -> Result<(), TrainError>,
-) -> Result<(), TrainError> {
-    let n = train.examples.len();
-    let total = total_steps(n, s);
-    let warmup = (total / 20).max(1);
-    let t0 = std::time::Instant::now();
-    for step_no in start..total {
-        let idx = batch(n, step_no, s);
-        let lr = Schedule::Cosine.lr(s.learning_rate, step_no, warmup, total);
-        let (loss, grad_norm) = step(head, opt, train, &idx, s, lr)?;
-        let done = step_no + 1;
-        progress.inc(1);
-        progress.set_message(format!("loss {loss:.4}"));
-        let figures = if done % s.eval_every.max(1) == 0 || done == total {
-            let p = first_shares(head, dev, s, true)?;
-            Some(dev_figures(dev, &p, &s.modes))
-        } else {
-            None
-        };
-        metrics.write(&MetricsLine {
-            step: done,
-            loss,
-            lr,
-            grad_norm,
-            dev: figures.as_ref(),
-            elapsed_s: t0.elapsed().as_secs_f64(),
-        })?;
-        if let Some(f) = figures {
-            let is_best = best.improved_by(&f);
-            if is_best {
-                best = Best {
-                    mean_ranking: f.mean_ranking,
-                    loss: f.loss,
-                };
+/// One run of the loop: the head being trained and its optimizer, the splits, the settings,
+/// and where the run starts.
+pub struct Fit<'a> {
+    pub head: &'a VerdictHead,
+    pub opt: AdamW,
+    pub train: &'a Split,
+    pub dev: &'a Split,
+    pub settings: &'a FitSettings,
+    /// Steps already taken: 0, or the step of the checkpoint a resumed run continues from.
+    pub start: u64,
+    /// The best dev figures so far ([`Best::NONE`] on a fresh run).
+    pub best: Best,
+}
+
+/// A dev measurement, for the caller to keep as a checkpoint.
+pub struct Measured<'a> {
+    pub step: u64,
+    /// Better than every earlier measurement: the checkpoint is the run's best so far.
+    pub is_best: bool,
+    pub figures: &'a DevFigures,
+    pub best: Best,
+    pub opt: &'a AdamW,
+}
+
+impl Fit<'_> {
+    /// Runs the steps from `start` to the end, a line per step in `metrics`; at each dev
+    /// measurement `save` writes the checkpoint.
+    pub fn run(
+        mut self,
+        metrics: &mut crate::train::run_log::MetricsFile,
+        progress: &indicatif::ProgressBar,
+        mut save: impl FnMut(Measured<'_>) -> Result<(), TrainError>,
+    ) -> Result<(), TrainError> {
+        let (head, s) = (self.head, self.settings);
+        let n = self.train.examples.len();
+        let total = total_steps(n, s);
+        let warmup = (total / 20).max(1);
+        let t0 = std::time::Instant::now();
+        for step_no in self.start..total {
+            let idx = batch(n, step_no, s);
+            let lr = Schedule::Cosine.lr(s.learning_rate, step_no, warmup, total);
+            let (loss, grad_norm) = step(head, &mut self.opt, self.train, &idx, s, lr)?;
+            let done = step_no + 1;
+            progress.inc(1);
+            progress.set_message(format!("loss {loss:.4}"));
+            let figures = if done % s.eval_every.max(1) == 0 || done == total {
+                let p = first_shares(head, self.dev, s, true)?;
+                Some(dev_figures(self.dev, &p, &s.modes))
+            } else {
+                None
+            };
+            metrics.write(&MetricsLine {
+                step: done,
+                loss,
+                lr,
+                grad_norm,
+                dev: figures.as_ref(),
+                elapsed_s: t0.elapsed().as_secs_f64(),
+            })?;
+            if let Some(f) = figures {
+                let is_best = self.best.improved_by(&f);
+                if is_best {
+                    self.best = Best {
+                        mean_ranking: f.mean_ranking,
+                        loss: f.loss,
+                    };
+                }
+                save(Measured {
+                    step: done,
+                    is_best,
+                    figures: &f,
+                    best: self.best,
+                    opt: &self.opt,
+                })?;
             }
-            save(done, is_best, &f, best, opt)?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// AdamW as the loop uses it: no weight decay on the adapters.

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use crate::domain::prompt::JudgeMode;
-use crate::model::adapter::Reach;
+use crate::model::adapter::{LoraConfig, Reach};
+use crate::train::TrainError;
 
 /// LoRA training of a local judge's verdict: the data, the model and the fit.
 #[derive(Debug, Clone)]
@@ -57,4 +58,31 @@ pub struct JudgeTrainOptions {
     pub quiet: bool,
     /// `--augment attacks`: attacked copies of the training groups.
     pub augment: Option<super::Augment>,
+}
+
+impl JudgeTrainOptions {
+    /// Refuses options that do not make a run, before anything is read or opened; the
+    /// adapter's LoRA configuration.
+    pub fn validate(&self) -> Result<LoraConfig, TrainError> {
+        let refuse = |m: &str| Err(TrainError::Config(m.to_string()));
+        if self.train.is_empty() && self.teacher.is_none() {
+            return refuse("train judge needs --train FILE (labelled groups) or --teacher NAME");
+        }
+        if self.teacher.is_some() == self.teacher_groups.is_empty() {
+            return refuse("--teacher and --teacher-groups go together");
+        }
+        if self.dev.is_empty() && self.teacher.is_none() {
+            return refuse("train judge needs --dev FILE: the best checkpoint is chosen on it");
+        }
+        if self.layers == 0 || self.batch_size == 0 || self.epochs == 0 {
+            return refuse("--layers, --batch-size and --epochs must be at least 1");
+        }
+        let lora = LoraConfig {
+            r: self.rank,
+            alpha: self.alpha,
+            ..LoraConfig::default()
+        };
+        lora.validate().map_err(TrainError::Config)?;
+        Ok(lora)
+    }
 }

@@ -1,4 +1,4 @@
-//! Asking a probability-mode sample (pointwise or pairwise, [`crate::score::probes`]): every
+//! Asking a probability-mode sample (pointwise or pairwise, [`crate::score::questions`]): every
 //! prompt's reading (from the store, or asked together), the scores and confidences they give,
 //! and, when the judge explains, one explanation per trajectory asked after the readings.
 
@@ -7,20 +7,20 @@ use crate::domain::stats::tidy;
 use crate::judge::{Judge, JudgeError, JudgeFailure};
 use crate::score::confidence;
 use crate::score::judge_stage::JudgeStage;
-use crate::score::probes::{bradley_terry, verdict_choices, ProbePlan};
+use crate::score::questions::{bradley_terry, verdict_choices, QuestionPlan};
 use crate::store::{StoredScore, StoredVerdict};
 
 impl JudgeStage {
     /// Asks a probability-mode sample: every prompt at once (the engine runs them as one job,
     /// on the prefix they share), bounded by the judge's verdict deadline.
     /// `m` is the group's number of distinct trajectories (candidates).
-    pub(in crate::score) async fn ask_probes(
+    pub(in crate::score) async fn ask_questions(
         &self,
         judge: &dyn Judge,
         m: usize,
-        probe: &ProbePlan,
+        question: &QuestionPlan,
     ) -> Result<StoredVerdict, JudgeFailure> {
-        let name = judge.info().name;
+        let name = judge.settings().info.name.clone();
         let deadline = judge.settings().deadline;
         let explains = judge.settings().explains;
         // Planning refused a probability mode for a judge that offers no probabilities.
@@ -30,9 +30,13 @@ impl JudgeStage {
             ))
             .into());
         };
-        let choices = verdict_choices(probe.mode);
+        let choices = verdict_choices(question.mode);
         let asking = async {
-            let prompts: Vec<_> = probe.prompts.iter().map(|p| p.messages.clone()).collect();
+            let prompts: Vec<_> = question
+                .prompts
+                .iter()
+                .map(|p| p.messages.clone())
+                .collect();
             // Prompts read before, in this group or another, come from the store.
             let (readings, cost) = self.read_prompts(judge, reader, &prompts, &choices).await?;
             let mut t = Tally {
@@ -49,7 +53,7 @@ impl JudgeStage {
             if explains {
                 // All of them in one call: the judge decodes them together.
                 let (which, prompts): (Vec<usize>, Vec<_>) = (0..m)
-                    .filter_map(|c| Some((c, explanation_prompt(probe, &firsts, c)?)))
+                    .filter_map(|c| Some((c, explanation_prompt(question, &firsts, c)?)))
                     .unzip();
                 let answers = reader.explain(prompts).await?;
                 for (c, r) in which.into_iter().zip(answers) {
@@ -70,10 +74,10 @@ impl JudgeStage {
                     deadline.as_secs_f64()
                 )))
             })??;
-        let (scores, confidence) = match probe.mode {
+        let (scores, confidence) = match question.mode {
             JudgeMode::Pairwise => (
-                bradley_terry(m, &probe.pairs, &firsts),
-                confidence::pairwise(m, &probe.pairs, &firsts, &coverage),
+                bradley_terry(m, &question.pairs, &firsts),
+                confidence::pairwise(m, &question.pairs, &firsts, &coverage),
             ),
             _ => {
                 let conf = firsts
@@ -106,7 +110,7 @@ impl JudgeStage {
             counted_prompt_tokens_without_dedup: t.prompt,
             // Probabilities are in [0, 1] by construction.
             clamped_scores: 0,
-            model: judge.info().model,
+            model: judge.settings().info.model.clone(),
             created_unix: crate::store::unix_now(),
             retries: Default::default(),
         })
@@ -131,15 +135,19 @@ const EXPLAIN_QUESTION: &str = "In one or two sentences, explain your answer.";
 /// The conversation that explains candidate `c`'s score: its pointwise prompt, or in pairwise
 /// mode the first pair it was shown first in, followed by the answer the model found more
 /// likely and [`EXPLAIN_QUESTION`]. None when it was never asked about.
-fn explanation_prompt(probe: &ProbePlan, firsts: &[f64], c: usize) -> Option<Vec<ChatMessage>> {
-    let (k, answer) = match probe.mode {
+fn explanation_prompt(
+    question: &QuestionPlan,
+    firsts: &[f64],
+    c: usize,
+) -> Option<Vec<ChatMessage>> {
+    let (k, answer) = match question.mode {
         JudgeMode::Pairwise => {
-            let k = probe.pairs.iter().position(|&(a, _)| a == c)?;
+            let k = question.pairs.iter().position(|&(a, _)| a == c)?;
             (k, if firsts[k] >= 0.5 { "1" } else { "2" })
         }
         _ => (c, if *firsts.get(c)? >= 0.5 { "Yes" } else { "No" }),
     };
-    let mut messages = probe.prompts.get(k)?.messages.clone();
+    let mut messages = question.prompts.get(k)?.messages.clone();
     messages.push(ChatMessage {
         role: "assistant".into(),
         content: answer.into(),

@@ -44,9 +44,9 @@ pub fn verdict_choices(mode: JudgeMode) -> Vec<Vec<String>> {
     }
 }
 
-/// A group's probe prompts as a local judge is asked them (see [`Scorer::probe_prompts`]).
+/// A group's questions as a local judge is asked them (see [`Scorer::questions`]).
 #[derive(Debug, Clone)]
-pub struct ProbePrompts {
+pub struct Questions {
     /// Each prompt's messages.
     pub prompts: Vec<Vec<crate::domain::prompt::ChatMessage>>,
     /// The candidates each prompt shows: pointwise one, pairwise (first, second).
@@ -57,7 +57,7 @@ pub struct ProbePrompts {
 
 /// What a probability-mode sample asks.
 #[derive(Debug)]
-pub(super) struct ProbePlan {
+pub(super) struct QuestionPlan {
     pub mode: JudgeMode,
     /// Pointwise: one prompt per candidate. Pairwise: one per entry of `pairs`.
     pub prompts: Vec<RenderedPrompt>,
@@ -173,14 +173,14 @@ pub fn bradley_terry(m: usize, pairs: &[(usize, usize)], prefs: &[f64]) -> Vec<f
 }
 
 /// Renders a sample's prompts for `mode`.
-pub(super) fn plan_probes(
+pub(super) fn plan_questions(
     prompts: &Prompts,
     mode: JudgeMode,
     input: &JudgeInput,
     rubric: &Rubric,
     extras: GroupExtras<'_>,
     opponents: usize,
-) -> Result<ProbePlan, PromptError> {
+) -> Result<QuestionPlan, PromptError> {
     let name = mode.prompt();
     let m = input.candidates.len();
     let (pairs, orders): (Vec<(usize, usize)>, Vec<Vec<usize>>) = match mode {
@@ -195,7 +195,7 @@ pub(super) fn plan_probes(
         .iter()
         .map(|o| prompts.render(name, input, o, rubric, extras))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ProbePlan {
+    Ok(QuestionPlan {
         mode,
         prompts: rendered,
         pairs,
@@ -205,20 +205,20 @@ pub(super) fn plan_probes(
 
 /// The cache key of a probability-mode verdict: judge identity, mode, template and what of the
 /// rubric the judge reads, and every prompt asked (which embed the trajectories and the pairs).
-pub(super) fn probe_key(judge: &dyn Judge, probe: &ProbePlan, rubric: &Rubric) -> String {
+pub(super) fn question_key(judge: &dyn Judge, question: &QuestionPlan, rubric: &Rubric) -> String {
     let mut m = Map::new();
     m.insert("schema".into(), json!(CACHE_SCHEMA));
     m.insert("judge".into(), judge.identity());
-    m.insert("mode".into(), json!(probe.mode.name()));
-    if probe.mode == JudgeMode::Pairwise {
+    m.insert("mode".into(), json!(question.mode.name()));
+    if question.mode == JudgeMode::Pairwise {
         m.insert("scores".into(), json!("bradley_terry"));
     }
     if judge.settings().explains {
         m.insert("explain".into(), json!(true));
     }
-    m.insert("template".into(), json!(probe.template_version));
+    m.insert("template".into(), json!(question.template_version));
     m.insert("rubric".into(), json!(rubric.judge_version));
-    let messages: Vec<_> = probe.prompts.iter().map(|p| &p.messages).collect();
+    let messages: Vec<_> = question.prompts.iter().map(|p| &p.messages).collect();
     m.insert("messages".into(), json!(messages));
     content_hash(&m)
 }
@@ -227,12 +227,12 @@ impl Scorer {
     /// The prompts a local judge is asked for `req` in `mode` (pointwise or pairwise), rendered
     /// exactly as scoring renders them (dedup, rubric, templates), without asking anyone: what
     /// the judge trainer trains on, so training and serving see byte-identical prompts.
-    pub fn probe_prompts(
+    pub fn questions(
         &self,
         req: &super::ScoreRequest,
         mode: JudgeMode,
         opponents: usize,
-    ) -> Result<ProbePrompts, super::ScoreError> {
+    ) -> Result<Questions, super::ScoreError> {
         let rubric = self.rubric(&req.rubric)?;
         let input = JudgeInput::build(&req.trajectories, &self.stage.dedup);
         let extras = GroupExtras {
@@ -240,7 +240,7 @@ impl Scorer {
             reference: req.reference.as_deref(),
             reply_schema: false,
         };
-        let plan = plan_probes(
+        let plan = plan_questions(
             &self.stage.prompts,
             mode,
             &input,
@@ -258,7 +258,7 @@ impl Scorer {
                 candidate_of[i] = c;
             }
         }
-        Ok(ProbePrompts {
+        Ok(Questions {
             prompts: plan.prompts.into_iter().map(|p| p.messages).collect(),
             shows,
             candidate_of,

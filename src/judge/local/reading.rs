@@ -3,8 +3,8 @@
 //! prefilled once, or found in the prefix cache, and pinned there while they run; then their
 //! suffixes go through packed forwards of at most `max_batch_tokens` tokens, each suffix seeing
 //! its group's prefix and itself ([`crate::model::infer::Qwen::forward_batch`]): one pass over
-//! the weights for many prompts. When the next queued jobs are probes too, their groups join
-//! the last forward while it has room ([`Worker::probe_groups`]). With `max_batch_tokens = 0`
+//! the weights for many prompts. When the next queued jobs are reading jobs too, their groups join
+//! the last forward while it has room ([`Worker::read_jobs`]). With `max_batch_tokens = 0`
 //! each prompt runs alone, from the longest cached prefix.
 
 use std::ops::Range;
@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use super::generate::Worker;
 use super::prefix_cache::common_prefix;
-use super::request::{EngineError, ProbeRequest, Probed};
+use super::request::{EngineError, ReadRequest, Reading};
 use crate::model::infer::KvState;
 use crate::model::LocalError;
 
-/// Fewest tokens of its prompt a probe runs itself, however much of it is cached or shared.
+/// Fewest tokens of its prompt a reading runs itself, however much of it is cached or shared.
 ///
 /// The same arithmetic whatever the prefix cache supplies: a group's scores must not depend on
 /// the order its prompts were asked in. candle multiplies Q6_K weights by a single row on
@@ -25,7 +25,7 @@ use crate::model::LocalError;
 /// rows on, a position's logits were bit-identical however the prompt was split (measured on
 /// both test models, suffixes of 3 to 64 tokens), and packed with other suffixes (attention
 /// runs per suffix, on the shapes it has alone).
-const PROBE_MIN_RUN: usize = 3;
+const MIN_OWN_RUN: usize = 3;
 
 /// One prompt's logits and what reading them took.
 struct Read {
@@ -66,11 +66,11 @@ impl Worker {
     /// its prompts fit the room the last packed forward leaves under `max_batch_tokens`: its
     /// suffixes join that forward, after their own group's prefix. Returns the answers of the
     /// requests read, in order: at least the first's. `cancelled` is polled between forwards.
-    pub fn probe_groups(
+    pub fn read_jobs(
         &mut self,
-        reqs: &[&ProbeRequest],
+        reqs: &[&ReadRequest],
         cancelled: &dyn Fn() -> bool,
-    ) -> Vec<Result<Vec<Probed>, EngineError>> {
+    ) -> Vec<Result<Vec<Reading>, EngineError>> {
         let Some(first) = reqs.first() else {
             return Vec::new();
         };
@@ -104,7 +104,7 @@ impl Worker {
             plans.push(plan);
         }
         // A verdict adapter changes the last position alone (the one whose next token is
-        // read); everything before it is the base model's, shared with every other probe.
+        // read); everything before it is the base model's, shared with every other reading.
         self.model.set_dense_always(true);
         let reads = self.read_groups(&plans, cancelled);
         self.model.set_verdict_adapter(false);
@@ -122,7 +122,7 @@ impl Worker {
     }
 
     /// `req`'s prompts and choices as tokens, and which prompts run alone.
-    fn plan_group(&self, req: &ProbeRequest) -> Result<GroupPlan, EngineError> {
+    fn plan_group(&self, req: &ReadRequest) -> Result<GroupPlan, EngineError> {
         let prompts = req
             .prompts
             .iter()
@@ -184,7 +184,7 @@ impl Worker {
                     continue;
                 }
                 let (t0, passes) = (Instant::now(), self.model.forward_passes());
-                let (reused, _) = self.prefill(plan.prefix(), PROBE_MIN_RUN)?;
+                let (reused, _) = self.prefill(plan.prefix(), MIN_OWN_RUN)?;
                 costs[g] = (reused, self.model.forward_passes() - passes, t0.elapsed());
                 prefixes[g] = Some(self.model.kv_state());
                 if self.prefixes.pin(&flavour, plan.prefix()) {
@@ -242,7 +242,7 @@ impl Worker {
         }
         let (t0, passes) = (Instant::now(), self.model.forward_passes());
         self.model.set_verdict_adapter(true);
-        let prefilled = self.prefill(prompt, PROBE_MIN_RUN);
+        let prefilled = self.prefill(prompt, MIN_OWN_RUN);
         self.model.set_verdict_adapter(false);
         let (cached, logits) = prefilled?;
         Ok(Read {
@@ -326,8 +326,8 @@ impl Worker {
 fn answers(
     reads: Vec<Read>,
     plan: &GroupPlan,
-    req: &ProbeRequest,
-) -> Result<Vec<Probed>, EngineError> {
+    req: &ReadRequest,
+) -> Result<Vec<Reading>, EngineError> {
     reads
         .into_iter()
         .zip(&plan.prompts)
@@ -343,7 +343,7 @@ fn answers(
                 ))
                 .into());
             }
-            Ok(Probed {
+            Ok(Reading {
                 shares: mass.iter().map(|m| m / coverage).collect(),
                 coverage,
                 prompt_tokens: prompt.len() as u64,
@@ -356,7 +356,7 @@ fn answers(
         .collect()
 }
 
-/// Tokens every prompt starts with, leaving each at least [`PROBE_MIN_RUN`] of its own; 0 when
+/// Tokens every prompt starts with, leaving each at least [`MIN_OWN_RUN`] of its own; 0 when
 /// there are fewer than two prompts.
 fn shared_prefix(prompts: &[Vec<u32>]) -> usize {
     let [first, rest @ ..] = prompts else {
@@ -371,7 +371,7 @@ fn shared_prefix(prompts: &[Vec<u32>]) -> usize {
         .min()
         .unwrap_or(0);
     let shortest = prompts.iter().map(Vec::len).min().unwrap_or(0);
-    common.min(shortest.saturating_sub(PROBE_MIN_RUN))
+    common.min(shortest.saturating_sub(MIN_OWN_RUN))
 }
 
 /// Consecutive runs of suffixes of `lens` tokens, each run at most `max_tokens` (a longer

@@ -1,21 +1,21 @@
-//! The difficulty filter's probe: samples every task with the current policy, scores the
+//! The difficulty filter's survey: samples every task with the current policy, scores the
 //! groups, and narrows the tasks the next steps draw from ([`super::filter`] has the settings,
 //! the state and the rule). Apart from the filter so that `filter` (a `train.toml` section)
 //! does not import the trainer that imports the config.
 
 use std::time::Instant;
 
-use super::filter::{classify, pass_rate, Band, FilterState, ProbeReport};
+use super::filter::{classify, pass_rate, Band, FilterState, SurveyReport};
 use super::trainer::{Source, Trainer};
 use super::TrainError;
 
 impl Trainer {
-    /// Probes the tasks if the filter is on and a probe is due at this step, and narrows the
+    /// Surveys the tasks if the filter is on and a survey is due at this step, and narrows the
     /// tasks the next steps draw from. No task inside the band is an error before the first step
-    /// (nothing would be trained); at a later probe the report says so (`inside == 0`) and
+    /// (nothing would be trained); at a later survey the report says so (`inside == 0`) and
     /// [`Trainer::run`] ends the run there, with a checkpoint: the policy has outgrown (or
     /// collapsed out of) every task, and further steps would sample groups that all tie.
-    pub fn probe_if_due(&mut self) -> Result<Option<ProbeReport>, TrainError> {
+    pub fn survey_if_due(&mut self) -> Result<Option<SurveyReport>, TrainError> {
         let Some(fcfg) = self.cfg.filter.clone() else {
             return Ok(None);
         };
@@ -26,9 +26,9 @@ impl Trainer {
             return Ok(None);
         }
         let started = Instant::now();
-        let k = fcfg.probe_samples;
+        let k = fcfg.survey_samples;
         let groups = self.sample_tasks(k)?;
-        let probe_tokens = groups.iter().map(|g| g.tokens).sum();
+        let survey_tokens = groups.iter().map(|g| g.tokens).sum();
         let rates: Vec<Option<f64>> = groups
             .iter()
             .map(|g| pass_rate(&g.scored.rewards, fcfg.pass_threshold))
@@ -36,8 +36,8 @@ impl Trainer {
         let bands: Vec<Band> = rates.iter().map(|&r| classify(r, fcfg.pass_rate)).collect();
         let tasks = groups.len();
         let count = |b: Band| bands.iter().filter(|&&x| x == b).count();
-        let report = ProbeReport {
-            event: "probe",
+        let report = SurveyReport {
+            event: "survey",
             step: self.step,
             tasks,
             below: count(Band::Below),
@@ -45,8 +45,8 @@ impl Trainer {
             above: count(Band::Above),
             unscored: count(Band::Unscored),
             pass_rate: fcfg.pass_rate,
-            probe_samples: k,
-            probe_tokens,
+            survey_samples: k,
+            survey_tokens,
             pass_rate_mean: rates.iter().flatten().sum::<f64>()
                 / rates.iter().flatten().count().max(1) as f64,
             seconds: started.elapsed().as_secs_f64(),
@@ -70,7 +70,7 @@ impl Trainer {
         }
         if report.inside == 0 {
             // The run ends at this step; the kept tasks stay as they were, so a checkpoint
-            // resumed from here probes again rather than drawing from nothing.
+            // resumed from here surveys again rather than drawing from nothing.
             return Ok(Some(report));
         }
         self.filter = FilterState {
@@ -79,7 +79,7 @@ impl Trainer {
                     .filter(|&i| report.bands[i] == Band::Inside)
                     .collect(),
             ),
-            probed_at: Some(self.step),
+            surveyed_at: Some(self.step),
         };
         Ok(Some(report))
     }
