@@ -42,6 +42,10 @@ print(f"{sum(r) / len(r):.3f}")
 PY
 }
 
+# The settings BENCHMARKS.md's figures were measured with: the toy's train.toml before it took a
+# cosine schedule and dynamic sampling (issue 61), so every stage here trains as it did then.
+PIN=(--schedule constant --dynamic-sampling-rounds 0)
+
 printf '%-5s %-26s %-8s %-8s %s\n' seed arm start after steps | tee results.txt
 for s in $SEEDS; do
     d="seed-$s"
@@ -49,9 +53,9 @@ for s in $SEEDS; do
     cfg="$d/train.toml"
     "$GAVEL" train --config "$cfg" --quiet sample --group-size 8 --out "$d/best8.jsonl" 2>/dev/null
     "$GAVEL" select "$d/best8.jsonl" -o "$d/sft.jsonl" --best-of --min-reward 0.3 2>"$d/select.txt"
-    "$GAVEL" train --config "$cfg" --quiet --sft "$d/sft.jsonl" --steps "$SFT_STEPS" \
+    "$GAVEL" train --config "$cfg" --quiet "${PIN[@]}" --sft "$d/sft.jsonl" --steps "$SFT_STEPS" \
         --output-dir "$d/sft" >/dev/null
-    "$GAVEL" train --config "$cfg" --quiet --offline "$d/best8.jsonl" \
+    "$GAVEL" train --config "$cfg" --quiet "${PIN[@]}" --offline "$d/best8.jsonl" \
         --init-adapter "$d/sft/checkpoint-$SFT_STEPS" --steps "$OFFLINE_STEPS" \
         --output-dir "$d/offline" >/dev/null
     sft="$d/sft/checkpoint-$SFT_STEPS"
@@ -61,7 +65,7 @@ for s in $SEEDS; do
     at_off=$(score "$d/eval-offline.jsonl" --init-adapter "$off")
     run() {  # arm name, start score, extra flags
         local arm="$1" start="$2"; shift 2
-        "$GAVEL" train --config "$cfg" --quiet --steps "$STEPS" --output-dir "$d/$arm" "$@" >/dev/null
+        "$GAVEL" train --config "$cfg" --quiet "${PIN[@]}" --steps "$STEPS" --output-dir "$d/$arm" "$@" >/dev/null
         # The filter may end a run early (no task left in its band): its last checkpoint.
         local last after
         last=$(ls -d "$d/$arm"/checkpoint-* | sort -V | tail -1)

@@ -22,7 +22,7 @@ use gavel::score::Scorer;
 use gavel::store::{SledStore, VerdictStore};
 use gavel::train::scoring::Rewarder;
 use gavel::train::tasks::read_tasks;
-use gavel::train::toy::{toy_config, write_toy};
+use gavel::train::toy::{constant_toy_config, toy_config, write_toy};
 use gavel::train::trainer::{Source, Trainer};
 
 /// The largest absolute difference between two tensors of one shape.
@@ -47,11 +47,12 @@ fn in_process(rt: &tokio::runtime::Runtime) -> Rewarder {
 }
 
 /// GRPO on the toy task — ten prompts, each with its own answer, partial credit per digit —
-/// raises the mean reward of the last 10 steps to ≥ 0.5 and by ≥ 0.3 over the first 10.
+/// raises the mean reward of the last 10 steps (over every group drawn) to ≥ 0.7 and by ≥ 0.4
+/// over the first 10.
 ///
-/// The bar sits below the worst of seeds 0–9 (last 10 steps 0.56–0.94, each up ≥ 0.33 from
-/// about 0.22), not at one seed's luck: the run is chaotic, a change of 5e-8 in one step's
-/// gradient (the training pass's shared prompt, rounding) gives another run (seed 7: 0.95 → 0.65).
+/// The bar sits below the worst of seeds 1–10 (BENCHMARKS.md, "Training: the toy run across
+/// seeds": each ends above 0.8 from about 0.23), not at the default seed's figure: the run is
+/// chaotic, a change of 5e-8 in one step's gradient gives another run.
 #[test]
 fn toy_run_learns() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -67,7 +68,7 @@ fn toy_run_learns() {
     let started = std::time::Instant::now();
     let metrics = t.run(false).unwrap();
     let mean = |m: &[gavel::train::trainer::StepMetrics]| {
-        m.iter().map(|s| s.reward_mean).sum::<f64>() / m.len() as f64
+        m.iter().map(|s| s.drawn_reward_mean).sum::<f64>() / m.len() as f64
     };
     let first = mean(&metrics[..10]);
     let last = mean(&metrics[metrics.len() - 10..]);
@@ -79,8 +80,8 @@ fn toy_run_learns() {
     for m in metrics.iter().step_by(10) {
         eprintln!("  step {:3} reward {:.3} loss {:+.4} ent {:.2} |g| {:.3} skip {} time s/s/t {:.2}/{:.2}/{:.2}", m.step, m.reward_mean, m.loss, m.entropy, m.grad_norm, m.skipped_groups, m.sample_seconds, m.score_seconds, m.train_seconds);
     }
-    assert!(last >= 0.5, "final reward {last:.3} (start {first:.3})");
-    assert!(last - first >= 0.3, "reward {first:.3} → {last:.3}");
+    assert!(last >= 0.7, "final reward {last:.3} (start {first:.3})");
+    assert!(last - first >= 0.4, "reward {first:.3} → {last:.3}");
 }
 
 /// The shuffled-reward control on the toy task: the same run with each group's rewards
@@ -149,7 +150,7 @@ fn resume_is_bit_identical_and_checkpoints_are_peft() {
     // A reward that half the random model's first tokens earn, so every step has signal.
     let tasks = half_rewarded_task(tmp.path());
     let trainer = |out: &str, steps: u64| {
-        let mut cfg = toy_config(model.clone(), tasks.clone(), tmp.path().join(out));
+        let mut cfg = constant_toy_config(model.clone(), tasks.clone(), tmp.path().join(out));
         cfg.steps = steps;
         cfg.prompts_per_step = 2;
         cfg.group_size = 4;
@@ -562,7 +563,7 @@ fn real_model_lora_steps_change_only_adapters() {
         "verifiers": [{"type": "regex", "name": "digit", "pattern": "[0-9]"}],
         "policy": {"type": "weighted", "weights": {"digit": 1.0}}});
     std::fs::write(&tasks, format!("{line}\n")).unwrap();
-    let mut cfg = toy_config(path.into(), tasks.clone(), tmp.path().join("out"));
+    let mut cfg = constant_toy_config(path.into(), tasks.clone(), tmp.path().join("out"));
     cfg.steps = 1;
     cfg.prompts_per_step = 1;
     cfg.group_size = 4;

@@ -24,13 +24,14 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// `(step, reward_mean)` of every step line of `run/metrics.jsonl`.
+/// `(step, drawn_reward_mean)` of every step line of `run/metrics.jsonl`: what the run's last line
+/// averages.
 fn steps(run: &Path) -> Vec<(u64, f64)> {
     std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter_map(|v| Some((v["step"].as_u64()?, v["reward_mean"].as_f64()?)))
+        .filter_map(|v| Some((v["step"].as_u64()?, v["drawn_reward_mean"].as_f64()?)))
         .collect()
 }
 
@@ -42,7 +43,7 @@ fn mean(v: &[(u64, f64)]) -> f64 {
 fn the_toy_help_says_its_defaults() {
     let out = gavel(&["train", "toy", "--help"]);
     let help = text(&out.stdout);
-    assert!(help.contains("[default: 300, the toy run's]"), "{help}");
+    assert!(help.contains("[default: 400, the toy run's]"), "{help}");
     assert!(help.contains("[default: 7, the toy run's]"), "{help}");
     assert!(
         help.contains("--resume") && help.contains("--overwrite"),

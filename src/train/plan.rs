@@ -228,7 +228,12 @@ fn train(
         trainer.resume(dir)?;
     }
     let metrics = trainer.run(!quiet)?;
-    let rewards: Vec<(u64, f64)> = metrics.iter().map(|m| (m.step, m.reward_mean)).collect();
+    // The policy's reward on the tasks drawn, not only on the groups trained on (dynamic sampling
+    // sets tied ones aside).
+    let rewards: Vec<(u64, f64)> = metrics
+        .iter()
+        .map(|m| (m.step, m.drawn_reward_mean))
+        .collect();
     if let Some(line) = reward_line(&rewards) {
         println!(
             "{line}; adapters in {}",
@@ -249,8 +254,8 @@ fn train(
 /// Steps averaged at each end of a run for its reward line: one step's mean reward is noisy.
 const REWARD_WINDOW: usize = 10;
 
-/// `trained to step 300: mean reward 0.213 over steps 1–10, 0.547 over steps 291–300`: the mean
-/// of the first and of the last ten steps run (`(step, mean reward)` each), or of all of them
+/// `trained to step 400: mean reward 0.216 over steps 1–10, 0.854 over steps 391–400`: the mean
+/// of the first and of the last ten steps run (`(step, mean reward of the groups drawn)` each), or of all of them
 /// when there are no more than ten.
 pub fn reward_line(rewards: &[(u64, f64)]) -> Option<String> {
     let last = rewards.last()?;

@@ -67,6 +67,11 @@ pub struct StepMetrics {
     pub skipped_groups: usize,
     /// Groups sampled and scored for the step: `prompts_per_step`, more under dynamic sampling.
     pub groups_drawn: usize,
+    /// Mean reward over every group drawn for the step, tied ones set aside included: the
+    /// policy's reward on tasks drawn at random. Without dynamic sampling it is `reward_mean`;
+    /// with it, `reward_mean` is over the groups trained on, which leave out tied groups (late
+    /// in a run mostly solved ones) and so understate or overstate the policy.
+    pub drawn_reward_mean: f64,
     pub loss: f64,
     pub kl: f64,
     pub clip_ratio_low: f64,
@@ -197,9 +202,15 @@ impl Trainer {
             Source::Offline(groups) => {
                 let start = (self.step as usize * n) % groups.len();
                 m.groups_drawn = n;
-                return Ok((0..n)
+                let step: Vec<GroupData> = (0..n)
                     .map(|i| groups[(start + i) % groups.len()].clone())
-                    .collect());
+                    .collect();
+                let rewards: Vec<f64> = step
+                    .iter()
+                    .flat_map(|g| g.rewards.iter().flatten().copied())
+                    .collect();
+                m.drawn_reward_mean = stats::mean_std(&rewards).map_or(0.0, |(mean, _)| mean);
+                return Ok(step);
             }
             Source::Online {
                 tasks,
@@ -212,6 +223,7 @@ impl Trainer {
         let dynamic = self.cfg.dynamic_sampling_rounds > 0;
         let mut out: Vec<GroupData> = Vec::with_capacity(n);
         let mut tied: Vec<GroupData> = Vec::new();
+        let mut drawn_rewards: Vec<f64> = Vec::new();
         let mut round = 0;
         loop {
             let draw = n - out.len();
@@ -269,6 +281,7 @@ impl Trainer {
                     has_sampler_logp: true,
                 };
                 m.groups_drawn += 1;
+                drawn_rewards.extend(group.rewards.iter().flatten().copied());
                 if dynamic && group.ties() {
                     tied.push(group);
                 } else {
@@ -280,6 +293,7 @@ impl Trainer {
             }
             round += 1;
         }
+        m.drawn_reward_mean = stats::mean_std(&drawn_rewards).map_or(0.0, |(mean, _)| mean);
         // What the rounds did not fill, the first tied groups do (they teach nothing, but the
         // step's reward figures stay over `prompts_per_step` groups).
         let missing = n - out.len();

@@ -2,7 +2,7 @@
 //! them, so it trains on groups with spread; without it the same run trains on tied groups.
 
 use gavel::train::tasks::read_tasks;
-use gavel::train::toy::{toy_config, write_toy};
+use gavel::train::toy::{constant_toy_config, write_toy};
 use gavel::train::trainer::{Source, StepMetrics, Trainer};
 
 use super::{half_rewarded_task, in_process};
@@ -14,7 +14,7 @@ fn run(rounds: u32) -> Vec<StepMetrics> {
     let tmp = tempfile::tempdir().unwrap();
     let (model, _) = write_toy(tmp.path()).unwrap();
     let tasks = half_rewarded_task(tmp.path());
-    let mut cfg = toy_config(model, tasks.clone(), tmp.path().join("out"));
+    let mut cfg = constant_toy_config(model, tasks.clone(), tmp.path().join("out"));
     cfg.steps = 4;
     cfg.prompts_per_step = 4;
     cfg.group_size = 2;

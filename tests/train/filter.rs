@@ -5,7 +5,7 @@
 
 use gavel::train::filter::{Band, FilterConfig, FilterState};
 use gavel::train::tasks::read_tasks;
-use gavel::train::toy::{toy_config, write_toy};
+use gavel::train::toy::{constant_toy_config, write_toy};
 use gavel::train::trainer::{Source, Trainer};
 
 use super::in_process;
@@ -34,7 +34,7 @@ fn trainer(
     let (model, _) = write_toy(dir).unwrap();
     let tasks = dir.join("mixed.jsonl");
     std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
-    let mut cfg = toy_config(model, tasks.clone(), dir.join("out"));
+    let mut cfg = constant_toy_config(model, tasks.clone(), dir.join("out"));
     cfg.steps = steps;
     cfg.prompts_per_step = 4;
     cfg.group_size = 8;

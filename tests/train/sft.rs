@@ -9,7 +9,7 @@ use gavel::train::config::TrainConfig;
 use gavel::train::rollout::{sample_rows, SamplingConfig};
 use gavel::train::sft::{Sft, SftExample};
 use gavel::train::tasks::read_tasks;
-use gavel::train::toy::{toy_config, write_toy, TOY_STARTS};
+use gavel::train::toy::{constant_toy_config, write_toy, TOY_STARTS};
 use gavel::train::trainer::{Source, Trainer};
 
 use super::max_diff;
@@ -40,7 +40,7 @@ fn toy_sft_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 fn sft_config(model: PathBuf, sft: PathBuf, out: PathBuf, steps: u64) -> TrainConfig {
-    let mut c = toy_config(model, PathBuf::new(), out);
+    let mut c = constant_toy_config(model, PathBuf::new(), out);
     c.tasks = None;
     c.sft = Some(sft);
     c.steps = steps;
@@ -253,7 +253,7 @@ fn grpo_with_init_adapter_starts_from_the_sft_adapter() {
     let (model, tasks, data) = toy_sft_files(tmp.path());
     let mut s = Sft::new(sft_config(model.clone(), data, tmp.path().join("sft"), 40)).unwrap();
     s.run(false).unwrap();
-    let mut cfg = toy_config(model, tasks.clone(), tmp.path().join("grpo"));
+    let mut cfg = constant_toy_config(model, tasks.clone(), tmp.path().join("grpo"));
     cfg.init_adapter = Some(tmp.path().join("sft/checkpoint-40"));
     cfg.steps = 1;
     cfg.seed = 11;
@@ -291,7 +291,7 @@ fn grpo_with_init_adapter_starts_from_the_sft_adapter() {
 fn mismatched_adapters_and_options_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (model, tasks) = write_toy(tmp.path()).unwrap();
-    let cfg = toy_config(model, tasks, tmp.path().join("out"));
+    let cfg = constant_toy_config(model, tasks, tmp.path().join("out"));
     let adapter = Trainer::new(cfg.clone(), Source::Offline(Vec::new()))
         .unwrap()
         .save()

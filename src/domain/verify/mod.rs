@@ -325,7 +325,7 @@ pub(crate) mod tests {
     }
 
     /// `answer_line` end to end: value kinds, line finding, reasons and spec errors (kept here,
-    /// beside the public API, so that `answer.rs` stays code).
+    /// beside the public API, so that `answer/` stays code).
     mod answer_line {
         use super::super::Verifier;
         use super::{build_err, run, traj_with};
